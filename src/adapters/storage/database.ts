@@ -1,0 +1,69 @@
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import SQLite from 'better-sqlite3';
+import { Kysely, PostgresDialect, SqliteDialect } from 'kysely';
+import pg from 'pg';
+import type { DatabaseConfig } from '../../config/config.js';
+import { canonicalTimestamp } from '../../domain/timestamp.js';
+import type { DatabaseSchema } from './schema.js';
+
+export type Dialect = DatabaseConfig['kind'];
+
+/** An open relational database: the Kysely handle plus what differs between dialects. */
+export interface Database {
+  readonly db: Kysely<DatabaseSchema>;
+  readonly dialect: Dialect;
+  close(): Promise<void>;
+}
+
+export function openDatabase(config: DatabaseConfig): Database {
+  return config.kind === 'sqlite' ? openSqlite(config.url) : openPostgres(config.url, config.poolMax);
+}
+
+function openSqlite(file: string): Database {
+  if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
+  const connection = new SQLite(file);
+  // WAL + NORMAL: a committed transaction survives a crash of the process (not of the machine's power).
+  connection.pragma('journal_mode = WAL');
+  connection.pragma('synchronous = NORMAL');
+  connection.pragma('busy_timeout = 5000');
+  connection.pragma('foreign_keys = ON');
+  const db = new Kysely<DatabaseSchema>({ dialect: new SqliteDialect({ database: connection }) });
+  return { db, dialect: 'sqlite', close: () => db.destroy() };
+}
+
+const PG_INT8 = 20;
+const PG_TIMESTAMPTZ = 1184;
+
+/** PostgreSQL prints `2024-01-02 03:04:05.123456+00`; the service speaks RFC 3339. */
+export function fromPostgresTimestamp(text: string): string {
+  const withColonOffset = text.replace(/([+-]\d{2})$/, '$1:00');
+  return canonicalTimestamp(withColonOffset) ?? text;
+}
+
+function openPostgres(connectionString: string, max: number): Database {
+  const pool = new pg.Pool({
+    connectionString,
+    max,
+    types: {
+      getTypeParser: ((oid: number, format?: 'text' | 'binary') => {
+        if (oid === PG_INT8) return (value: string) => Number(value);
+        if (oid === PG_TIMESTAMPTZ) return fromPostgresTimestamp;
+        return pg.types.getTypeParser(oid, format);
+      }) as typeof pg.types.getTypeParser,
+    },
+  });
+  // Timestamps come back in UTC whatever the server's default time zone is.
+  pool.on('connect', (client) => {
+    client.query(`SET TIME ZONE 'UTC'`).catch(() => undefined);
+  });
+  const db = new Kysely<DatabaseSchema>({ dialect: new PostgresDialect({ pool }) });
+  return { db, dialect: 'postgres', close: () => db.destroy() };
+}
+
+/** Whether `error` is the driver's unique-constraint violation, in either dialect. */
+export function isUniqueViolation(error: unknown): boolean {
+  if (typeof error !== 'object' || error === null || !('code' in error)) return false;
+  const code = (error as { code: unknown }).code;
+  return code === 'SQLITE_CONSTRAINT_UNIQUE' || code === 'SQLITE_CONSTRAINT_PRIMARYKEY' || code === '23505';
+}

@@ -1,0 +1,77 @@
+import { type Kysely, sql } from 'kysely';
+import { errors } from '../../domain/errors.js';
+import type { NewUrlMapping, UrlMapping, UrlMappingChanges } from '../../domain/url-mapping.js';
+import type { ListOptions, RedirectTarget, UrlMappingRepository } from '../../ports/url-mapping-repository.js';
+import { isUniqueViolation } from './database.js';
+import type { DatabaseSchema } from './schema.js';
+
+const COLUMNS = ['id', 'code', 'url', 'created_at', 'click_count'] as const;
+const CLICK_BATCH_ROWS = 500;
+
+/** URL mappings in SQLite or PostgreSQL through one Kysely query set. */
+export class KyselyUrlMappingRepository implements UrlMappingRepository {
+  constructor(private readonly db: Kysely<DatabaseSchema>) {}
+
+  async create(mapping: NewUrlMapping): Promise<UrlMapping> {
+    try {
+      return await this.db.insertInto('url_mappings').values(mapping).returning(COLUMNS).executeTakeFirstOrThrow();
+    } catch (error) {
+      if (isUniqueViolation(error)) throw errors.codeConflict();
+      throw error;
+    }
+  }
+
+  findByCode(code: string): Promise<UrlMapping | undefined> {
+    return this.db.selectFrom('url_mappings').select(COLUMNS).where('code', '=', code).executeTakeFirst();
+  }
+
+  findTarget(code: string): Promise<RedirectTarget | undefined> {
+    return this.db.selectFrom('url_mappings').select(['id', 'url']).where('code', '=', code).executeTakeFirst();
+  }
+
+  list(options: ListOptions = {}): Promise<UrlMapping[]> {
+    let query = this.db.selectFrom('url_mappings').select(COLUMNS).orderBy('id');
+    if (options.after !== undefined) query = query.where('id', '>', options.after);
+    if (options.limit !== undefined) query = query.limit(options.limit);
+    return query.execute();
+  }
+
+  async update(code: string, changes: UrlMappingChanges): Promise<UrlMapping | undefined> {
+    const values = Object.fromEntries(
+      Object.entries(changes).filter(([, value]) => value !== null && value !== undefined),
+    );
+    if (Object.keys(values).length === 0) return this.findByCode(code);
+    try {
+      return await this.db
+        .updateTable('url_mappings')
+        .set(values)
+        .where('code', '=', code)
+        .returning(COLUMNS)
+        .executeTakeFirst();
+    } catch (error) {
+      if (isUniqueViolation(error)) throw errors.codeConflict();
+      throw error;
+    }
+  }
+
+  async delete(code: string): Promise<number | undefined> {
+    const row = await this.db.deleteFrom('url_mappings').where('code', '=', code).returning('id').executeTakeFirst();
+    return row?.id;
+  }
+
+  async addClicks(deltas: ReadonlyArray<readonly [id: number, delta: number]>): Promise<void> {
+    if (deltas.length === 0) return;
+    await this.db.transaction().execute(async (trx) => {
+      for (let start = 0; start < deltas.length; start += CLICK_BATCH_ROWS) {
+        const rows = deltas
+          .slice(start, start + CLICK_BATCH_ROWS)
+          .map(([id, delta]) => sql`(CAST(${id} AS BIGINT), CAST(${delta} AS BIGINT))`);
+        // One statement per batch; the same SQL runs on SQLite (3.33+) and PostgreSQL.
+        await sql`
+          WITH deltas(id, delta) AS (VALUES ${sql.join(rows)})
+          UPDATE url_mappings SET click_count = url_mappings.click_count + deltas.delta
+          FROM deltas WHERE url_mappings.id = deltas.id`.execute(trx);
+      }
+    });
+  }
+}

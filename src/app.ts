@@ -1,0 +1,99 @@
+import { randomUUID } from 'node:crypto';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
+import Fastify, {
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  type FastifyServerOptions,
+  LogController,
+} from 'fastify';
+import type { Config } from './config/config.js';
+import { errors } from './domain/errors.js';
+import { registerErrorHandling } from './http/error-handler.js';
+import type { RouteTable } from './http/route-table.js';
+import { healthRoutes } from './http/routes/health.js';
+import { urlMappingRoutes } from './http/routes/url-mappings.js';
+import { SHARED_SCHEMAS } from './http/schemas.js';
+import { createValidatorCompiler } from './http/validation.js';
+import type { UrlMappingService } from './services/url-mapping-service.js';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Log this route's requests at debug level only (the redirect path). */
+    quietLogs?: boolean;
+  }
+}
+
+export interface AppDependencies {
+  readonly config: Config;
+  readonly routes: RouteTable;
+  readonly urlMappings: UrlMappingService;
+  /** A pino logger or logger options; tests pass `false`. */
+  readonly logger?: FastifyServerOptions['logger'];
+}
+
+const REQUEST_ID = /^[\w.:-]{1,128}$/;
+
+export const OPENAPI_INFO = { title: 'UrlShortener', version: '0.1.0' } as const;
+
+/** One line per request, when it completes; the redirect path logs it only at debug level. */
+class RequestLogs extends LogController {
+  override incomingRequest(): void {}
+
+  override requestCompleted(error: Error | null, request: FastifyRequest, reply: FastifyReply): void {
+    const line = { method: request.method, url: request.url, statusCode: reply.statusCode, ms: reply.elapsedTime };
+    if (error) reply.log.error({ ...line, err: error }, 'request errored');
+    else if (request.routeOptions.config.quietLogs) reply.log.debug(line, 'request completed');
+    else reply.log.info(line, 'request completed');
+  }
+}
+
+/** Builds the HTTP app without listening: the server entry and the tests both use it. */
+export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> {
+  const { config } = deps;
+  const app = Fastify({
+    logger: deps.logger ?? { level: config.logLevel, redact: ['req.headers.cookie', 'req.headers.authorization'] },
+    logController: new RequestLogs(),
+    bodyLimit: config.bodyLimit,
+    trustProxy: config.trustProxy,
+    requestIdHeader: false,
+    genReqId: (req) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+    },
+    routerOptions: { maxParamLength: 4096 },
+    forceCloseConnections: 'idle',
+  }).withTypeProvider<TypeBoxTypeProvider>();
+
+  deps.routes.record(app);
+  app.setValidatorCompiler(createValidatorCompiler(SHARED_SCHEMAS));
+  for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
+  // JSON only: any other body type answers 415 instead of being read as text.
+  app.removeContentTypeParser(['text/plain']);
+  registerErrorHandling(app, config.bodyLimit);
+
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        ...OPENAPI_INFO,
+        description: 'Short codes that redirect to URLs. Errors are always `{"detail": "…"}`.',
+      },
+      tags: [
+        { name: 'url_mapping', description: 'Create, resolve, list, change and delete short URLs.' },
+        { name: 'infrastructure', description: 'Health and operations.' },
+      ],
+    },
+    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { deepLinking: false } });
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+
+  await app.register(healthRoutes);
+  await app.register(urlMappingRoutes, { service: deps.urlMappings, cacheControl: config.redirect.cacheControl });
+
+  deps.routes.registerMethodNotAllowed(app, errors.methodNotAllowed);
+  return app;
+}

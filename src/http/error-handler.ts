@@ -1,0 +1,46 @@
+import type { FastifyError, FastifyInstance } from 'fastify';
+import { AppError, errors } from '../domain/errors.js';
+import { describeValidationError } from './validation.js';
+
+interface ErrorContext {
+  readonly bodyLimit: number;
+  readonly contentType: string | undefined;
+}
+
+/** Maps every failure to an AppError; anything unexpected becomes a 500 that shows nothing. */
+export function toAppError(error: FastifyError | AppError | Error, context: ErrorContext): AppError {
+  if (error instanceof AppError) return error;
+  const fastifyError = error as FastifyError;
+  if (fastifyError.validation) {
+    return errors.validation(
+      describeValidationError(fastifyError.validation as never, fastifyError.validationContext ?? 'body'),
+    );
+  }
+  switch (fastifyError.code) {
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+      return errors.validation('body: malformed JSON');
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return errors.validation('body: is empty; a JSON object is required');
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return errors.payloadTooLarge(context.bodyLimit);
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return errors.unsupportedMediaType(context.contentType);
+  }
+  const status = fastifyError.statusCode ?? 500;
+  if (status >= 400 && status < 500) {
+    return new AppError(fastifyError.code ?? 'BAD_REQUEST', status, fastifyError.message);
+  }
+  return errors.internal();
+}
+
+/** One error handler for the whole app: every error body is `{detail}`. */
+export function registerErrorHandling(app: FastifyInstance, bodyLimit: number): void {
+  app.setErrorHandler((error: FastifyError, request, reply) => {
+    const appError = toAppError(error, { bodyLimit, contentType: request.headers['content-type'] });
+    if (appError.statusCode >= 500) request.log.error({ err: error }, 'request failed');
+    void reply.code(appError.statusCode).headers(appError.headers).send({ detail: appError.detail });
+  });
+  app.setNotFoundHandler((_request, reply) => {
+    void reply.code(404).send({ detail: errors.routeNotFound().detail });
+  });
+}

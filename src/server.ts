@@ -1,0 +1,37 @@
+import type { Config } from './config/config.js';
+import { compose, type Service } from './composition-root.js';
+
+/** Starts the service and stops it gracefully on SIGTERM/SIGINT. */
+export async function serve(config: Config): Promise<Service> {
+  const service = await compose(config);
+  const { app } = service;
+  let stopping = false;
+  const stop = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      app.log.warn({ signal }, 'second signal: exiting now');
+      process.exit(1);
+    }
+    stopping = true;
+    app.log.info({ signal }, 'shutting down: finishing requests, flushing clicks');
+    const force = setTimeout(() => {
+      app.log.error({ timeoutMs: config.shutdownTimeoutMs }, 'shutdown timed out; exiting');
+      process.exit(1);
+    }, config.shutdownTimeoutMs);
+    force.unref();
+    service.close().then(
+      () => {
+        app.log.info('shut down cleanly');
+        process.exit(0);
+      },
+      (error: unknown) => {
+        app.log.error({ err: error }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  };
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+
+  await app.listen({ host: config.host, port: config.port });
+  return service;
+}

@@ -1,0 +1,74 @@
+import type { UrlMappingRepository } from '../ports/url-mapping-repository.js';
+
+export interface ClickBufferLogger {
+  error(object: unknown, message: string): void;
+}
+
+/**
+ * Counts clicks in memory and writes them to the database in batches, so that the redirect
+ * path never waits on a write. `pending(id)` gives the clicks not yet visible in the database,
+ * so that reads on this instance can add them and see every click at once.
+ */
+export class ClickBuffer {
+  private buffered = new Map<number, number>();
+  private inFlight = new Map<number, number>();
+  private flushing: Promise<void> | undefined;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly repository: Pick<UrlMappingRepository, 'addClicks'>,
+    private readonly intervalMs: number,
+    private readonly logger: ClickBufferLogger,
+  ) {}
+
+  start(): void {
+    this.timer ??= setInterval(() => void this.flush(), this.intervalMs);
+    this.timer.unref();
+  }
+
+  /** Stops the timer and writes everything still buffered. */
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    await this.flush();
+    if (this.buffered.size > 0) await this.flush();
+  }
+
+  record(id: number): void {
+    this.buffered.set(id, (this.buffered.get(id) ?? 0) + 1);
+  }
+
+  /** Clicks on `id` that the database does not show yet. */
+  pending(id: number): number {
+    return (this.buffered.get(id) ?? 0) + (this.inFlight.get(id) ?? 0);
+  }
+
+  /**
+   * Drops the clicks on `id` (its count is being set or the mapping removed), after any write
+   * of them already under way has finished, so that write cannot land on top of the new value.
+   */
+  async discard(id: number): Promise<void> {
+    if (this.inFlight.has(id) && this.flushing) await this.flushing;
+    this.buffered.delete(id);
+  }
+
+  /** Writes the buffered clicks in one batch; concurrent calls share the write under way. */
+  flush(): Promise<void> {
+    if (this.flushing) return this.flushing.then(() => (this.buffered.size > 0 ? this.flush() : undefined));
+    if (this.buffered.size === 0) return Promise.resolve();
+    this.inFlight = this.buffered;
+    this.buffered = new Map();
+    this.flushing = this.repository
+      .addClicks([...this.inFlight])
+      .catch((error: unknown) => {
+        // Keep the clicks for the next attempt rather than lose them.
+        for (const [id, n] of this.inFlight) this.buffered.set(id, (this.buffered.get(id) ?? 0) + n);
+        this.logger.error({ err: error, mappings: this.inFlight.size }, 'click flush failed; will retry');
+      })
+      .finally(() => {
+        this.inFlight = new Map();
+        this.flushing = undefined;
+      });
+    return this.flushing;
+  }
+}

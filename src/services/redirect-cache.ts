@@ -1,0 +1,65 @@
+import { LRUCache } from 'lru-cache';
+
+/** What the redirect path needs of a mapping. */
+export interface CachedTarget {
+  readonly id: number;
+  /** The `Location` header value, ready to send. */
+  readonly location: string;
+}
+
+const UNKNOWN = Symbol('unknown code');
+type Entry = CachedTarget | typeof UNKNOWN;
+
+/**
+ * A bounded, time-limited read-through cache of code → redirect target, with negative entries
+ * for unknown codes. Loads of the same code are coalesced, and an invalidation makes any load
+ * already under way unable to write its (possibly stale) answer back.
+ */
+export class RedirectCache {
+  private readonly entries: LRUCache<string, Entry> | undefined;
+  private readonly loading = new Map<string, Promise<CachedTarget | undefined>>();
+
+  constructor(maxEntries: number, ttlMs: number) {
+    this.entries =
+      maxEntries > 0 && ttlMs > 0
+        ? new LRUCache<string, Entry>({ max: maxEntries, ttl: ttlMs, ttlAutopurge: false, updateAgeOnGet: false })
+        : undefined;
+  }
+
+  /** The cached answer: a target, `null` for a known-unknown code, `undefined` for a miss. */
+  peek(code: string): CachedTarget | null | undefined {
+    const entry = this.entries?.get(code);
+    return entry === UNKNOWN ? null : entry;
+  }
+
+  /** Loads through `load` on a miss, sharing one load among concurrent callers. */
+  load(code: string, load: () => Promise<CachedTarget | undefined>): Promise<CachedTarget | undefined> {
+    const pending = this.loading.get(code);
+    if (pending) return pending;
+    const promise = load().then(
+      (target) => {
+        if (this.loading.get(code) === promise) {
+          this.loading.delete(code);
+          this.entries?.set(code, target ?? UNKNOWN);
+        }
+        return target;
+      },
+      (error: unknown) => {
+        if (this.loading.get(code) === promise) this.loading.delete(code);
+        throw error;
+      },
+    );
+    this.loading.set(code, promise);
+    return promise;
+  }
+
+  /** Forgets `code`, including a load under way, so the next read goes to the database. */
+  invalidate(code: string): void {
+    this.entries?.delete(code);
+    this.loading.delete(code);
+  }
+
+  get size(): number {
+    return this.entries?.size ?? 0;
+  }
+}

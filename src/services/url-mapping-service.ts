@@ -1,0 +1,100 @@
+import { errors } from '../domain/errors.js';
+import {
+  assertCodeNotReserved,
+  assertValidTargetUrl,
+  locationFor,
+  normaliseCreatedAt,
+  type NewUrlMapping,
+  type UrlMapping,
+  type UrlMappingChanges,
+  type UrlRules,
+} from '../domain/url-mapping.js';
+import type { ListOptions, UrlMappingRepository } from '../ports/url-mapping-repository.js';
+import type { ClickBuffer } from './click-buffer.js';
+import type { CachedTarget, RedirectCache } from './redirect-cache.js';
+
+export interface UrlMappingServiceOptions {
+  readonly rules: UrlRules;
+  /** Lower-case first path segments of the service's own routes; codes equal to one are refused. */
+  readonly reservedCodes: () => ReadonlySet<string>;
+}
+
+/** The URL-mapping use cases: shorten, resolve, list, update, delete. */
+export class UrlMappingService {
+  constructor(
+    private readonly repository: UrlMappingRepository,
+    private readonly cache: RedirectCache,
+    private readonly clicks: ClickBuffer,
+    private readonly options: UrlMappingServiceOptions,
+  ) {}
+
+  async shorten(input: NewUrlMapping): Promise<UrlMapping> {
+    assertCodeNotReserved(input.code, this.options.reservedCodes());
+    assertValidTargetUrl(input.url, this.options.rules);
+    const created = await this.repository.create({ ...input, created_at: normaliseCreatedAt(input.created_at) });
+    this.cache.invalidate(created.code); // drops a cached "unknown code"
+    return created;
+  }
+
+  /**
+   * The `Location` for `code`, counting the click unless `count` is false (HEAD).
+   * On a cache hit this never touches the database.
+   */
+  resolve(code: string, count: boolean): CachedTarget | Promise<CachedTarget> {
+    const cached = this.cache.peek(code);
+    if (cached === null) throw errors.mappingNotFound();
+    if (cached !== undefined) {
+      if (count) this.clicks.record(cached.id);
+      return cached;
+    }
+    return this.cache.load(code, () => this.loadTarget(code)).then((target) => {
+      if (target === undefined) throw errors.mappingNotFound();
+      if (count) this.clicks.record(target.id);
+      return target;
+    });
+  }
+
+  /** Mappings in id order; `nextAfter` is set when rows beyond this page exist. */
+  async list(options: ListOptions): Promise<{ mappings: UrlMapping[]; nextAfter?: number }> {
+    const { limit } = options;
+    const rows = await this.repository.list(limit === undefined ? options : { ...options, limit: limit + 1 });
+    const more = limit !== undefined && rows.length > limit;
+    const mappings = (more ? rows.slice(0, limit) : rows).map((row) => this.withPendingClicks(row));
+    return more ? { mappings, nextAfter: mappings[mappings.length - 1]!.id } : { mappings };
+  }
+
+  async update(code: string, changes: UrlMappingChanges): Promise<UrlMapping> {
+    if (changes.code != null) assertCodeNotReserved(changes.code, this.options.reservedCodes());
+    if (changes.url != null) assertValidTargetUrl(changes.url, this.options.rules);
+    const normalised: UrlMappingChanges = {
+      ...changes,
+      created_at: changes.created_at == null ? null : normaliseCreatedAt(changes.created_at),
+    };
+    if (changes.click_count != null) {
+      const current = await this.repository.findByCode(code);
+      if (current) await this.clicks.discard(current.id);
+    }
+    const updated = await this.repository.update(code, normalised);
+    this.cache.invalidate(code);
+    if (updated === undefined) throw errors.mappingNotFound();
+    if (updated.code !== code) this.cache.invalidate(updated.code);
+    return this.withPendingClicks(updated);
+  }
+
+  async delete(code: string): Promise<void> {
+    const id = await this.repository.delete(code);
+    this.cache.invalidate(code);
+    if (id === undefined) throw errors.mappingNotFound();
+    await this.clicks.discard(id);
+  }
+
+  private async loadTarget(code: string): Promise<CachedTarget | undefined> {
+    const target = await this.repository.findTarget(code);
+    return target && { id: target.id, location: locationFor(target.url) };
+  }
+
+  private withPendingClicks(row: UrlMapping): UrlMapping {
+    const pending = this.clicks.pending(row.id);
+    return pending === 0 ? row : { ...row, click_count: row.click_count + pending };
+  }
+}
