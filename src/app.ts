@@ -13,7 +13,9 @@ import type { Config } from './config/config.js';
 import { errors } from './domain/errors.js';
 import { registerErrorHandling } from './http/error-handler.js';
 import type { RouteTable } from './http/route-table.js';
+import type { Metrics } from './adapters/telemetry/metrics.js';
 import { healthRoutes } from './http/routes/health.js';
+import { metricsRoutes } from './http/routes/metrics.js';
 import { urlMappingRoutes } from './http/routes/url-mappings.js';
 import { SHARED_SCHEMAS } from './http/schemas.js';
 import { createValidatorCompiler } from './http/validation.js';
@@ -30,6 +32,7 @@ export interface AppDependencies {
   readonly config: Config;
   readonly routes: RouteTable;
   readonly urlMappings: UrlMappingService;
+  readonly metrics: Metrics;
   /** A pino logger or logger options; tests pass `false`. */
   readonly logger?: FastifyServerOptions['logger'];
 }
@@ -92,6 +95,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
   await app.register(healthRoutes);
+  await app.register(metricsRoutes, { metrics: deps.metrics });
   await app.register(urlMappingRoutes, { service: deps.urlMappings, cacheControl: config.redirect.cacheControl });
 
   deps.routes.registerMethodNotAllowed(app, errors.methodNotAllowed);

@@ -4,6 +4,7 @@ import type { Config } from './config/config.js';
 import { type Database, openDatabase } from './adapters/storage/database.js';
 import { KyselyUrlMappingRepository } from './adapters/storage/kysely-url-mapping-repository.js';
 import { migrateToLatest } from './adapters/storage/migrations.js';
+import { createMetrics } from './adapters/telemetry/metrics.js';
 import { RouteTable } from './http/route-table.js';
 import { ClickBuffer } from './services/click-buffer.js';
 import { RedirectCache } from './services/redirect-cache.js';
@@ -43,7 +44,8 @@ export async function compose(config: Config, options: ComposeOptions = {}): Pro
     rules: config.urls,
     reservedCodes: () => routes.reservedCodes(),
   });
-  const app = await buildApp({ config, routes, urlMappings, logger: options.logger });
+  const metrics = createMetrics();
+  const app = await buildApp({ config, routes, urlMappings, metrics, logger: options.logger });
   log = app.log;
   clicks.start();
 
