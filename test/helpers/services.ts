@@ -32,3 +32,10 @@ export async function requireService(name: string, url: string): Promise<boolean
 }
 
 export const postgresAvailable = await requireService('PostgreSQL', POSTGRES_URL);
+
+export const REDIS_URL = process.env.TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+export const NATS_URL = process.env.TEST_NATS_URL ?? 'nats://127.0.0.1:4222';
+
+/** Lazily checked, so suites that do not need Redis or NATS do not probe them. */
+export const redisAvailable = () => requireService('Redis', REDIS_URL);
+export const natsAvailable = () => requireService('NATS', NATS_URL.replace(/^nats:/, 'http:'));
