@@ -35,19 +35,14 @@ export async function compose(config: Config, options: ComposeOptions = {}): Pro
   const routes = new RouteTable();
   const cache = new RedirectCache(config.redirect.cacheMaxEntries, config.redirect.cacheTtlMs);
 
-  // The click buffer logs through the app's logger, which exists only once the app is built.
-  let log: FastifyInstance['log'] | undefined;
-  const clicks = new ClickBuffer(repository, config.redirect.clickFlushIntervalMs, {
-    error: (object, message) => log?.error(object, message),
-  });
+  const clicks = new ClickBuffer(repository, config.redirect.clickFlushIntervalMs);
   const urlMappings = new UrlMappingService(repository, cache, clicks, {
     rules: config.urls,
     reservedCodes: () => routes.reservedCodes(),
   });
   const metrics = createMetrics();
   const app = await buildApp({ config, routes, urlMappings, metrics, logger: options.logger });
-  log = app.log;
-  clicks.start();
+  clicks.start(app.log);
 
   let closing: Promise<void> | undefined;
   const close = () =>

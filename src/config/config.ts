@@ -122,7 +122,12 @@ export const SETTINGS = {
     description: 'Address to listen on. Use `0.0.0.0` to accept connections from other machines.',
     parse: nonEmpty,
   },
-  PORT: { name: 'PORT', default: '8000', description: 'TCP port to listen on (0 picks a free one).', parse: integer(0, 65535) },
+  PORT: {
+    name: 'PORT',
+    default: '8000',
+    description: 'TCP port to listen on (0 picks a free one).',
+    parse: integer(0, 65535),
+  },
   LOG_LEVEL: {
     name: 'LOG_LEVEL',
     default: 'info',
@@ -183,7 +188,8 @@ export const SETTINGS = {
   CACHE_MAX_ENTRIES: {
     name: 'CACHE_MAX_ENTRIES',
     default: '100000',
-    description: 'Entries in the in-process redirect cache (known and unknown codes), least recently used evicted first.',
+    description:
+      'Entries in the in-process redirect cache (known and unknown codes), least recently used evicted first.',
     parse: integer(0, 100_000_000),
   },
   CACHE_TTL_MS: {

@@ -14,14 +14,16 @@ export class ClickBuffer {
   private inFlight = new Map<number, number>();
   private flushing: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
+  private logger: ClickBufferLogger = { error: () => undefined };
 
   constructor(
     private readonly repository: Pick<UrlMappingRepository, 'addClicks'>,
     private readonly intervalMs: number,
-    private readonly logger: ClickBufferLogger,
   ) {}
 
-  start(): void {
+  /** Starts flushing every interval; failures are logged to `logger` and retried. */
+  start(logger: ClickBufferLogger): void {
+    this.logger = logger;
     this.timer ??= setInterval(() => void this.flush(), this.intervalMs);
     this.timer.unref();
   }

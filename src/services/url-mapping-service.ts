@@ -47,11 +47,13 @@ export class UrlMappingService {
       if (count) this.clicks.record(cached.id);
       return cached;
     }
-    return this.cache.load(code, () => this.loadTarget(code)).then((target) => {
-      if (target === undefined) throw errors.mappingNotFound();
-      if (count) this.clicks.record(target.id);
-      return target;
-    });
+    return this.cache
+      .load(code, () => this.loadTarget(code))
+      .then((target) => {
+        if (target === undefined) throw errors.mappingNotFound();
+        if (count) this.clicks.record(target.id);
+        return target;
+      });
   }
 
   /** Mappings in id order; `nextAfter` is set when rows beyond this page exist. */

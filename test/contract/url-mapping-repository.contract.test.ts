@@ -13,7 +13,9 @@ describe.each(BACKENDS)('UrlMappingRepository on $name', (backend) => {
   let repo: UrlMappingRepository;
   let n = 0;
   const code = () => `c${String(++n).padStart(6, '0')}`;
-  const mapping = (overrides: Partial<{ code: string; url: string; created_at: string; click_count: number }> = {}) => ({
+  const mapping = (
+    overrides: Partial<{ code: string; url: string; created_at: string; click_count: number }> = {},
+  ) => ({
     code: code(),
     url: 'https://example.com/a',
     created_at: '2024-05-06T07:08:09.123456Z',
@@ -49,7 +51,10 @@ describe.each(BACKENDS)('UrlMappingRepository on $name', (backend) => {
 
   it.skipIf(!backend.available)('refuses a duplicate code with codeConflict, case-sensitively', async () => {
     const first = await repo.create(mapping({ code: 'DupCode1' }));
-    await expect(repo.create(mapping({ code: 'DupCode1' }))).rejects.toMatchObject({ statusCode: 409, detail: 'Code already exists' });
+    await expect(repo.create(mapping({ code: 'DupCode1' }))).rejects.toMatchObject({
+      statusCode: 409,
+      detail: 'Code already exists',
+    });
     await expect(repo.create(mapping({ code: 'DupCode1' }))).rejects.toBeInstanceOf(AppError);
     const other = await repo.create(mapping({ code: 'dupcode1' }));
     expect(other.id).not.toBe(first.id);

@@ -19,7 +19,10 @@ function migrations(dialect: Dialect): Record<string, Migration> {
           .addColumn('url', 'text', (c) => c.notNull())
           .addColumn('created_at', pg ? 'timestamptz' : 'text', (c) => c.notNull())
           .addColumn('click_count', pg ? 'bigint' : 'integer', (c) =>
-            c.notNull().defaultTo(0).check(sql`click_count >= 0`),
+            c
+              .notNull()
+              .defaultTo(0)
+              .check(sql`click_count >= 0`),
           )
           .execute();
       },

@@ -22,7 +22,10 @@ const invalidCode = errorResponse('The code breaks its rules (6 to 10 letters an
 const notFound = errorResponse('No mapping has this code.');
 
 /** `POST /shorten`, `GET /urls`, and `GET|HEAD|PATCH|DELETE /{code}`. */
-export const urlMappingRoutes: FastifyPluginAsyncTypebox<UrlMappingRoutesOptions> = async (app, { service, cacheControl }) => {
+export const urlMappingRoutes: FastifyPluginAsyncTypebox<UrlMappingRoutesOptions> = async (
+  app,
+  { service, cacheControl },
+) => {
   app.post(
     '/shorten',
     {
@@ -107,7 +110,8 @@ export const urlMappingRoutes: FastifyPluginAsyncTypebox<UrlMappingRoutesOptions
       schema: {
         operationId: 'update',
         summary: 'Change a mapping',
-        description: 'Omitted or null fields stay as they are. A new code moves the mapping: the old code answers 404 at once.',
+        description:
+          'Omitted or null fields stay as they are. A new code moves the mapping: the old code answers 404 at once.',
         tags,
         params: CodeParams,
         body: ref(UrlMappingUpdate),
