@@ -39,9 +39,16 @@ export interface MigrationReport {
 
 /** Brings the schema up to date; safe to run from several processes at once (the migrator locks). */
 export async function migrateToLatest(db: Kysely<any>, dialect: Dialect): Promise<MigrationReport> {
+  // Kysely looks for its bookkeeping tables by name across schemas; pin it to the one in use
+  // so a database that holds several schemas (e.g. one per tenant or test run) migrates each.
+  const migrationTableSchema =
+    dialect === 'postgres'
+      ? (await sql<{ schema: string }>`SELECT current_schema() AS schema`.execute(db)).rows[0]?.schema
+      : undefined;
   const migrator = new Migrator({
     db,
     provider: { getMigrations: async () => migrations(dialect) },
+    ...(migrationTableSchema ? { migrationTableSchema } : {}),
   });
   const { error, results } = await migrator.migrateToLatest();
   if (error) throw error instanceof Error ? error : new Error(String(error));
