@@ -49,7 +49,8 @@ async function main(argv: readonly string[]): Promise<number> {
       return 0;
     }
     case 'openapi': {
-      const service = await compose(config, { logger: false });
+      // The document depends on the routes only: build them over a throw-away in-memory database.
+      const service = await compose({ ...config, database: { kind: 'sqlite', url: ':memory:', poolMax: 1 } }, { logger: false });
       await service.app.ready();
       process.stdout.write(`${JSON.stringify(service.app.swagger(), null, 2)}\n`);
       await service.close();
