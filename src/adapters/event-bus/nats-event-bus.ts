@@ -1,0 +1,230 @@
+import {
+  AckPolicy,
+  connect,
+  type ConsumerConfig,
+  DeliverPolicy,
+  headers as natsHeaders,
+  type JetStreamClient,
+  type JetStreamManager,
+  type JsMsg,
+  JSONCodec,
+  type NatsConnection,
+  nanos,
+  RetentionPolicy,
+  StorageType,
+} from 'nats';
+import { type EventEnvelope, type MessageHeaders, partitionFor } from '../../domain/events.js';
+import type { BusMessage, EventBus, PublishedPosition, SubscribeOptions, Subscription } from '../../ports/event-bus.js';
+
+export interface NatsEventBusOptions {
+  readonly url: string;
+  readonly partitions: number;
+  /** How long a delivered message may stay unacknowledged before JetStream redelivers it. */
+  readonly ackWaitMs: number;
+  readonly retryDelayMs: number;
+  /** Prefix of stream and subject names (tests use a unique one). */
+  readonly prefix: string;
+  readonly retentionMs: number;
+  /** Window in which JetStream drops a repeated event id (Nats-Msg-Id). */
+  readonly duplicateWindowMs: number;
+}
+
+const codec = JSONCodec<EventEnvelope>();
+/** Consumer groups that only follow what comes next are forgotten by the server after this idle time. */
+const LATEST_GROUP_IDLE_MS = 60 * 60 * 1000;
+
+/**
+ * The distributed event bus: one JetStream stream per topic, one subject per partition, and per
+ * consumer group one durable pull consumer per partition with explicit acks and one message in
+ * flight, so order holds within a partition while members of the group share the partitions.
+ * Uses only features of nats-server 2.9.
+ */
+export class NatsEventBus implements EventBus {
+  readonly partitions: number;
+  private readonly streams = new Map<string, Promise<void>>();
+  private readonly subscriptions = new Set<Subscription>();
+
+  private constructor(
+    private readonly nc: NatsConnection,
+    private readonly jsm: JetStreamManager,
+    private readonly js: JetStreamClient,
+    private readonly options: NatsEventBusOptions,
+  ) {
+    this.partitions = options.partitions;
+  }
+
+  static async connect(options: NatsEventBusOptions): Promise<NatsEventBus> {
+    const nc = await connect({
+      servers: options.url.replace(/^nats:\/\//, ''),
+      name: 'urlshortener',
+      maxReconnectAttempts: -1,
+      reconnectTimeWait: 500,
+    });
+    const jsm = await nc.jetstreamManager();
+    return new NatsEventBus(nc, jsm, nc.jetstream(), options);
+  }
+
+  async publish(
+    topic: string,
+    key: string,
+    headers: MessageHeaders,
+    envelope: EventEnvelope,
+  ): Promise<PublishedPosition> {
+    await this.ensureStream(topic);
+    const partition = partitionFor(key, this.partitions);
+    const h = natsHeaders();
+    for (const [name, value] of Object.entries(headers)) h.set(name, value);
+    const ack = await this.js.publish(this.subject(topic, partition), codec.encode(envelope), {
+      msgID: envelope.event_id,
+      headers: h,
+    });
+    return { partition, offset: ack.seq };
+  }
+
+  async subscribe(options: SubscribeOptions): Promise<Subscription> {
+    await this.ensureStream(options.topic);
+    const state = { running: true };
+    const loops: Promise<void>[] = [];
+    for (let p = 0; p < this.partitions; p++) {
+      const durable = await this.ensureConsumer(options, p);
+      loops.push(this.consume(options, durable, state));
+    }
+    const subscription: Subscription = {
+      close: async () => {
+        state.running = false;
+        this.subscriptions.delete(subscription);
+        await Promise.all(loops);
+      },
+    };
+    this.subscriptions.add(subscription);
+    return subscription;
+  }
+
+  async seek(group: string, topic: string, partition: number, offset: number): Promise<void> {
+    await this.ensureStream(topic);
+    const stream = this.stream(topic);
+    const durable = this.durable(group, partition);
+    await this.jsm.consumers.delete(stream, durable).catch(() => undefined);
+    await this.jsm.consumers.add(stream, {
+      ...this.consumerConfig(topic, partition, durable),
+      deliver_policy: DeliverPolicy.StartSequence,
+      opt_start_seq: Math.max(1, offset),
+    });
+  }
+
+  async ping(): Promise<void> {
+    await this.nc.flush();
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([...this.subscriptions].map((s) => s.close()));
+    if (!this.nc.isClosed()) await this.nc.drain();
+  }
+
+  /** Deletes the streams under this bus's prefix (tests). */
+  async destroy(): Promise<void> {
+    for (const topic of this.streams.keys()) await this.jsm.streams.delete(this.stream(topic)).catch(() => undefined);
+  }
+
+  private stream(topic: string): string {
+    return `${this.options.prefix}${topic}`;
+  }
+
+  private subject(topic: string, partition: number): string {
+    return `${this.options.prefix}${topic}.${partition}`;
+  }
+
+  private durable(group: string, partition: number): string {
+    return `${group.replace(/[^A-Za-z0-9_-]/g, '_')}-p${partition}`;
+  }
+
+  private ensureStream(topic: string): Promise<void> {
+    let ready = this.streams.get(topic);
+    if (!ready) {
+      const name = this.stream(topic);
+      ready = this.jsm.streams
+        .info(name)
+        .then(() => undefined)
+        .catch(async () => {
+          await this.jsm.streams.add({
+            name,
+            subjects: [`${name}.*`],
+            storage: StorageType.File,
+            retention: RetentionPolicy.Limits,
+            max_age: nanos(this.options.retentionMs),
+            duplicate_window: nanos(this.options.duplicateWindowMs),
+          });
+        });
+      ready.catch(() => this.streams.delete(topic));
+      this.streams.set(topic, ready);
+    }
+    return ready;
+  }
+
+  private consumerConfig(topic: string, partition: number, durable: string): Partial<ConsumerConfig> {
+    return {
+      durable_name: durable,
+      ack_policy: AckPolicy.Explicit,
+      filter_subject: this.subject(topic, partition),
+      max_ack_pending: 1,
+      ack_wait: nanos(this.options.ackWaitMs),
+      max_deliver: -1,
+    };
+  }
+
+  private async ensureConsumer(options: SubscribeOptions, partition: number): Promise<string> {
+    const stream = this.stream(options.topic);
+    const durable = this.durable(options.group, partition);
+    try {
+      await this.jsm.consumers.info(stream, durable);
+    } catch {
+      const latest = options.startAt === 'latest';
+      await this.jsm.consumers.add(stream, {
+        ...this.consumerConfig(options.topic, partition, durable),
+        deliver_policy: latest ? DeliverPolicy.New : DeliverPolicy.All,
+        ...(latest ? { inactive_threshold: nanos(LATEST_GROUP_IDLE_MS) } : {}),
+      });
+    }
+    return durable;
+  }
+
+  private async consume(options: SubscribeOptions, durable: string, state: { running: boolean }): Promise<void> {
+    const stream = this.stream(options.topic);
+    while (state.running) {
+      let message: JsMsg | null = null;
+      try {
+        const consumer = await this.js.consumers.get(stream, durable);
+        while (state.running) {
+          message = await consumer.next({ expires: 1000 });
+          if (!message) continue;
+          await this.deliver(options, message);
+          message = null;
+        }
+      } catch {
+        // Disconnected, or the consumer was replaced (seek): get it again after a pause.
+        if (state.running) await sleep(this.options.retryDelayMs);
+      }
+    }
+  }
+
+  private async deliver(options: SubscribeOptions, message: JsMsg): Promise<void> {
+    const headers: Record<string, string> = {};
+    for (const name of message.headers?.keys() ?? []) headers[name] = message.headers?.get(name) ?? '';
+    const busMessage: BusMessage = {
+      topic: options.topic,
+      partition: Number(message.subject.slice(message.subject.lastIndexOf('.') + 1)),
+      offset: message.info.streamSequence,
+      headers,
+      envelope: codec.decode(message.data),
+      deliveryCount: message.info.redeliveryCount,
+    };
+    try {
+      await options.handler(busMessage);
+      message.ack();
+    } catch {
+      message.nak(this.options.retryDelayMs);
+    }
+  }
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

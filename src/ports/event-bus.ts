@@ -1,0 +1,56 @@
+import type { EventEnvelope, MessageHeaders } from '../domain/events.js';
+
+/** A message as a consumer receives it. */
+export interface BusMessage {
+  readonly topic: string;
+  readonly partition: number;
+  /** Position in the partition (the embedded log's offset; JetStream's stream sequence). */
+  readonly offset: number;
+  readonly headers: MessageHeaders;
+  readonly envelope: EventEnvelope;
+  /** 1 on first delivery; more when redelivered after a failure or a consumer crash. */
+  readonly deliveryCount: number;
+}
+
+/** Throwing makes the bus deliver the message again later (at least once). */
+export type MessageHandler = (message: BusMessage) => Promise<void>;
+
+export interface SubscribeOptions {
+  /** Consumers of one group share the work: each message goes to one of them. */
+  readonly group: string;
+  readonly topic: string;
+  readonly handler: MessageHandler;
+  /** Where a group that has never consumed starts: the whole log (default) or only what comes next. */
+  readonly startAt?: 'earliest' | 'latest';
+}
+
+export interface Subscription {
+  /** Stops taking messages; the one being handled finishes first. */
+  close(): Promise<void>;
+}
+
+export interface PublishedPosition {
+  readonly partition: number;
+  readonly offset: number;
+}
+
+/**
+ * A durable, partitioned event log with consumer groups: at-least-once delivery, order kept
+ * within a partition, redelivery of whatever a crashed consumer had not acknowledged.
+ * Every adapter passes `test/contract/event-bus.contract.test.ts`.
+ *
+ * @example
+ *   await bus.publish('url_events', 'abc123', headers, envelope);
+ *   const sub = await bus.subscribe({ group: 'event-store', topic: 'url_events', handler });
+ */
+export interface EventBus {
+  readonly partitions: number;
+  /** Durable once resolved. `key` picks the partition. A repeated `event_id` is stored once. */
+  publish(topic: string, key: string, headers: MessageHeaders, envelope: EventEnvelope): Promise<PublishedPosition>;
+  subscribe(options: SubscribeOptions): Promise<Subscription>;
+  /** Moves `group` so that its next message in `partition` of `topic` is the one at `offset`. */
+  seek(group: string, topic: string, partition: number, offset: number): Promise<void>;
+  /** Whether the bus answers (readiness). */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,180 @@
+import { spawn } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createEvent, partitionFor } from '../../src/domain/events.js';
+import type { BusMessage, EventBus } from '../../src/ports/event-bus.js';
+import { BUS_KINDS, type BusFamily } from '../helpers/event-buses.js';
+import { eventually } from '../helpers/eventually.js';
+
+const available = Object.fromEntries(await Promise.all(BUS_KINDS.map(async (k) => [k.name, await k.available()])));
+
+const HEADERS = { event_type: 'test.event', service: 'urlshortener', traceparent: '', tracestate: '' };
+const event = (key: string, n: number) =>
+  createEvent('test.event', { n }, { service: 'urlshortener', topic: 'contract', key });
+
+/** Collects what a subscription receives. */
+function collector(onMessage?: (m: BusMessage) => Promise<void>) {
+  const received: BusMessage[] = [];
+  return {
+    received,
+    ids: () => received.map((m) => m.envelope.event_id),
+    handler: async (m: BusMessage) => {
+      await onMessage?.(m);
+      received.push(m);
+    },
+  };
+}
+
+/** One contract, every event bus adapter. */
+describe.each(BUS_KINDS)('EventBus on $name', (kind) => {
+  const ok = available[kind.name] as boolean;
+  let family: BusFamily;
+  let bus: EventBus;
+  let topicNo = 0;
+  const topic = () => `contract${++topicNo}`;
+
+  beforeAll(async () => {
+    if (!ok) return;
+    family = await kind.family();
+    bus = await family.connect();
+  });
+  afterAll(async () => {
+    await family?.destroy();
+  });
+
+  const publish = async (t: string, key: string, n: number) => {
+    const e = event(key, n);
+    const position = await bus.publish(t, key, { ...HEADERS, event_type: e.envelope.event_type }, e.envelope);
+    return { ...position, id: e.envelope.event_id, envelope: e.envelope };
+  };
+
+  it.skipIf(!ok)('delivers every message of a partition in order, with headers and position', async () => {
+    const t = topic();
+    const sent = [];
+    for (let n = 0; n < 20; n++) sent.push(await publish(t, 'same-key', n));
+    expect(new Set(sent.map((s) => s.partition)).size).toBe(1);
+    const c = collector();
+    const sub = await bus.subscribe({ group: 'order', topic: t, handler: c.handler });
+    await eventually(() => expect(c.received).toHaveLength(20));
+    await sub.close();
+    expect(c.ids()).toEqual(sent.map((s) => s.id));
+    expect(c.received.map((m) => m.offset)).toEqual(sent.map((s) => s.offset));
+    expect(c.received[0]!.partition).toBe(partitionFor('same-key', bus.partitions));
+    expect(c.received[0]!.headers).toMatchObject({ event_type: 'test.event', service: 'urlshortener' });
+    expect(c.received[0]!.envelope).toEqual(sent[0]!.envelope);
+  });
+
+  it.skipIf(!ok)('delivers again after a handler failure, before anything later in the partition', async () => {
+    const t = topic();
+    const first = await publish(t, 'k', 1);
+    const second = await publish(t, 'k', 2);
+    let failures = 0;
+    const c = collector(async (m) => {
+      if (m.envelope.event_id === first.id && failures++ === 0) throw new Error('handler failed once');
+    });
+    const sub = await bus.subscribe({ group: 'retry', topic: t, handler: c.handler });
+    await eventually(() => expect(c.received).toHaveLength(2));
+    await sub.close();
+    expect(c.ids()).toEqual([first.id, second.id]);
+    expect(c.received[0]!.deliveryCount).toBe(2);
+    expect(c.received[1]!.deliveryCount).toBe(1);
+  });
+
+  it.skipIf(!ok)('gives every group every message, and a group each message once', async () => {
+    const t = topic();
+    const sent = [];
+    for (let n = 0; n < 12; n++) sent.push(await publish(t, `key${n}`, n));
+    const a = collector();
+    const b = collector();
+    const subs = [
+      await bus.subscribe({ group: 'group-a', topic: t, handler: a.handler }),
+      await bus.subscribe({ group: 'group-b', topic: t, handler: b.handler }),
+    ];
+    await eventually(() => expect(a.received.length + b.received.length).toBe(24));
+    await Promise.all(subs.map((s) => s.close()));
+    expect(new Set(a.ids())).toEqual(new Set(sent.map((s) => s.id)));
+    expect(new Set(b.ids())).toEqual(new Set(sent.map((s) => s.id)));
+  });
+
+  it.skipIf(!ok)('shares a group\'s work among its members, each message to one of them', async () => {
+    const t = topic();
+    const other = await family.connect(); // a second process
+    const slow = async () => new Promise<void>((resolve) => setTimeout(resolve, 20));
+    const a = collector(slow);
+    const b = collector(slow);
+    const subs = [
+      await bus.subscribe({ group: 'shared', topic: t, handler: a.handler }),
+      await other.subscribe({ group: 'shared', topic: t, handler: b.handler }),
+    ];
+    // Let the members settle on their shares of the partitions before the work arrives.
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    const sent = [];
+    for (let n = 0; n < 40; n++) sent.push(await publish(t, `key${n}`, n));
+    await eventually(() => expect(a.received.length + b.received.length).toBe(40));
+    await new Promise((resolve) => setTimeout(resolve, 300)); // nothing more may arrive
+    await Promise.all(subs.map((s) => s.close()));
+    const all = [...a.ids(), ...b.ids()];
+    expect(all).toHaveLength(40);
+    expect(new Set(all)).toEqual(new Set(sent.map((s) => s.id)));
+    expect(a.received.length).toBeGreaterThan(0);
+    expect(b.received.length).toBeGreaterThan(0);
+  });
+
+  it.skipIf(!ok)('redelivers what a consumer that crashed had not acknowledged', async () => {
+    const t = topic();
+    const sent = await publish(t, 'crash', 1);
+    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/crashing-consumer.ts', kind.name, 'crashy', t], {
+      env: { ...process.env, ...family.env },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    await eventually(() => expect(output).toContain(`got ${sent.id}`), { timeoutMs: 20_000 });
+    child.kill('SIGKILL');
+    await new Promise((resolve) => child.once('exit', resolve));
+
+    const c = collector();
+    const sub = await bus.subscribe({ group: 'crashy', topic: t, handler: c.handler });
+    await eventually(() => expect(c.ids()).toContain(sent.id), { timeoutMs: 15_000 });
+    await sub.close();
+  });
+
+  it.skipIf(!ok)('replays a group from an offset', async () => {
+    const t = topic();
+    const sent = [];
+    for (let n = 0; n < 5; n++) sent.push(await publish(t, 'replay', n));
+    const c = collector();
+    let sub = await bus.subscribe({ group: 'replayer', topic: t, handler: c.handler });
+    await eventually(() => expect(c.received).toHaveLength(5));
+    await sub.close();
+    await bus.seek('replayer', t, sent[2]!.partition, sent[2]!.offset);
+    sub = await bus.subscribe({ group: 'replayer', topic: t, handler: c.handler });
+    await eventually(() => expect(c.received).toHaveLength(8));
+    await sub.close();
+    expect(c.ids().slice(5)).toEqual(sent.slice(2).map((s) => s.id));
+  });
+
+  it.skipIf(!ok)('stores an event published twice (same event id) once', async () => {
+    const t = topic();
+    const e = event('dup', 1);
+    const first = await bus.publish(t, 'dup', HEADERS, e.envelope);
+    const again = await bus.publish(t, 'dup', HEADERS, e.envelope);
+    expect(again.offset).toBe(first.offset);
+    const c = collector();
+    const sub = await bus.subscribe({ group: 'dedupe', topic: t, handler: c.handler });
+    await eventually(() => expect(c.received).toHaveLength(1));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    await sub.close();
+    expect(c.received).toHaveLength(1);
+  });
+
+  it.skipIf(!ok)('starts a new group at the end when asked for the latest only', async () => {
+    const t = topic();
+    await publish(t, 'late', 1);
+    const c = collector();
+    const sub = await bus.subscribe({ group: 'latecomer', topic: t, handler: c.handler, startAt: 'latest' });
+    const fresh = await publish(t, 'late', 2);
+    await eventually(() => expect(c.received).toHaveLength(1));
+    await sub.close();
+    expect(c.ids()).toEqual([fresh.id]);
+  });
+});
