@@ -29,6 +29,12 @@ export interface Subscription {
   close(): Promise<void>;
 }
 
+export interface PublishOptions {
+  readonly messageId?: string;
+  /** Put it in this partition instead of the key's (a re-publication goes back where it came from). */
+  readonly partition?: number;
+}
+
 export interface PublishedPosition {
   readonly partition: number;
   readonly offset: number;
@@ -45,8 +51,17 @@ export interface PublishedPosition {
  */
 export interface EventBus {
   readonly partitions: number;
-  /** Durable once resolved. `key` picks the partition. A repeated `event_id` is stored once. */
-  publish(topic: string, key: string, headers: MessageHeaders, envelope: EventEnvelope): Promise<PublishedPosition>;
+  /**
+   * Durable once resolved. `key` picks the partition. A repeated message id (by default the
+   * envelope's `event_id`) is stored once; a deliberate re-publication passes a new `messageId`.
+   */
+  publish(
+    topic: string,
+    key: string,
+    headers: MessageHeaders,
+    envelope: EventEnvelope,
+    options?: PublishOptions,
+  ): Promise<PublishedPosition>;
   subscribe(options: SubscribeOptions): Promise<Subscription>;
   /** Moves `group` so that its next message in `partition` of `topic` is the one at `offset`. */
   seek(group: string, topic: string, partition: number, offset: number): Promise<void>;

@@ -6,6 +6,7 @@ import type {
   BusMessage,
   EventBus,
   PublishedPosition,
+  PublishOptions,
   SubscribeOptions,
   Subscription,
 } from '../../ports/event-bus.js';
@@ -53,12 +54,14 @@ export class EmbeddedLogEventBus implements EventBus {
     key: string,
     headers: MessageHeaders,
     envelope: EventEnvelope,
+    options: PublishOptions = {},
   ): Promise<PublishedPosition> {
-    const partition = partitionFor(key, this.partitions);
+    const partition = options.partition ?? partitionFor(key, this.partitions);
+    const messageId = options.messageId ?? envelope.event_id;
     let position: PublishedPosition;
     try {
       position = await this.db.transaction().execute(async (trx) => {
-        const existing = await this.positionOf(envelope.event_id, trx);
+        const existing = await this.positionOf(messageId, trx);
         if (existing) return existing;
         await trx
           .insertInto('event_partitions')
@@ -79,7 +82,7 @@ export class EmbeddedLogEventBus implements EventBus {
             topic,
             partition_no: partition,
             log_offset: offset,
-            event_id: envelope.event_id,
+            message_id: messageId,
             headers: JSON.stringify(headers),
             envelope: JSON.stringify(envelope),
             created_at: this.now(),
@@ -89,7 +92,7 @@ export class EmbeddedLogEventBus implements EventBus {
       });
     } catch (error) {
       // The same event published twice at once: the other insert won, which is the point.
-      const existing = isUniqueViolation(error) ? await this.positionOf(envelope.event_id, this.db) : undefined;
+      const existing = isUniqueViolation(error) ? await this.positionOf(messageId, this.db) : undefined;
       if (!existing) throw error;
       position = existing;
     }
@@ -126,11 +129,11 @@ export class EmbeddedLogEventBus implements EventBus {
     await Promise.all([...this.subscriptions].map((s) => s.close()));
   }
 
-  private async positionOf(eventId: string, db: Kysely<EventTables>): Promise<PublishedPosition | undefined> {
+  private async positionOf(messageId: string, db: Kysely<EventTables>): Promise<PublishedPosition | undefined> {
     const row = await db
       .selectFrom('event_log')
       .select(['partition_no', 'log_offset'])
-      .where('event_id', '=', eventId)
+      .where('message_id', '=', messageId)
       .executeTakeFirst();
     return row && { partition: row.partition_no, offset: Number(row.log_offset) };
   }

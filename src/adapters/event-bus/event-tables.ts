@@ -20,7 +20,8 @@ export interface EventTables {
     topic: string;
     partition_no: number;
     log_offset: number;
-    event_id: string;
+    /** The envelope's event id, or the id a deliberate re-publication was given. */
+    message_id: string;
     headers: string;
     envelope: string;
     created_at: number;
@@ -33,6 +34,38 @@ export interface EventTables {
   consumer_leases: { group_name: string; topic: string; partition_no: number; owner: string; expires_at: number };
   /** Live members of a group, refreshed by heartbeat; the partitions are shared among them. */
   consumer_members: { group_name: string; topic: string; member: string; expires_at: number };
+  /** Every event, persisted by the event store consumer; one row per event id. */
+  event_store: {
+    event_id: string;
+    event_type: string;
+    event_version: number;
+    topic: string;
+    partition_no: number;
+    log_offset: number;
+    execution_id: string | null;
+    service: string;
+    occurred_at: string;
+    payload: string;
+    headers: string;
+    stored_at: number;
+  };
+  /** Dead-lettered messages, as the dead-letter manager received them. */
+  dead_letters: {
+    id: import('kysely').Generated<number>;
+    dlq_event_id: string;
+    event_id: string;
+    event_type: string;
+    topic: string;
+    partition_no: number;
+    group_name: string;
+    headers: string;
+    envelope: string;
+    error: string;
+    attempts: number;
+    status: 'retrying' | 'retried' | 'parked' | 'discarded';
+    created_at: number;
+    updated_at: number;
+  };
 }
 
 export function eventMigrations(dialect: Dialect): Record<string, Migration> {
@@ -56,7 +89,7 @@ export function eventMigrations(dialect: Dialect): Record<string, Migration> {
           .addColumn('topic', 'text', (c) => c.notNull())
           .addColumn('partition_no', 'integer', (c) => c.notNull())
           .addColumn('log_offset', big, (c) => c.notNull())
-          .addColumn('event_id', 'text', (c) => c.notNull().unique())
+          .addColumn('message_id', 'text', (c) => c.notNull().unique())
           .addColumn('headers', 'text', (c) => c.notNull())
           .addColumn('envelope', 'text', (c) => c.notNull())
           .addColumn('created_at', big, (c) => c.notNull())
@@ -95,6 +128,45 @@ export function eventMigrations(dialect: Dialect): Record<string, Migration> {
           .addPrimaryKeyConstraint('consumer_members_pk', ['group_name', 'topic', 'member'])
           .execute();
         await sql`CREATE INDEX event_log_created_at ON event_log (created_at)`.execute(db);
+      },
+    },
+    '0011_event_store_and_dead_letters': {
+      async up(db: Kysely<any>) {
+        await db.schema
+          .createTable('event_store')
+          .addColumn('event_id', 'text', (c) => c.primaryKey())
+          .addColumn('event_type', 'text', (c) => c.notNull())
+          .addColumn('event_version', 'integer', (c) => c.notNull())
+          .addColumn('topic', 'text', (c) => c.notNull())
+          .addColumn('partition_no', 'integer', (c) => c.notNull())
+          .addColumn('log_offset', big, (c) => c.notNull())
+          .addColumn('execution_id', 'text')
+          .addColumn('service', 'text', (c) => c.notNull())
+          .addColumn('occurred_at', 'text', (c) => c.notNull())
+          .addColumn('payload', 'text', (c) => c.notNull())
+          .addColumn('headers', 'text', (c) => c.notNull())
+          .addColumn('stored_at', big, (c) => c.notNull())
+          .execute();
+        await sql`CREATE INDEX event_store_execution ON event_store (execution_id)`.execute(db);
+        await sql`CREATE INDEX event_store_stored_at ON event_store (stored_at)`.execute(db);
+        await db.schema
+          .createTable('dead_letters')
+          .addColumn('id', big, (c) => (pg ? c.primaryKey().generatedByDefaultAsIdentity() : c.primaryKey().autoIncrement()))
+          .addColumn('dlq_event_id', 'text', (c) => c.notNull().unique())
+          .addColumn('event_id', 'text', (c) => c.notNull())
+          .addColumn('event_type', 'text', (c) => c.notNull())
+          .addColumn('topic', 'text', (c) => c.notNull())
+          .addColumn('partition_no', 'integer', (c) => c.notNull())
+          .addColumn('group_name', 'text', (c) => c.notNull())
+          .addColumn('headers', 'text', (c) => c.notNull())
+          .addColumn('envelope', 'text', (c) => c.notNull())
+          .addColumn('error', 'text', (c) => c.notNull())
+          .addColumn('attempts', 'integer', (c) => c.notNull())
+          .addColumn('status', 'text', (c) => c.notNull())
+          .addColumn('created_at', big, (c) => c.notNull())
+          .addColumn('updated_at', big, (c) => c.notNull())
+          .execute();
+        await sql`CREATE INDEX dead_letters_event ON dead_letters (event_id, group_name)`.execute(db);
       },
     },
   };

@@ -14,7 +14,14 @@ import {
   StorageType,
 } from 'nats';
 import { type EventEnvelope, type MessageHeaders, partitionFor } from '../../domain/events.js';
-import type { BusMessage, EventBus, PublishedPosition, SubscribeOptions, Subscription } from '../../ports/event-bus.js';
+import type {
+  BusMessage,
+  EventBus,
+  PublishedPosition,
+  PublishOptions,
+  SubscribeOptions,
+  Subscription,
+} from '../../ports/event-bus.js';
 
 export interface NatsEventBusOptions {
   readonly url: string;
@@ -69,13 +76,14 @@ export class NatsEventBus implements EventBus {
     key: string,
     headers: MessageHeaders,
     envelope: EventEnvelope,
+    options: PublishOptions = {},
   ): Promise<PublishedPosition> {
     await this.ensureStream(topic);
-    const partition = partitionFor(key, this.partitions);
+    const partition = options.partition ?? partitionFor(key, this.partitions);
     const h = natsHeaders();
     for (const [name, value] of Object.entries(headers)) h.set(name, value);
     const ack = await this.js.publish(this.subject(topic, partition), codec.encode(envelope), {
-      msgID: envelope.event_id,
+      msgID: options.messageId ?? envelope.event_id,
       headers: h,
     });
     return { partition, offset: ack.seq };

@@ -1,0 +1,208 @@
+import { randomUUID } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import type { Kysely } from 'kysely';
+import type { EventEnvelope, MessageHeaders, OutgoingEvent } from '../../domain/events.js';
+import type { EventBus } from '../../ports/event-bus.js';
+import { producerHeaders } from '../telemetry/message-tracing.js';
+import type { EventTables } from './event-tables.js';
+
+/**
+ * The transactional outbox: events are written in the same database transaction as the change
+ * they describe, so an acknowledged change always has its event, even if the process dies right
+ * after answering or the broker is away. The relay below hands them to the bus.
+ */
+export class TransactionalOutbox {
+  private readonly appended = new EventEmitter();
+
+  constructor(
+    private readonly service: string,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** Records `events` inside `trx`; the producer span and trace headers are made now, in the caller's span. */
+  async append(trx: Kysely<any>, events: readonly OutgoingEvent[]): Promise<void> {
+    if (events.length === 0) return;
+    const rows = events.map((event) => ({
+      topic: event.topic,
+      message_key: event.key,
+      event_id: event.envelope.event_id,
+      headers: JSON.stringify(producerHeaders(event, this.service)),
+      envelope: JSON.stringify(event.envelope),
+      created_at: this.now(),
+    }));
+    await (trx as Kysely<EventTables>).insertInto('event_outbox').values(rows).execute();
+  }
+
+  /** Tells the relay of this process that rows are waiting (call after the transaction commits). */
+  notify(): void {
+    this.appended.emit('rows');
+  }
+
+  onAppend(listener: () => void): () => void {
+    this.appended.on('rows', listener);
+    return () => this.appended.off('rows', listener);
+  }
+}
+
+export interface OutboxRelayOptions {
+  readonly pollMs: number;
+  readonly batchSize: number;
+  /** How long this process holds the relay lease; another instance takes over after it lapses. */
+  readonly leaseMs: number;
+  readonly retryDelayMs: number;
+  readonly clock?: () => number;
+}
+
+export interface RelayLogger {
+  warn(object: unknown, message: string): void;
+}
+
+const RELAY_GROUP = '__outbox_relay';
+const RELAY_TOPIC = '__outbox';
+
+/**
+ * Moves outbox rows to the bus in order, deleting each batch once the bus has it. One relay runs
+ * at a time across all instances (a lease). A crash between publish and delete publishes the
+ * rows again: the bus drops repeated event ids, and consumers are idempotent by event id.
+ */
+export class OutboxRelay {
+  private readonly db: Kysely<EventTables>;
+  private readonly owner = randomUUID();
+  private readonly now: () => number;
+  private running = false;
+  private loop: Promise<void> | undefined;
+  private wakeUp: (() => void) | undefined;
+  private unsubscribe: (() => void) | undefined;
+  private lastFailureLog = 0;
+  private leaseUntil = 0;
+  private woken = false;
+
+  constructor(
+    db: Kysely<any>,
+    private readonly bus: EventBus,
+    private readonly outbox: TransactionalOutbox,
+    private readonly options: OutboxRelayOptions,
+    private readonly logger: RelayLogger,
+    private readonly onPublished: (topic: string, envelope: EventEnvelope) => void = () => undefined,
+  ) {
+    this.db = db as Kysely<EventTables>;
+    this.now = options.clock ?? Date.now;
+  }
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.unsubscribe = this.outbox.onAppend(() => {
+      this.woken = true;
+      this.wakeUp?.();
+    });
+    this.loop = this.run();
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    this.unsubscribe?.();
+    this.wakeUp?.();
+    await this.loop;
+    await this.release().catch(() => undefined);
+  }
+
+  /** Relays everything waiting now, whoever holds the lease (shutdown and tests). */
+  async drain(): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const moved = await this.relayBatch();
+      total += moved;
+      if (moved === 0) return total;
+    }
+  }
+
+  private async run(): Promise<void> {
+    while (this.running) {
+      try {
+        if (!(await this.holdLease())) {
+          await this.idle(this.options.pollMs);
+          continue;
+        }
+        const moved = await this.relayBatch();
+        if (moved === 0) await this.idle(this.options.pollMs);
+      } catch (error) {
+        // Broker or database away: the rows stay in the outbox; try again shortly.
+        if (this.now() - this.lastFailureLog > 10_000) {
+          this.lastFailureLog = this.now();
+          this.logger.warn({ err: error }, 'outbox relay cannot publish; retrying');
+        }
+        await this.idle(this.options.retryDelayMs);
+      }
+    }
+  }
+
+  private async relayBatch(): Promise<number> {
+    const rows = await this.db
+      .selectFrom('event_outbox')
+      .selectAll()
+      .orderBy('id')
+      .limit(this.options.batchSize)
+      .execute();
+    let published = 0;
+    try {
+      for (const row of rows) {
+        const envelope = JSON.parse(row.envelope) as EventEnvelope;
+        await this.bus.publish(row.topic, row.message_key, JSON.parse(row.headers) as MessageHeaders, envelope);
+        this.onPublished(row.topic, envelope);
+        published++;
+      }
+    } finally {
+      const last = rows[published - 1];
+      if (last) await this.db.deleteFrom('event_outbox').where('id', '<=', last.id).execute();
+    }
+    return published;
+  }
+
+  private async holdLease(): Promise<boolean> {
+    const now = this.now();
+    if (now < this.leaseUntil - this.options.leaseMs / 2) return true; // renew at half-life only
+    const until = now + this.options.leaseMs;
+    await this.db
+      .insertInto('consumer_leases')
+      .values({ group_name: RELAY_GROUP, topic: RELAY_TOPIC, partition_no: 0, owner: '', expires_at: 0 })
+      .onConflict((oc) => oc.columns(['group_name', 'topic', 'partition_no']).doNothing())
+      .execute();
+    const result = await this.db
+      .updateTable('consumer_leases')
+      .set({ owner: this.owner, expires_at: until })
+      .where('group_name', '=', RELAY_GROUP)
+      .where('topic', '=', RELAY_TOPIC)
+      .where((eb) => eb.or([eb('owner', '=', this.owner), eb('expires_at', '<=', now)]))
+      .executeTakeFirst();
+    const held = Number(result.numUpdatedRows) === 1;
+    this.leaseUntil = held ? until : 0;
+    return held;
+  }
+
+  private async release(): Promise<void> {
+    this.leaseUntil = 0;
+    await this.db
+      .updateTable('consumer_leases')
+      .set({ owner: '', expires_at: 0 })
+      .where('group_name', '=', RELAY_GROUP)
+      .where('owner', '=', this.owner)
+      .execute();
+  }
+
+  private idle(ms: number): Promise<void> {
+    if (this.woken) {
+      this.woken = false;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.woken = false;
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.wakeUp = done;
+    });
+  }
+}

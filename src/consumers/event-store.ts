@@ -1,0 +1,75 @@
+import type { Span } from '@opentelemetry/api';
+import type { Kysely } from 'kysely';
+import type { EventTables } from '../adapters/event-bus/event-tables.js';
+import { TOPICS } from '../domain/events.js';
+import type { BusMessage } from '../ports/event-bus.js';
+import { BatchWriter } from '../services/batch-writer.js';
+import type { ConsumerDefinition } from '../services/consumer-runner.js';
+
+export interface EventStoreOptions {
+  readonly batchSize: number;
+  readonly maxWaitMs: number;
+  readonly clock?: () => number;
+}
+
+/** The execution an event belongs to, when it names one. */
+function executionIdOf(message: BusMessage): string | null {
+  const payload = message.envelope.payload as { execution_id?: unknown } | null;
+  return typeof payload?.execution_id === 'string' ? payload.execution_id : null;
+}
+
+/**
+ * Persists every event of every topic, in batches, once per event id (a redelivery or a
+ * re-published retry is stored once).
+ */
+export function eventStoreConsumer(db: Kysely<any>, options: EventStoreOptions): ConsumerDefinition {
+  const store = db as Kysely<EventTables>;
+  const now = options.clock ?? Date.now;
+  const writer = new BatchWriter<{ message: BusMessage; span: Span }>(
+    async (items) => {
+      await store
+        .insertInto('event_store')
+        .values(
+          items.map(({ message }) => ({
+            event_id: message.envelope.event_id,
+            event_type: message.envelope.event_type,
+            event_version: message.envelope.event_version,
+            topic: message.topic,
+            partition_no: message.partition,
+            log_offset: message.offset,
+            execution_id: executionIdOf(message),
+            service: message.envelope.service,
+            occurred_at: message.envelope.occurred_at,
+            payload: JSON.stringify(message.envelope.payload),
+            headers: JSON.stringify(message.headers),
+            stored_at: now(),
+          })),
+        )
+        .onConflict((oc) => oc.column('event_id').doNothing())
+        .execute();
+      for (const { message, span } of items) {
+        const executionId = executionIdOf(message);
+        span.setAttributes({
+          'event.id': message.envelope.event_id,
+          'event.type': message.envelope.event_type,
+          'event_store.batch_size': items.length,
+          ...(executionId ? { 'execution.id': executionId } : {}),
+        });
+      }
+    },
+    options.batchSize,
+    options.maxWaitMs,
+  );
+  return {
+    group: 'event-store',
+    topics: [TOPICS.url, TOPICS.execution, TOPICS.notification, TOPICS.deadLetter],
+    handle: (message, span) => writer.add({ message, span }),
+  };
+}
+
+/** Deletes stored events and delivered log entries older than the retention. */
+export async function pruneEvents(db: Kysely<any>, olderThan: number): Promise<void> {
+  const store = db as Kysely<EventTables>;
+  await store.deleteFrom('event_store').where('stored_at', '<', olderThan).execute();
+  await store.deleteFrom('event_log').where('created_at', '<', olderThan).execute();
+}

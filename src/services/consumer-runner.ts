@@ -1,0 +1,121 @@
+import type { Span } from '@opentelemetry/api';
+import { createEvent, EVENT_TYPES, TOPICS } from '../domain/events.js';
+import type { EventMetrics } from '../adapters/telemetry/event-metrics.js';
+import { inMessageSpan } from '../adapters/telemetry/message-tracing.js';
+import type { BusMessage, EventBus, Subscription } from '../ports/event-bus.js';
+
+/** An event consumer: a group, its topics and its handler. Handlers must be idempotent by event id. */
+export interface ConsumerDefinition {
+  readonly group: string;
+  readonly topics: readonly string[];
+  readonly startAt?: 'earliest' | 'latest';
+  /** The consumer span's name; `<topic> process` when absent. */
+  readonly spanName?: string;
+  /** When false, a failing message is retried for ever instead of being dead-lettered. */
+  readonly deadLetter?: boolean;
+  handle(message: BusMessage, span: Span): Promise<void>;
+}
+
+export interface RetryPolicy {
+  /** Attempts before the message goes to the dead-letter queue. */
+  readonly attempts: number;
+  /** First delay between attempts; it doubles each time, up to `maxBackoffMs`. */
+  readonly backoffMs: number;
+  readonly maxBackoffMs: number;
+}
+
+/** What a dead-lettered message carries besides its original headers. */
+export interface DeadLetterPayload {
+  readonly topic: string;
+  readonly partition: number;
+  readonly offset: number;
+  readonly group: string;
+  readonly attempts: number;
+  readonly error: { readonly name: string; readonly message: string };
+  readonly original: BusMessage['envelope'];
+}
+
+export interface ConsumerLogger {
+  warn(object: unknown, message: string): void;
+}
+
+/**
+ * Runs consumers on the bus: each message inside a consumer span that continues the
+ * publisher's trace, retried with backoff, then sent to `dead_letter_queue` with its original
+ * headers and the error.
+ */
+export class ConsumerRunner {
+  private readonly subscriptions: Subscription[] = [];
+
+  constructor(
+    private readonly bus: EventBus,
+    private readonly policy: RetryPolicy,
+    private readonly metrics: EventMetrics,
+    private readonly logger: ConsumerLogger,
+    private readonly service: string,
+  ) {}
+
+  async start(consumer: ConsumerDefinition): Promise<void> {
+    for (const topic of consumer.topics) {
+      this.subscriptions.push(
+        await this.bus.subscribe({
+          group: consumer.group,
+          topic,
+          startAt: consumer.startAt,
+          handler: (message) => this.handle(consumer, message),
+        }),
+      );
+    }
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.subscriptions.splice(0).map((s) => s.close()));
+  }
+
+  private handle(consumer: ConsumerDefinition, message: BusMessage): Promise<void> {
+    const name = consumer.spanName ?? `${message.topic} process`;
+    return inMessageSpan(name, message, { 'messaging.consumer.group.name': consumer.group }, async (span) => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await consumer.handle(message, span);
+          this.metrics.consumed(message.topic, consumer.group);
+          return;
+        } catch (error) {
+          this.metrics.failed(message.topic, consumer.group);
+          span.addEvent('attempt failed', { attempt, 'exception.message': (error as Error).message });
+          if (attempt >= this.policy.attempts) {
+            if (consumer.deadLetter === false) throw error; // the bus delivers it again later
+            await this.deadLetter(consumer, message, error as Error, attempt);
+            return;
+          }
+          const delay = Math.min(this.policy.backoffMs * 2 ** (attempt - 1), this.policy.maxBackoffMs);
+          await new Promise((resolve) => setTimeout(resolve, delay));
+        }
+      }
+    });
+  }
+
+  private async deadLetter(consumer: ConsumerDefinition, message: BusMessage, error: Error, attempts: number) {
+    const payload: DeadLetterPayload = {
+      topic: message.topic,
+      partition: message.partition,
+      offset: message.offset,
+      group: consumer.group,
+      attempts,
+      error: { name: error.name, message: error.message },
+      original: message.envelope,
+    };
+    const event = createEvent(EVENT_TYPES.deadLettered, payload, {
+      service: this.service,
+      topic: TOPICS.deadLetter,
+      key: message.envelope.event_id,
+    });
+    // The original headers travel with it, so the dead-letter manager continues the original trace.
+    await this.bus.publish(TOPICS.deadLetter, event.key, message.headers, event.envelope);
+    this.metrics.deadLettered(message.topic, consumer.group);
+    this.logger.warn(
+      { event_id: message.envelope.event_id, topic: message.topic, group: consumer.group, attempts, err: error },
+      'event dead-lettered',
+    );
+  }
+}
