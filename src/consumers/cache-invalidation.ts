@@ -1,0 +1,28 @@
+import { randomUUID } from 'node:crypto';
+import { EVENT_TYPES, TOPICS } from '../domain/events.js';
+import type { ConsumerDefinition } from '../services/consumer-runner.js';
+
+export interface InvalidatableCache {
+  invalidate(code: string): void;
+}
+
+/**
+ * Drops this instance's cached redirects when any instance changes or deletes a mapping, so the
+ * old target stops being served everywhere at once instead of when the cache entry expires.
+ * Each instance is its own group and follows only what comes next.
+ */
+export function cacheInvalidationConsumer(cache: InvalidatableCache): ConsumerDefinition {
+  return {
+    group: `cache-${randomUUID()}`,
+    topics: [TOPICS.url],
+    startAt: 'latest',
+    deadLetter: false,
+    handle: async (message) => {
+      const { event_type: type, payload } = message.envelope;
+      if (type !== EVENT_TYPES.urlUpdated && type !== EVENT_TYPES.urlDeleted) return;
+      const { code, previous_code: previous } = payload as { code?: unknown; previous_code?: unknown };
+      if (typeof code === 'string') cache.invalidate(code);
+      if (typeof previous === 'string') cache.invalidate(previous);
+    },
+  };
+}
