@@ -68,6 +68,14 @@ export function locationFor(url: string): string {
   return /^[\x21-\x7e]+$/.test(url) ? url : new URL(url).href;
 }
 
+/** Largest `click_count` accepted: beyond it a JSON number no longer carries an exact integer. */
+export const CLICK_COUNT_MAX = Number.MAX_SAFE_INTEGER;
+
+/** Throws a 422 when `count` is too large to be stored and returned exactly. */
+export function assertValidClickCount(count: number): void {
+  if (count > CLICK_COUNT_MAX) throw errors.validation(`body: 'click_count' must be at most ${CLICK_COUNT_MAX}`);
+}
+
 export function assertCodeNotReserved(code: string, reserved: ReadonlySet<string>): void {
   if (reserved.has(code.toLowerCase())) throw errors.codeReserved();
 }

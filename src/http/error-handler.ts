@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
 import { AppError, errors } from '../domain/errors.js';
+import { hasEmptyPathParameter } from './route-table.js';
 import { describeValidationError } from './validation.js';
 
 interface ErrorContext {
@@ -36,6 +37,9 @@ export function toAppError(error: FastifyError | AppError | Error, context: Erro
 /** One error handler for the whole app: every error body is `{detail}`. */
 export function registerErrorHandling(app: FastifyInstance, bodyLimit: number): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
+    if (error.validationContext === 'params' && hasEmptyPathParameter(request.params)) {
+      return reply.code(404).send({ detail: errors.routeNotFound().detail });
+    }
     const appError = toAppError(error, { bodyLimit, contentType: request.headers['content-type'] });
     if (appError.statusCode >= 500) request.log.error({ err: error }, 'request failed');
     void reply.code(appError.statusCode).headers(appError.headers).send({ detail: appError.detail });

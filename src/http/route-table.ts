@@ -3,6 +3,16 @@ import type { FastifyInstance } from 'fastify';
 const METHOD_ORDER = ['GET', 'HEAD', 'POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS'] as const;
 
 /**
+ * Whether a named path parameter matched nothing. `/` matches `/:code` with an empty code, but it
+ * names no resource: it is an unknown path (404), not an invalid code (422) nor a wrong method.
+ */
+export function hasEmptyPathParameter(params: unknown): boolean {
+  if (typeof params !== 'object' || params === null) return false;
+  for (const [name, value] of Object.entries(params)) if (name !== '*' && value === '') return true;
+  return false;
+}
+
+/**
  * What the app serves: each path with its methods, recorded as routes are registered.
  * From it come the reserved short codes (first path segments) and the `Allow` header of 405s.
  */
@@ -38,7 +48,8 @@ export class RouteTable {
           url,
           schema: { hide: true },
           exposeHeadRoute: false,
-          handler: async (_request, reply) => {
+          handler: async (request, reply) => {
+            if (hasEmptyPathParameter(request.params)) return reply.callNotFound();
             if (method === 'OPTIONS') return reply.code(204).header('allow', allow.join(', ')).send();
             throw methodNotAllowed(allow);
           },

@@ -66,7 +66,14 @@ export const CodeParams = Type.Object({ code: Type.String(codeRules) });
 export const ListQuery = Type.Object(
   {
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, description: 'Page size, 1 to 1000.' })),
-    after: Type.Optional(Type.Integer({ minimum: 0, description: 'Return mappings with an id greater than this.' })),
+    after: Type.Optional(
+      Type.Integer({
+        minimum: 0,
+        // Ids are exact JSON integers; a larger value would overflow PostgreSQL's bigint (a 500).
+        maximum: Number.MAX_SAFE_INTEGER,
+        description: 'Return mappings with an id greater than this.',
+      }),
+    ),
   },
   { additionalProperties: false },
 );

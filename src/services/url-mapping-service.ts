@@ -1,6 +1,7 @@
 import { errors } from '../domain/errors.js';
 import {
   assertCodeNotReserved,
+  assertValidClickCount,
   assertValidTargetUrl,
   locationFor,
   normaliseCreatedAt,
@@ -31,6 +32,7 @@ export class UrlMappingService {
   async shorten(input: NewUrlMapping): Promise<UrlMapping> {
     assertCodeNotReserved(input.code, this.options.reservedCodes());
     assertValidTargetUrl(input.url, this.options.rules);
+    assertValidClickCount(input.click_count);
     const created = await this.repository.create({ ...input, created_at: normaliseCreatedAt(input.created_at) });
     this.cache.invalidate(created.code); // drops a cached "unknown code"
     return created;
@@ -68,6 +70,7 @@ export class UrlMappingService {
   async update(code: string, changes: UrlMappingChanges): Promise<UrlMapping> {
     if (changes.code != null) assertCodeNotReserved(changes.code, this.options.reservedCodes());
     if (changes.url != null) assertValidTargetUrl(changes.url, this.options.rules);
+    if (changes.click_count != null) assertValidClickCount(changes.click_count);
     const normalised: UrlMappingChanges = {
       ...changes,
       created_at: changes.created_at == null ? null : normaliseCreatedAt(changes.created_at),

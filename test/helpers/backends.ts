@@ -56,7 +56,10 @@ export const postgres: Backend = {
 
 export const BACKENDS: readonly Backend[] = [sqlite, postgres];
 
-/** The configuration a test runs with: defaults, the given database, quiet logs. */
+/**
+ * The configuration a test runs with: defaults, the given database, quiet logs, and no rate
+ * limiting (every inject comes from one address); rate-limit tests pass `RATE_LIMIT_ENABLED: 'true'`.
+ */
 export function testConfig(databaseUrl: string, env: Record<string, string> = {}): Config {
-  return loadConfig({ DATABASE_URL: databaseUrl, LOG_LEVEL: 'silent', ...env });
+  return loadConfig({ DATABASE_URL: databaseUrl, LOG_LEVEL: 'silent', RATE_LIMIT_ENABLED: 'false', ...env });
 }
