@@ -1,4 +1,11 @@
+import type { OutgoingEvent } from '../domain/events.js';
 import type { NewUrlMapping, UrlMapping, UrlMappingChanges } from '../domain/url-mapping.js';
+
+/**
+ * The events describing a change, built from the row as written. They are recorded in the same
+ * transaction as the change: a change that committed always has its events.
+ */
+export type EventsFor<T> = (written: T) => readonly OutgoingEvent[];
 
 export interface RedirectTarget {
   readonly id: number;
@@ -21,16 +28,16 @@ export interface ListOptions {
  */
 export interface UrlMappingRepository {
   /** Inserts a mapping; throws `errors.codeConflict()` when the code is taken. */
-  create(mapping: NewUrlMapping): Promise<UrlMapping>;
+  create(mapping: NewUrlMapping, events?: EventsFor<UrlMapping>): Promise<UrlMapping>;
   findByCode(code: string): Promise<UrlMapping | undefined>;
   /** The slim read of the redirect path. */
   findTarget(code: string): Promise<RedirectTarget | undefined>;
   /** Mappings in id order. */
   list(options?: ListOptions): Promise<UrlMapping[]>;
   /** Applies the non-null changes; undefined when no mapping has `code`; throws `codeConflict` on a taken new code. */
-  update(code: string, changes: UrlMappingChanges): Promise<UrlMapping | undefined>;
+  update(code: string, changes: UrlMappingChanges, events?: EventsFor<UrlMapping>): Promise<UrlMapping | undefined>;
   /** Deletes the mapping and returns its id, or undefined when there was none. */
-  delete(code: string): Promise<number | undefined>;
-  /** Adds click deltas, `[id, delta]`, in one write; unknown ids are ignored. */
-  addClicks(deltas: ReadonlyArray<readonly [id: number, delta: number]>): Promise<void>;
+  delete(code: string, events?: EventsFor<number>): Promise<number | undefined>;
+  /** Adds click deltas, `[id, delta]`, in one write; unknown ids are ignored. `events` gets the number of deltas. */
+  addClicks(deltas: ReadonlyArray<readonly [id: number, delta: number]>, events?: EventsFor<number>): Promise<void>;
 }

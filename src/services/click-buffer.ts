@@ -1,3 +1,4 @@
+import type { OutgoingEvent } from '../domain/events.js';
 import type { UrlMappingRepository } from '../ports/url-mapping-repository.js';
 
 export interface ClickBufferLogger {
@@ -19,6 +20,8 @@ export class ClickBuffer {
   constructor(
     private readonly repository: Pick<UrlMappingRepository, 'addClicks'>,
     private readonly intervalMs: number,
+    /** The `url.clicked` batch event of a flush, recorded with it. */
+    private readonly clickedEvent?: (clicks: ReadonlyArray<readonly [id: number, count: number]>) => OutgoingEvent,
   ) {}
 
   /** Starts flushing every interval; failures are logged to `logger` and retried. */
@@ -60,8 +63,10 @@ export class ClickBuffer {
     if (this.buffered.size === 0) return Promise.resolve();
     this.inFlight = this.buffered;
     this.buffered = new Map();
+    const deltas = [...this.inFlight];
+    const event = this.clickedEvent;
     this.flushing = this.repository
-      .addClicks([...this.inFlight])
+      .addClicks(deltas, event && (() => [event(deltas)]))
       .catch((error: unknown) => {
         // Keep the clicks for the next attempt rather than lose them.
         for (const [id, n] of this.inFlight) this.buffered.set(id, (this.buffered.get(id) ?? 0) + n);

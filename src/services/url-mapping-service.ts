@@ -10,6 +10,7 @@ import {
   type UrlMappingChanges,
   type UrlRules,
 } from '../domain/url-mapping.js';
+import type { UrlEventFactory } from '../domain/url-events.js';
 import type { ListOptions, UrlMappingRepository } from '../ports/url-mapping-repository.js';
 import type { ClickBuffer } from './click-buffer.js';
 import type { CachedTarget, RedirectCache } from './redirect-cache.js';
@@ -18,6 +19,8 @@ export interface UrlMappingServiceOptions {
   readonly rules: UrlRules;
   /** Lower-case first path segments of the service's own routes; codes equal to one are refused. */
   readonly reservedCodes: () => ReadonlySet<string>;
+  /** When set, each change records its `url.*` event in the change's transaction. */
+  readonly events?: UrlEventFactory;
 }
 
 /** The URL-mapping use cases: shorten, resolve, list, update, delete. */
@@ -33,7 +36,11 @@ export class UrlMappingService {
     assertCodeNotReserved(input.code, this.options.reservedCodes());
     assertValidTargetUrl(input.url, this.options.rules);
     assertValidClickCount(input.click_count);
-    const created = await this.repository.create({ ...input, created_at: normaliseCreatedAt(input.created_at) });
+    const events = this.options.events;
+    const created = await this.repository.create(
+      { ...input, created_at: normaliseCreatedAt(input.created_at) },
+      events && ((row) => [events.created(row)]),
+    );
     this.cache.invalidate(created.code); // drops a cached "unknown code"
     return created;
   }
@@ -79,7 +86,8 @@ export class UrlMappingService {
       const current = await this.repository.findByCode(code);
       if (current) await this.clicks.discard(current.id);
     }
-    const updated = await this.repository.update(code, normalised);
+    const events = this.options.events;
+    const updated = await this.repository.update(code, normalised, events && ((row) => [events.updated(code, row)]));
     this.cache.invalidate(code);
     if (updated === undefined) throw errors.mappingNotFound();
     if (updated.code !== code) this.cache.invalidate(updated.code);
@@ -87,7 +95,8 @@ export class UrlMappingService {
   }
 
   async delete(code: string): Promise<void> {
-    const id = await this.repository.delete(code);
+    const events = this.options.events;
+    const id = await this.repository.delete(code, events && ((deleted) => [events.deleted(deleted, code)]));
     this.cache.invalidate(code);
     if (id === undefined) throw errors.mappingNotFound();
     await this.clicks.discard(id);

@@ -95,7 +95,7 @@ describe.each(BUS_KINDS)('EventBus on $name', (kind) => {
     expect(new Set(b.ids())).toEqual(new Set(sent.map((s) => s.id)));
   });
 
-  it.skipIf(!ok)('shares a group\'s work among its members, each message to one of them', async () => {
+  it.skipIf(!ok)("shares a group's work among its members, each message to one of them", async () => {
     const t = topic();
     const other = await family.connect(); // a second process
     const slow = async () => new Promise<void>((resolve) => setTimeout(resolve, 20));
@@ -122,10 +122,14 @@ describe.each(BUS_KINDS)('EventBus on $name', (kind) => {
   it.skipIf(!ok)('redelivers what a consumer that crashed had not acknowledged', async () => {
     const t = topic();
     const sent = await publish(t, 'crash', 1);
-    const child = spawn(process.execPath, ['--import', 'tsx', 'test/fixtures/crashing-consumer.ts', kind.name, 'crashy', t], {
-      env: { ...process.env, ...family.env },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', 'test/fixtures/crashing-consumer.ts', kind.name, 'crashy', t],
+      {
+        env: { ...process.env, ...family.env },
+        stdio: ['ignore', 'pipe', 'inherit'],
+      },
+    );
     let output = '';
     child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
     await eventually(() => expect(output).toContain(`got ${sent.id}`), { timeoutMs: 20_000 });

@@ -82,4 +82,3 @@ export const nats: BusKind = {
 };
 
 export const BUS_KINDS: readonly BusKind[] = [embedded, nats];
-

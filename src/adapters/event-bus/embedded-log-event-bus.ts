@@ -378,4 +378,3 @@ class GroupConsumer {
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-

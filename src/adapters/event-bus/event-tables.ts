@@ -76,7 +76,9 @@ export function eventMigrations(dialect: Dialect): Record<string, Migration> {
       async up(db: Kysely<any>) {
         await db.schema
           .createTable('event_outbox')
-          .addColumn('id', big, (c) => (pg ? c.primaryKey().generatedByDefaultAsIdentity() : c.primaryKey().autoIncrement()))
+          .addColumn('id', big, (c) =>
+            pg ? c.primaryKey().generatedByDefaultAsIdentity() : c.primaryKey().autoIncrement(),
+          )
           .addColumn('topic', 'text', (c) => c.notNull())
           .addColumn('message_key', 'text', (c) => c.notNull())
           .addColumn('event_id', 'text', (c) => c.notNull())
@@ -151,7 +153,9 @@ export function eventMigrations(dialect: Dialect): Record<string, Migration> {
         await sql`CREATE INDEX event_store_stored_at ON event_store (stored_at)`.execute(db);
         await db.schema
           .createTable('dead_letters')
-          .addColumn('id', big, (c) => (pg ? c.primaryKey().generatedByDefaultAsIdentity() : c.primaryKey().autoIncrement()))
+          .addColumn('id', big, (c) =>
+            pg ? c.primaryKey().generatedByDefaultAsIdentity() : c.primaryKey().autoIncrement(),
+          )
           .addColumn('dlq_event_id', 'text', (c) => c.notNull().unique())
           .addColumn('event_id', 'text', (c) => c.notNull())
           .addColumn('event_type', 'text', (c) => c.notNull())

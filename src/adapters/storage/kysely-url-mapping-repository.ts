@@ -1,24 +1,38 @@
 import { type Kysely, sql } from 'kysely';
 import { errors } from '../../domain/errors.js';
 import type { NewUrlMapping, UrlMapping, UrlMappingChanges } from '../../domain/url-mapping.js';
-import type { ListOptions, RedirectTarget, UrlMappingRepository } from '../../ports/url-mapping-repository.js';
+import type {
+  EventsFor,
+  ListOptions,
+  RedirectTarget,
+  UrlMappingRepository,
+} from '../../ports/url-mapping-repository.js';
+import type { TransactionalOutbox } from '../event-bus/outbox.js';
 import { isUniqueViolation } from './database.js';
 import type { DatabaseSchema } from './schema.js';
 
 const COLUMNS = ['id', 'code', 'url', 'created_at', 'click_count'] as const;
 const CLICK_BATCH_ROWS = 500;
 
-/** URL mappings in SQLite or PostgreSQL through one Kysely query set. */
+/**
+ * URL mappings in SQLite or PostgreSQL through one Kysely query set. With an outbox, the events
+ * of each change are written in the change's own transaction.
+ */
 export class KyselyUrlMappingRepository implements UrlMappingRepository {
-  constructor(private readonly db: Kysely<DatabaseSchema>) {}
+  constructor(
+    private readonly db: Kysely<DatabaseSchema>,
+    private readonly outbox?: TransactionalOutbox,
+  ) {}
 
-  async create(mapping: NewUrlMapping): Promise<UrlMapping> {
-    try {
-      return await this.db.insertInto('url_mappings').values(mapping).returning(COLUMNS).executeTakeFirstOrThrow();
-    } catch (error) {
-      if (isUniqueViolation(error)) throw errors.codeConflict();
-      throw error;
-    }
+  create(mapping: NewUrlMapping, events?: EventsFor<UrlMapping>): Promise<UrlMapping> {
+    return this.write(events, async (db) => {
+      try {
+        return await db.insertInto('url_mappings').values(mapping).returning(COLUMNS).executeTakeFirstOrThrow();
+      } catch (error) {
+        if (isUniqueViolation(error)) throw errors.codeConflict();
+        throw error;
+      }
+    });
   }
 
   findByCode(code: string): Promise<UrlMapping | undefined> {
@@ -36,32 +50,39 @@ export class KyselyUrlMappingRepository implements UrlMappingRepository {
     return query.execute();
   }
 
-  async update(code: string, changes: UrlMappingChanges): Promise<UrlMapping | undefined> {
+  update(code: string, changes: UrlMappingChanges, events?: EventsFor<UrlMapping>): Promise<UrlMapping | undefined> {
     const values = Object.fromEntries(
       Object.entries(changes).filter(([, value]) => value !== null && value !== undefined),
     );
     if (Object.keys(values).length === 0) return this.findByCode(code);
-    try {
-      return await this.db
-        .updateTable('url_mappings')
-        .set(values)
-        .where('code', '=', code)
-        .returning(COLUMNS)
-        .executeTakeFirst();
-    } catch (error) {
-      if (isUniqueViolation(error)) throw errors.codeConflict();
-      throw error;
-    }
+    return this.write(events, async (db) => {
+      try {
+        return await db
+          .updateTable('url_mappings')
+          .set(values)
+          .where('code', '=', code)
+          .returning(COLUMNS)
+          .executeTakeFirst();
+      } catch (error) {
+        if (isUniqueViolation(error)) throw errors.codeConflict();
+        throw error;
+      }
+    });
   }
 
-  async delete(code: string): Promise<number | undefined> {
-    const row = await this.db.deleteFrom('url_mappings').where('code', '=', code).returning('id').executeTakeFirst();
-    return row?.id;
+  delete(code: string, events?: EventsFor<number>): Promise<number | undefined> {
+    return this.write(events, async (db) => {
+      const row = await db.deleteFrom('url_mappings').where('code', '=', code).returning('id').executeTakeFirst();
+      return row?.id;
+    });
   }
 
-  async addClicks(deltas: ReadonlyArray<readonly [id: number, delta: number]>): Promise<void> {
+  async addClicks(
+    deltas: ReadonlyArray<readonly [id: number, delta: number]>,
+    events?: EventsFor<number>,
+  ): Promise<void> {
     if (deltas.length === 0) return;
-    await this.db.transaction().execute(async (trx) => {
+    await this.write(events, async (db) => {
       for (let start = 0; start < deltas.length; start += CLICK_BATCH_ROWS) {
         const rows = deltas
           .slice(start, start + CLICK_BATCH_ROWS)
@@ -70,8 +91,28 @@ export class KyselyUrlMappingRepository implements UrlMappingRepository {
         await sql`
           WITH deltas(id, delta) AS (VALUES ${sql.join(rows)})
           UPDATE url_mappings SET click_count = url_mappings.click_count + deltas.delta
-          FROM deltas WHERE url_mappings.id = deltas.id`.execute(trx);
+          FROM deltas WHERE url_mappings.id = deltas.id`.execute(db);
       }
+      return deltas.length;
     });
+  }
+
+  /**
+   * Runs `change` in a transaction together with the outbox rows of its events; nothing is
+   * recorded when the change wrote nothing (`undefined`).
+   */
+  private async write<T>(
+    events: EventsFor<NonNullable<T>> | undefined,
+    change: (db: Kysely<DatabaseSchema>) => Promise<T>,
+  ): Promise<T> {
+    const { outbox } = this;
+    if (!outbox || !events) return change(this.db);
+    const result = await this.db.transaction().execute(async (trx) => {
+      const written = await change(trx);
+      if (written !== undefined && written !== null) await outbox.append(trx, events(written));
+      return written;
+    });
+    if (result !== undefined) outbox.notify();
+    return result;
   }
 }
