@@ -40,6 +40,12 @@ export interface OutgoingEvent<P = unknown> {
   readonly envelope: EventEnvelope<P>;
 }
 
+/**
+ * The events describing a change, built from what was written. They are recorded in the same
+ * transaction as the change: a change that committed always has its events.
+ */
+export type EventsFor<T> = (written: T) => readonly OutgoingEvent[];
+
 /** The message headers of spec §6.1 (plus nothing else). */
 export type MessageHeaders = Readonly<Record<string, string>>;
 

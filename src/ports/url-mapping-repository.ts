@@ -1,11 +1,5 @@
-import type { OutgoingEvent } from '../domain/events.js';
+import type { EventsFor } from '../domain/events.js';
 import type { NewUrlMapping, UrlMapping, UrlMappingChanges } from '../domain/url-mapping.js';
-
-/**
- * The events describing a change, built from the row as written. They are recorded in the same
- * transaction as the change: a change that committed always has its events.
- */
-export type EventsFor<T> = (written: T) => readonly OutgoingEvent[];
 
 export interface RedirectTarget {
   readonly id: number;

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { Kysely } from 'kysely';
-import type { EventEnvelope, MessageHeaders, OutgoingEvent } from '../../domain/events.js';
+import type { EventEnvelope, EventsFor, MessageHeaders, OutgoingEvent } from '../../domain/events.js';
 import type { EventBus } from '../../ports/event-bus.js';
 import { producerHeaders } from '../telemetry/message-tracing.js';
 import type { EventTables } from './event-tables.js';
@@ -31,6 +31,26 @@ export class TransactionalOutbox {
       created_at: this.now(),
     }));
     await (trx as Kysely<EventTables>).insertInto('event_outbox').values(rows).execute();
+  }
+
+  /**
+   * Runs `change` in a transaction together with the outbox rows of its events, then wakes the
+   * relay. Nothing is recorded when the change wrote nothing (`undefined`); without `events`
+   * the change runs on its own.
+   */
+  async transact<DB, T>(
+    db: Kysely<DB>,
+    events: EventsFor<NonNullable<T>> | undefined,
+    change: (db: Kysely<DB>) => Promise<T>,
+  ): Promise<T> {
+    if (!events) return change(db);
+    const result = await db.transaction().execute(async (trx) => {
+      const written = await change(trx);
+      if (written !== undefined && written !== null) await this.append(trx, events(written));
+      return written;
+    });
+    if (result !== undefined && result !== null) this.notify();
+    return result;
   }
 
   /** Tells the relay of this process that rows are waiting (call after the transaction commits). */

@@ -1,8 +1,8 @@
 import { type Kysely, sql } from 'kysely';
 import { errors } from '../../domain/errors.js';
 import type { NewUrlMapping, UrlMapping, UrlMappingChanges } from '../../domain/url-mapping.js';
+import type { EventsFor } from '../../domain/events.js';
 import type {
-  EventsFor,
   ListOptions,
   RedirectTarget,
   UrlMappingRepository,
@@ -97,22 +97,10 @@ export class KyselyUrlMappingRepository implements UrlMappingRepository {
     });
   }
 
-  /**
-   * Runs `change` in a transaction together with the outbox rows of its events; nothing is
-   * recorded when the change wrote nothing (`undefined`).
-   */
-  private async write<T>(
+  private write<T>(
     events: EventsFor<NonNullable<T>> | undefined,
     change: (db: Kysely<DatabaseSchema>) => Promise<T>,
   ): Promise<T> {
-    const { outbox } = this;
-    if (!outbox || !events) return change(this.db);
-    const result = await this.db.transaction().execute(async (trx) => {
-      const written = await change(trx);
-      if (written !== undefined && written !== null) await outbox.append(trx, events(written));
-      return written;
-    });
-    if (result !== undefined) outbox.notify();
-    return result;
+    return this.outbox ? this.outbox.transact(this.db, events, change) : change(this.db);
   }
 }

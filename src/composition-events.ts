@@ -1,0 +1,110 @@
+import type { Registry } from 'prom-client';
+import { EmbeddedLogEventBus } from './adapters/event-bus/embedded-log-event-bus.js';
+import { NatsEventBus } from './adapters/event-bus/nats-event-bus.js';
+import { OutboxRelay, TransactionalOutbox } from './adapters/event-bus/outbox.js';
+import type { Database } from './adapters/storage/database.js';
+import { createEventMetrics, type EventMetrics } from './adapters/telemetry/event-metrics.js';
+import type { EventsConfig } from './config/config.js';
+import { pruneEvents } from './consumers/event-store.js';
+import type { EventBus } from './ports/event-bus.js';
+import { type ConsumerDefinition, ConsumerRunner } from './services/consumer-runner.js';
+import { DeadLetterManager } from './services/dead-letter-manager.js';
+
+export interface BackboneLogger {
+  warn(object: unknown, message: string): void;
+}
+
+/** The event backbone of one process: bus, outbox and its relay, consumers, dead letters. */
+export interface EventBackbone {
+  readonly bus: EventBus;
+  readonly outbox: TransactionalOutbox;
+  readonly relay: OutboxRelay;
+  readonly deadLetters: DeadLetterManager;
+  readonly metrics: EventMetrics;
+  /** Starts the relay and the given consumers (and, with `prune`, the retention clean-up). */
+  start(consumers: readonly ConsumerDefinition[], options: { prune: boolean }): Promise<void>;
+  /** Stops the consumers, hands the outbox's last rows to the bus if it can, closes the bus. */
+  close(): Promise<void>;
+}
+
+const PRUNE_EVERY_MS = 60 * 60 * 1000;
+
+/** Part of the composition root: picks the bus adapter (NATS when `NATS_URL` is set) and wires the rest. */
+export async function composeEventBackbone(
+  config: EventsConfig,
+  serviceName: string,
+  database: Database,
+  registry: Registry,
+  logger: BackboneLogger,
+): Promise<EventBackbone> {
+  const bus: EventBus = config.natsUrl
+    ? await NatsEventBus.connect({
+        url: config.natsUrl,
+        partitions: config.partitions,
+        ackWaitMs: config.ackWaitMs,
+        retryDelayMs: config.retryBackoffMs,
+        prefix: config.natsPrefix,
+        retentionMs: config.retentionMs,
+        duplicateWindowMs: 2 * 60 * 1000,
+      })
+    : new EmbeddedLogEventBus(database.db, {
+        partitions: config.partitions,
+        leaseMs: config.leaseMs,
+        pollMs: config.pollMs,
+        retryDelayMs: config.retryBackoffMs,
+        batchSize: 100,
+      });
+  const metrics = createEventMetrics(registry);
+  const outbox = new TransactionalOutbox(serviceName);
+  const relay = new OutboxRelay(
+    database.db,
+    bus,
+    outbox,
+    { pollMs: config.pollMs, batchSize: 200, leaseMs: config.leaseMs, retryDelayMs: 500 },
+    logger,
+    (topic, envelope) => metrics.published(topic, envelope.event_type),
+  );
+  const runner = new ConsumerRunner(
+    bus,
+    { attempts: config.handlerAttempts, backoffMs: config.retryBackoffMs, maxBackoffMs: config.retryMaxBackoffMs },
+    metrics,
+    logger,
+    serviceName,
+  );
+  const deadLetters = new DeadLetterManager(
+    database.db,
+    bus,
+    metrics,
+    { maxRetries: config.dlqMaxRetries, retryDelayMs: config.dlqRetryDelayMs },
+    serviceName,
+  );
+  let pruner: NodeJS.Timeout | undefined;
+
+  return {
+    bus,
+    outbox,
+    relay,
+    deadLetters,
+    metrics,
+    async start(consumers, options) {
+      relay.start();
+      for (const consumer of consumers) await runner.start(consumer);
+      if (options.prune) {
+        const prune = () =>
+          pruneEvents(database.db, Date.now() - config.retentionMs).catch((error: unknown) =>
+            logger.warn({ err: error }, 'event retention clean-up failed'),
+          );
+        void prune();
+        pruner = setInterval(() => void prune(), PRUNE_EVERY_MS);
+        pruner.unref();
+      }
+    },
+    async close() {
+      clearInterval(pruner);
+      await runner.stop();
+      await relay.stop();
+      await relay.drain().catch(() => undefined); // the broker may be away: the rows wait in the outbox
+      await bus.close();
+    },
+  };
+}

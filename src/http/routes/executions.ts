@@ -1,0 +1,137 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import { SPAN_ATTRIBUTES, setRequestSpanAttributes } from '../../adapters/telemetry/span-attributes.js';
+import { EXECUTION_LANGUAGES, EXECUTION_STATUSES, TIMEOUT_MAX_MS } from '../../domain/execution.js';
+import type { Execution } from '../../domain/execution.js';
+import type { Caller, ExecutionService } from '../../services/execution-service.js';
+import type { Session } from '../../services/auth-service.js';
+import { errorResponse, oneOf } from '../schemas.js';
+
+const ExecuteRequest = Type.Object(
+  {
+    language: oneOf(EXECUTION_LANGUAGES, { description: 'Only `javascript` for now.' }),
+    script: Type.String({ minLength: 1, description: 'At most 64 KiB of UTF-8.' }),
+    timeout_ms: Type.Optional(
+      Type.Integer({ minimum: 1, maximum: TIMEOUT_MAX_MS, description: 'Deadline, default 5000, at most 10000.' }),
+    ),
+  },
+  { additionalProperties: false },
+);
+
+const ExecutionRead = Type.Object({
+  id: Type.String(),
+  status: oneOf(EXECUTION_STATUSES),
+  language: Type.String(),
+  script: Type.String(),
+  timeout_ms: Type.Integer(),
+  output: Type.String({ description: 'Captured console output, at most 64 KiB.' }),
+  result: Type.Unknown({ description: 'The completion value of the script, as JSON.' }),
+  error: Type.Union([Type.String(), Type.Null()]),
+  duration_ms: Type.Union([Type.Integer(), Type.Null()]),
+  created_at: Type.String({ format: 'date-time' }),
+  started_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  finished_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+});
+
+const tags = ['executions'];
+
+function caller(session: Session | null): Caller {
+  // The route's `config.auth` guarantees a session.
+  const user = session!.user;
+  return { userId: user.id, role: user.role };
+}
+
+function view(execution: Execution) {
+  const { user_id: _owner, ...rest } = execution;
+  return rest;
+}
+
+/** `POST /execute` (202, queued) and `GET /api/v1/executions[/{id}]` for the owner (or an admin). */
+export const executionRoutes: FastifyPluginAsyncTypebox<{ executions: ExecutionService }> = async (
+  app,
+  { executions },
+) => {
+  app.post(
+    '/execute',
+    {
+      config: { auth: 'user' },
+      schema: {
+        operationId: 'execute',
+        summary: 'Run a script in the sandbox',
+        description: 'Queues the script and answers at once; follow `Location` for its status, output and result.',
+        tags,
+        body: ExecuteRequest,
+        response: {
+          202: Type.Object(
+            { execution_id: Type.String(), status: Type.Literal('queued') },
+            { description: 'Queued.' },
+          ),
+          401: errorResponse('Not signed in.'),
+          422: errorResponse('The body breaks a rule.'),
+        },
+      },
+    },
+    async (request, reply) => {
+      setRequestSpanAttributes({
+        [SPAN_ATTRIBUTES.executionLanguage]: request.body.language,
+        [SPAN_ATTRIBUTES.executionScriptLength]: request.body.script.length,
+      });
+      const execution = await executions.submit(caller(request.session), request.body);
+      return reply
+        .code(202)
+        .header('location', `/api/v1/executions/${execution.id}`)
+        .send({ execution_id: execution.id, status: 'queued' as const });
+    },
+  );
+
+  app.get(
+    '/api/v1/executions/:id',
+    {
+      config: { auth: 'user' },
+      schema: {
+        operationId: 'get_execution',
+        summary: 'One execution: status, output, result, error, duration',
+        tags,
+        params: Type.Object({ id: Type.String({ maxLength: 64 }) }),
+        response: {
+          200: { ...ExecutionRead, description: 'The execution.' },
+          401: errorResponse('Not signed in.'),
+          404: errorResponse('No such execution of yours.'),
+        },
+      },
+    },
+    async (request) => view(await executions.get(caller(request.session), request.params.id)),
+  );
+
+  app.get(
+    '/api/v1/executions',
+    {
+      config: { auth: 'user' },
+      schema: {
+        operationId: 'list_executions',
+        summary: "The caller's executions, newest first",
+        tags,
+        querystring: Type.Object(
+          {
+            limit: Type.Integer({ minimum: 1, maximum: 100, default: 20 }),
+            before: Type.Optional(Type.String({ maxLength: 64 })),
+          },
+          { additionalProperties: false },
+        ),
+        response: {
+          200: { type: 'array', items: ExecutionRead, description: 'The executions.' },
+          401: errorResponse('Not signed in.'),
+          422: errorResponse('A query parameter breaks its rule.'),
+        },
+      },
+    },
+    async (request, reply) => {
+      const { limit, before } = request.query;
+      const page = await executions.list(caller(request.session), { limit, before });
+      if (page.nextBefore !== undefined) {
+        void reply.header('link', `</api/v1/executions?limit=${limit}&before=${page.nextBefore}>; rel="next"`);
+      }
+      return page.executions.map(view);
+    },
+  );
+};

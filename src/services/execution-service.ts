@@ -1,0 +1,55 @@
+import { AppError, errors } from '../domain/errors.js';
+import { uuidv7 } from '../domain/events.js';
+import {
+  type Execution,
+  type ExecutionEventFactory,
+  type ExecutionRequest,
+  SCRIPT_MAX_BYTES,
+  TIMEOUT_DEFAULT_MS,
+} from '../domain/execution.js';
+import type { ExecutionRepository } from '../ports/execution-repository.js';
+
+export interface Caller {
+  readonly userId: number;
+  readonly role: 'user' | 'admin';
+}
+
+const executionNotFound = () => new AppError('EXECUTION_NOT_FOUND', 404, 'Execution not found');
+
+/** `POST /execute` and the executions read model: submit, read one, list one's own. */
+export class ExecutionService {
+  constructor(
+    private readonly executions: ExecutionRepository,
+    private readonly events: ExecutionEventFactory,
+  ) {}
+
+  /** Queues the script; `execution.requested` is recorded with it, so an accepted request is never lost. */
+  submit(caller: Caller, request: ExecutionRequest): Promise<Execution> {
+    if (Buffer.byteLength(request.script, 'utf8') > SCRIPT_MAX_BYTES) {
+      throw errors.validation(`body: 'script' must be at most ${SCRIPT_MAX_BYTES} bytes`);
+    }
+    const payload = {
+      execution_id: uuidv7(),
+      user_id: caller.userId,
+      language: request.language,
+      script: request.script,
+      timeout_ms: request.timeout_ms ?? TIMEOUT_DEFAULT_MS,
+    };
+    return this.executions.create(payload, () => [this.events.requested(payload)]);
+  }
+
+  /** The owner and admins see an execution; anyone else gets the same 404 as for a missing one. */
+  async get(caller: Caller, id: string): Promise<Execution> {
+    const execution = await this.executions.get(id);
+    if (!execution || (execution.user_id !== caller.userId && caller.role !== 'admin')) throw executionNotFound();
+    return execution;
+  }
+
+  /** The caller's executions, newest first; `nextBefore` is set when older ones exist. */
+  async list(caller: Caller, options: { limit: number; before?: string }) {
+    const rows = await this.executions.listByUser(caller.userId, { ...options, limit: options.limit + 1 });
+    const more = rows.length > options.limit;
+    const executions = more ? rows.slice(0, options.limit) : rows;
+    return more ? { executions, nextBefore: executions[executions.length - 1]!.id } : { executions };
+  }
+}
