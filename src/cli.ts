@@ -4,6 +4,9 @@ import { openDatabase } from './adapters/storage/database.js';
 import { migrateToLatest } from './adapters/storage/migrations.js';
 import { compose } from './composition-root.js';
 import { serve } from './server.js';
+import { createInterface } from 'node:readline';
+import { parseArgs } from 'node:util';
+import { AppError } from './domain/errors.js';
 
 const USAGE = `usage: urlshortener <command>
 
@@ -11,6 +14,8 @@ commands:
   serve               start the HTTP service (default)
   migrate             bring the database schema up to date and exit
   openapi             print the OpenAPI document
+  create-admin --username NAME --email ADDRESS
+                      create an administrator; the password comes from ADMIN_PASSWORD or stdin
   config --markdown   print the configuration table
 `;
 
@@ -50,16 +55,74 @@ async function main(argv: readonly string[]): Promise<number> {
     }
     case 'openapi': {
       // The document depends on the routes only: build them over a throw-away in-memory database.
-      const service = await compose({ ...config, database: { kind: 'sqlite', url: ':memory:', poolMax: 1 } }, { logger: false });
+      const service = await compose(
+        // No key file either: the document needs no stable secret.
+        {
+          ...config,
+          database: { kind: 'sqlite', url: ':memory:', poolMax: 1 },
+          auth: { ...config.auth, secretKeyFile: undefined },
+        },
+        { logger: false },
+      );
       await service.app.ready();
       process.stdout.write(`${JSON.stringify(service.app.swagger(), null, 2)}\n`);
       await service.close();
       return 0;
     }
+    case 'create-admin':
+      return createAdmin(config, rest);
     default:
       process.stderr.write(`unknown command: ${command}\n\n${USAGE}`);
       return 64; // EX_USAGE
   }
+}
+
+/** `create-admin --username NAME --email ADDRESS`, password from ADMIN_PASSWORD or the first line of stdin. */
+async function createAdmin(config: Config, args: readonly string[]): Promise<number> {
+  let username: string | undefined;
+  let email: string | undefined;
+  try {
+    const { values } = parseArgs({
+      args: [...args],
+      options: { username: { type: 'string' }, email: { type: 'string' } },
+      strict: true,
+    });
+    ({ username, email } = values);
+  } catch (error) {
+    process.stderr.write(`${(error as Error).message}\n\n${USAGE}`);
+    return 64; // EX_USAGE
+  }
+  if (username === undefined || email === undefined) {
+    process.stderr.write(`create-admin needs --username and --email\n\n${USAGE}`);
+    return 64;
+  }
+  const password = config.auth.admin.password ?? (await readPasswordLine());
+  if (password === undefined) {
+    process.stderr.write('no password: set ADMIN_PASSWORD or pass it on stdin\n');
+    return 64;
+  }
+  const service = await compose(config, { logger: false });
+  try {
+    const user = await service.auth.createUser({ username, email, password }, 'admin');
+    process.stdout.write(`administrator ${user.username} created (id ${user.id})\n`);
+    return 0;
+  } catch (error) {
+    if (!(error instanceof AppError)) throw error;
+    process.stderr.write(`${error.detail}\n`);
+    return 1;
+  } finally {
+    await service.close();
+  }
+}
+
+async function readPasswordLine(): Promise<string | undefined> {
+  if (process.stdin.isTTY) process.stderr.write('Password: ');
+  const lines = createInterface({ input: process.stdin, terminal: false });
+  for await (const line of lines) {
+    lines.close();
+    return line;
+  }
+  return undefined;
 }
 
 main(process.argv.slice(2)).then(

@@ -31,4 +31,24 @@ export const errors = {
       type ? `Unsupported media type: ${type}; use application/json` : 'Missing Content-Type; use application/json',
     ),
   internal: () => new AppError('INTERNAL', 500, 'Internal server error'),
+  rateLimited: (retryAfterSeconds: number) =>
+    new AppError('RATE_LIMITED', 429, 'Rate limit exceeded', { 'retry-after': String(retryAfterSeconds) }),
+
+  // Accounts, sessions and CSRF (spec §5, design "Accounts" and "Tokens and CSRF").
+  notAuthenticated: () => new AppError('NOT_AUTHENTICATED', 401, 'Not authenticated'),
+  invalidCredentials: () => new AppError('INVALID_CREDENTIALS', 401, 'Invalid username or password'),
+  accountLocked: (retryAfterSeconds: number) =>
+    new AppError('ACCOUNT_LOCKED', 423, 'Account locked due to too many failed attempts', {
+      'retry-after': String(retryAfterSeconds),
+    }),
+  adminRequired: () => new AppError('ADMIN_REQUIRED', 403, 'Admin privileges required'),
+  usernameTaken: () => new AppError('USERNAME_TAKEN', 409, 'Username already registered'),
+  emailTaken: () => new AppError('EMAIL_TAKEN', 409, 'User already exists'),
+  passwordTooShort: (minLength: number) =>
+    new AppError('PASSWORD_TOO_SHORT', 400, `Password must be at least ${minLength} characters`),
+  passwordTooLong: (maxBytes: number) =>
+    new AppError('PASSWORD_TOO_LONG', 400, `Password must be at most ${maxBytes} bytes`),
+  csrfMissingHeader: () => new AppError('CSRF_MISSING_HEADER', 403, 'CSRF token missing from X-CSRF-Token header'),
+  csrfTokenMismatch: () => new AppError('CSRF_TOKEN_MISMATCH', 403, 'CSRF token invalid or does not match cookie'),
+  csrfInvalidSignature: () => new AppError('CSRF_INVALID_SIGNATURE', 403, 'CSRF token signature invalid'),
 } as const;

@@ -2,6 +2,7 @@ import { Ajv, type ErrorObject } from 'ajv';
 import type { FastifySchema, FastifySchemaCompiler } from 'fastify';
 import type { TSchema } from 'typebox';
 import { isValidTimestamp } from '../domain/timestamp.js';
+import { EMAIL_PATTERN, USERNAME_PATTERN } from '../domain/user.js';
 
 /**
  * Two validators: bodies are taken exactly as sent (no type coercion, unknown fields refused);
@@ -52,7 +53,7 @@ export function describeValidationError(errors: readonly ErrorObject[], part: st
     case 'maxLength':
       return `${prefix(where)}${field} must be at most ${String(p.limit)} characters`;
     case 'pattern':
-      return `${prefix(where)}${field} must match ${String(p.pattern)} (letters and digits only)`;
+      return `${prefix(where)}${field} ${PATTERN_RULES[String(p.pattern)] ?? `must match ${String(p.pattern)}`}`;
     case 'minimum':
       return `${prefix(where)}${field} must be at least ${String(p.limit)}`;
     case 'maximum':
@@ -65,6 +66,13 @@ export function describeValidationError(errors: readonly ErrorObject[], part: st
       return `${prefix(where)}${field} ${error.message ?? 'is invalid'}`;
   }
 }
+
+/** What each pattern in the schemas means, in words. */
+const PATTERN_RULES: Readonly<Record<string, string>> = {
+  '^[a-zA-Z0-9]+$': 'must match ^[a-zA-Z0-9]+$ (letters and digits only)',
+  [USERNAME_PATTERN]: `must match ${USERNAME_PATTERN} (letters, digits, '_', '.' and '-')`,
+  [EMAIL_PATTERN]: 'must be a valid email address',
+};
 
 function prefix(where: string): string {
   return where === 'body' ? 'body: ' : `${where} `;

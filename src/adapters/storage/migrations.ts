@@ -1,4 +1,5 @@
 import { type Kysely, type Migration, Migrator, sql } from 'kysely';
+import { eventMigrations } from '../event-bus/event-tables.js';
 import type { Dialect } from './database.js';
 
 /**
@@ -8,6 +9,8 @@ import type { Dialect } from './database.js';
 function migrations(dialect: Dialect): Record<string, Migration> {
   const pg = dialect === 'postgres';
   return {
+    // Other concerns keep their migrations beside their adapters; names order them.
+    ...eventMigrations(dialect),
     '0001_url_mappings': {
       async up(db: Kysely<any>) {
         await db.schema
@@ -28,6 +31,50 @@ function migrations(dialect: Dialect): Record<string, Migration> {
       },
       async down(db: Kysely<any>) {
         await db.schema.dropTable('url_mappings').execute();
+      },
+    },
+    '0002_users': {
+      async up(db: Kysely<any>) {
+        await db.schema
+          .createTable('users')
+          .addColumn('id', pg ? 'bigint' : 'integer', (c) =>
+            pg ? c.primaryKey().generatedByDefaultAsIdentity() : c.primaryKey().autoIncrement(),
+          )
+          .addColumn('username', 'text', (c) => c.notNull())
+          .addColumn('email', 'text', (c) =>
+            c
+              .notNull()
+              .unique()
+              .check(sql`email = lower(email)`),
+          )
+          .addColumn('role', 'text', (c) => c.notNull().check(sql`role IN ('user', 'admin')`))
+          .addColumn('password_hash', 'text', (c) => c.notNull())
+          .addColumn('created_at', pg ? 'timestamptz' : 'text', (c) => c.notNull())
+          .addColumn('updated_at', pg ? 'timestamptz' : 'text', (c) => c.notNull())
+          .execute();
+        // Logins match the username exactly; registration refuses one that differs only in case.
+        await db.schema
+          .createIndex('users_username_lower_key')
+          .on('users')
+          .unique()
+          .expression(sql`lower(username)`)
+          .execute();
+      },
+      async down(db: Kysely<any>) {
+        await db.schema.dropTable('users').execute();
+      },
+    },
+    '0003_settings': {
+      async up(db: Kysely<any>) {
+        await db.schema
+          .createTable('settings')
+          .addColumn('key', 'text', (c) => c.primaryKey())
+          .addColumn('value', 'text', (c) => c.notNull())
+          .addColumn('updated_at', pg ? 'timestamptz' : 'text', (c) => c.notNull())
+          .execute();
+      },
+      async down(db: Kysely<any>) {
+        await db.schema.dropTable('settings').execute();
       },
     },
   };

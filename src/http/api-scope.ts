@@ -1,0 +1,28 @@
+import cookie from '@fastify/cookie';
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import type { SecurityMetrics } from '../adapters/auth/security-metrics.js';
+import type { AuthService } from '../services/auth-service.js';
+import type { RuntimeSettings } from '../services/runtime-settings.js';
+import authPlugin from './plugins/auth.js';
+import csrfPlugin from './plugins/csrf.js';
+import { adminSettingsRoutes } from './routes/admin-settings.js';
+import { authRoutes } from './routes/auth.js';
+
+export interface ApiScopeOptions {
+  readonly auth: AuthService;
+  readonly settings: RuntimeSettings;
+  readonly securityMetrics: SecurityMetrics;
+}
+
+/**
+ * Everything under `/api/`: cookie parsing, CSRF validation (spec §5.4) and authentication are
+ * hooks of this encapsulated scope only, so the redirect path and the other root routes never run
+ * them. Routes under `/api/` belong in here.
+ */
+export const apiScope: FastifyPluginAsyncTypebox<ApiScopeOptions> = async (api, options) => {
+  await api.register(cookie);
+  await api.register(csrfPlugin, { auth: options.auth, metrics: options.securityMetrics });
+  await api.register(authPlugin, { auth: options.auth });
+  await api.register(authRoutes, { prefix: '/api/v1/auth', auth: options.auth });
+  await api.register(adminSettingsRoutes, { prefix: '/api/v1/admin', settings: options.settings });
+};

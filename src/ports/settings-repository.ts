@@ -1,0 +1,13 @@
+/**
+ * Runtime settings that administrators have changed, as name → integer value. Settings nobody
+ * changed are absent and follow their configured defaults.
+ *
+ * @example
+ *   await settings.save({ max_login_attempts: 3 }, '2024-01-01T00:00:00Z');
+ *   await settings.load(); // { max_login_attempts: 3 }
+ */
+export interface SettingsRepository {
+  load(): Promise<Record<string, number>>;
+  /** Upserts the given values in one transaction. */
+  save(values: Readonly<Record<string, number>>, updatedAt: string): Promise<void>;
+}

@@ -1,0 +1,203 @@
+import { randomUUID } from 'node:crypto';
+import { type CsrfTokens, constantTimeEqual } from '../adapters/auth/csrf.js';
+import type { JwtCodec, TokenClaims } from '../adapters/auth/jwt.js';
+import type { SecurityMetrics } from '../adapters/auth/security-metrics.js';
+import { AppError, errors } from '../domain/errors.js';
+import type { AuthSettingValues } from '../domain/settings.js';
+import { canonicalTimestamp } from '../domain/timestamp.js';
+import {
+  assertPasswordAcceptable,
+  isValidEmail,
+  isValidUsername,
+  normaliseEmail,
+  PASSWORD_MAX_BYTES,
+  passwordBytes,
+  type Role,
+  type User,
+} from '../domain/user.js';
+import type { Clock } from '../ports/clock.js';
+import type { Counters } from '../ports/counters.js';
+import type { PasswordHasher } from '../ports/password-hasher.js';
+import type { UserRepository } from '../ports/user-repository.js';
+
+export interface AuthServiceOptions {
+  readonly users: UserRepository;
+  readonly passwords: PasswordHasher;
+  readonly counters: Counters;
+  readonly settings: { current(): AuthSettingValues };
+  readonly tokens: JwtCodec;
+  readonly csrf: CsrfTokens;
+  readonly clock: Clock;
+  readonly metrics: SecurityMetrics;
+  /** ACCESS_TOKEN_EXPIRE_MINUTES: token lifetime, and the cookies' Max-Age. */
+  readonly accessTokenMinutes: number;
+}
+
+export interface Registration {
+  readonly username: string;
+  readonly email: string;
+  readonly password: string;
+}
+
+/** An authenticated request: the user as stored now, and the token's claims. */
+export interface Session {
+  readonly user: User;
+  readonly claims: TokenClaims;
+}
+
+export interface LoginResult {
+  readonly user: User;
+  readonly accessToken: string;
+  readonly csrfToken: string;
+}
+
+const failuresKey = (username: string) => `login-failures:${username}`;
+const revokedKey = (jti: string) => `revoked-token:${jti}`;
+
+/** Register, log in, authenticate, log out: spec §5 and the design's "Accounts". */
+export class AuthService {
+  constructor(private readonly options: AuthServiceOptions) {}
+
+  /** Cookie and token lifetime, in seconds. */
+  get sessionSeconds(): number {
+    return this.options.accessTokenMinutes * 60;
+  }
+
+  /**
+   * Creates a `user`. Check order (after the body's shape): password length (400), username taken
+   * (409), email taken (409).
+   */
+  register(input: Registration): Promise<User> {
+    return this.createUser(input, 'user');
+  }
+
+  /** Creates a user of any role; also the path of `create-admin` and the ADMIN_* bootstrap. */
+  async createUser(input: Registration, role: Role): Promise<User> {
+    if (!isValidUsername(input.username)) {
+      throw errors.validation(`'username' must be 3 to 32 characters of letters, digits, '_', '.' and '-'`);
+    }
+    const email = normaliseEmail(input.email);
+    if (!isValidEmail(email)) throw errors.validation(`'email' must be a valid email address`);
+    assertPasswordAcceptable(input.password, this.options.settings.current().password_min_length);
+    const { users, passwords } = this.options;
+    if (await users.usernameTaken(input.username)) throw errors.usernameTaken();
+    if (await users.emailTaken(email)) throw errors.emailTaken();
+    const now = this.timestamp();
+    return users.create({
+      username: input.username,
+      email,
+      role,
+      password_hash: await passwords.hash(input.password),
+      created_at: now,
+      updated_at: now,
+    });
+  }
+
+  /**
+   * Creates the administrator named by ADMIN_* unless that username exists already (in which
+   * case nothing changes). Returns whether it was created.
+   */
+  async ensureAdmin(input: Registration): Promise<boolean> {
+    if (await this.options.users.usernameTaken(input.username)) return false;
+    try {
+      await this.createUser(input, 'admin');
+      return true;
+    } catch (error) {
+      // Another instance created it at the same moment.
+      if (error instanceof AppError && error.code === 'USERNAME_TAKEN') return false;
+      throw error;
+    }
+  }
+
+  /**
+   * Verifies the credentials. Failures are counted per username (sliding window); once the count
+   * reaches `max_login_attempts`, every attempt answers 423 until `lockout_duration_minutes` after
+   * the last failure, right password or not. Unknown usernames are counted the same way and
+   * checked against a dummy hash, so neither the answer nor its timing tells them apart.
+   */
+  async login(username: string, password: string): Promise<LoginResult> {
+    const { counters, users, passwords, metrics } = this.options;
+    const settings = this.options.settings.current();
+    const key = failuresKey(username);
+    const failures = await counters.get(key);
+    if (failures !== undefined && failures.count >= settings.max_login_attempts) {
+      metrics.loginFailure('locked');
+      throw errors.accountLocked(Math.max(1, Math.ceil(failures.ttlMs / 1000)));
+    }
+
+    const user = await users.findByUsername(username);
+    // bcrypt would ignore everything after 72 bytes; such a password never matches, but costs the same.
+    const acceptable = passwordBytes(password) <= PASSWORD_MAX_BYTES;
+    const matches = await passwords.verify(acceptable ? password : '', user?.password_hash ?? passwords.dummyHash);
+    if (!user || !acceptable || !matches) {
+      const count = await counters.increment(key, settings.lockout_duration_minutes * 60_000);
+      metrics.loginFailure('invalid_credentials');
+      if (count === settings.max_login_attempts) metrics.lockout();
+      throw errors.invalidCredentials();
+    }
+
+    if (failures !== undefined) await counters.delete(key);
+    const { password_hash: _hash, ...publicUser } = user;
+    const claims = this.newClaims(publicUser);
+    return {
+      user: publicUser,
+      accessToken: this.options.tokens.sign(claims),
+      csrfToken: this.options.csrf.issue(claims.jti),
+    };
+  }
+
+  /** The session of a genuine, unexpired, unrevoked token whose user still exists; else undefined. */
+  async authenticate(token: string): Promise<Session | undefined> {
+    const claims = this.options.tokens.verify(token);
+    if (!claims) return undefined;
+    if (await this.options.counters.hasFlag(revokedKey(claims.jti))) return undefined;
+    const user = await this.options.users.findById(claims.uid);
+    if (!user || user.username !== claims.sub) return undefined;
+    return { user, claims };
+  }
+
+  /** Revokes the token on every instance until it would have expired. Unusable tokens are ignored. */
+  async logout(token: string | undefined): Promise<void> {
+    const claims = token === undefined ? undefined : this.options.tokens.verify(token);
+    if (!claims) return;
+    await this.options.counters.setFlag(revokedKey(claims.jti), claims.exp * 1000 - this.options.clock.now());
+  }
+
+  /** The session's CSRF token: `current` (the cookie) when it belongs to this session, else a new one. */
+  csrfTokenFor(
+    session: Session,
+    current: string | undefined,
+  ): { token: string; renewed: boolean; maxAgeSeconds: number } {
+    const maxAgeSeconds = Math.max(0, session.claims.exp - Math.floor(this.options.clock.now() / 1000));
+    if (current !== undefined && this.options.csrf.verify(current, session.claims.jti)) {
+      return { token: current, renewed: false, maxAgeSeconds };
+    }
+    return { token: this.options.csrf.issue(session.claims.jti), renewed: true, maxAgeSeconds };
+  }
+
+  /** Step 7 of spec §5.4: whether `csrfToken` was issued for the session `jti`. */
+  csrfTokenMatchesSession(csrfToken: string, jti: string): boolean {
+    return this.options.csrf.verify(csrfToken, jti);
+  }
+
+  /** Step 6 of spec §5.4, in constant time. */
+  static sameCsrfValue(header: string, cookie: string): boolean {
+    return constantTimeEqual(header, cookie);
+  }
+
+  private newClaims(user: User): TokenClaims {
+    const iat = Math.floor(this.options.clock.now() / 1000);
+    return {
+      sub: user.username,
+      exp: iat + this.sessionSeconds,
+      iat,
+      jti: randomUUID(),
+      uid: user.id,
+      role: user.role,
+    };
+  }
+
+  private timestamp(): string {
+    return canonicalTimestamp(new Date(this.options.clock.now()).toISOString())!;
+  }
+}

@@ -1,0 +1,139 @@
+import { canonicalTimestamp } from '../domain/timestamp.js';
+import { errors } from '../domain/errors.js';
+import {
+  type AuthSettingValues,
+  type RuntimeSettingDefinition,
+  type RuntimeSettingValues,
+  settingProblem,
+} from '../domain/settings.js';
+import type { Clock } from '../ports/clock.js';
+import type { Counters } from '../ports/counters.js';
+import type { SettingsRepository } from '../ports/settings-repository.js';
+
+/** The counters key whose version announces a settings change to every instance. */
+export const SETTINGS_VERSION_KEY = 'settings:version';
+
+export interface RuntimeSettingsLogger {
+  warn(object: unknown, message: string): void;
+  error(object: unknown, message: string): void;
+}
+
+export interface RuntimeSettingsOptions {
+  readonly definitions: readonly RuntimeSettingDefinition[];
+  /** Values in force until an administrator changes them (from the configuration). */
+  readonly defaults: Readonly<Record<string, number>>;
+  readonly repository: SettingsRepository;
+  readonly counters: Counters;
+  readonly clock: Clock;
+  /** How often the change signal is polled; keeps every instance within one second of a change. */
+  readonly pollIntervalMs: number;
+  readonly logger: RuntimeSettingsLogger;
+}
+
+/**
+ * The runtime settings in force on this instance: read from memory on every use, persisted in the
+ * database, and reloaded when the change signal (a version in the counters) moves, so a change
+ * made on any instance applies on all of them within one poll interval.
+ */
+export class RuntimeSettings {
+  private values: RuntimeSettingValues & AuthSettingValues;
+  private seenVersion = -1;
+  private timer: NodeJS.Timeout | undefined;
+  private polling: Promise<void> | undefined;
+  private readonly byName: ReadonlyMap<string, RuntimeSettingDefinition>;
+  private readonly listeners: Array<(values: RuntimeSettingValues) => void> = [];
+
+  constructor(private readonly options: RuntimeSettingsOptions) {
+    this.byName = new Map(options.definitions.map((d) => [d.name, d]));
+    for (const definition of options.definitions) {
+      const problem = settingProblem(definition, options.defaults[definition.name]);
+      if (problem) throw new Error(`runtime setting default: ${problem}`);
+    }
+    this.values = Object.freeze({ ...options.defaults }) as RuntimeSettingValues & AuthSettingValues;
+  }
+
+  get definitions(): readonly RuntimeSettingDefinition[] {
+    return this.options.definitions;
+  }
+
+  /** Loads the stored values and starts following changes. */
+  async start(): Promise<void> {
+    await this.refresh();
+    this.timer ??= setInterval(() => void this.poll(), this.options.pollIntervalMs);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    await this.polling;
+  }
+
+  /**
+   * Calls `listener` with the values in force after every load that changed them, on this
+   * instance (for concerns that keep derived state, such as rate-limit policies).
+   */
+  onChange(listener: (values: RuntimeSettingValues) => void): void {
+    this.listeners.push(listener);
+  }
+
+  /** The values in force now. */
+  current(): RuntimeSettingValues & AuthSettingValues {
+    return this.values;
+  }
+
+  /**
+   * Validates, persists and announces a change; returns the values in force afterwards.
+   * Throws a 422 naming the first unknown setting or value out of range.
+   */
+  async update(changes: Readonly<Record<string, unknown>>): Promise<RuntimeSettingValues> {
+    for (const [name, value] of Object.entries(changes)) {
+      const definition = this.byName.get(name);
+      if (!definition) throw errors.validation(`body: unknown field '${name}'`);
+      const problem = settingProblem(definition, value);
+      if (problem) throw errors.validation(`body: ${problem}`);
+    }
+    const updatedAt = canonicalTimestamp(new Date(this.options.clock.now()).toISOString())!;
+    await this.options.repository.save(changes as Record<string, number>, updatedAt);
+    // Bump after the write, so an instance that sees the new version reads the new values.
+    const version = await this.options.counters.bump(SETTINGS_VERSION_KEY);
+    await this.load();
+    this.seenVersion = Math.max(this.seenVersion, version);
+    return this.values;
+  }
+
+  /** Reloads now if the change signal moved since the last load. */
+  async refresh(): Promise<void> {
+    const version = await this.options.counters.version(SETTINGS_VERSION_KEY);
+    if (version === this.seenVersion) return;
+    await this.load();
+    this.seenVersion = version;
+  }
+
+  private async poll(): Promise<void> {
+    if (this.polling) return;
+    this.polling = this.refresh()
+      .catch((error: unknown) =>
+        this.options.logger.error({ err: error }, 'runtime settings refresh failed; keeping the values in force'),
+      )
+      .finally(() => {
+        this.polling = undefined;
+      });
+    await this.polling;
+  }
+
+  private async load(): Promise<void> {
+    const stored = await this.options.repository.load();
+    const next: Record<string, number> = { ...this.options.defaults };
+    for (const [name, value] of Object.entries(stored)) {
+      const definition = this.byName.get(name);
+      if (!definition) continue; // a setting this version does not know
+      const problem = settingProblem(definition, value);
+      if (problem) this.options.logger.warn({ setting: name, value }, `stored runtime setting ignored: ${problem}`);
+      else next[name] = value;
+    }
+    const changed = Object.keys(next).some((name) => next[name] !== this.values[name]);
+    this.values = Object.freeze(next) as RuntimeSettingValues & AuthSettingValues;
+    if (changed) for (const listener of this.listeners) listener(this.values);
+  }
+}

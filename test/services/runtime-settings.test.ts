@@ -1,0 +1,96 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { MemoryCounters } from '../../src/adapters/counters/memory-counters.js';
+import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
+import { KyselySettingsRepository } from '../../src/adapters/storage/kysely-settings-repository.js';
+import { migrateToLatest } from '../../src/adapters/storage/migrations.js';
+import { AUTH_SETTINGS } from '../../src/domain/settings.js';
+import { RuntimeSettings, type RuntimeSettingsOptions } from '../../src/services/runtime-settings.js';
+import { eventually } from '../helpers/eventually.js';
+import { ManualClock } from '../helpers/auth.js';
+
+const DEFAULTS = { password_min_length: 8, max_login_attempts: 5, lockout_duration_minutes: 15 };
+
+describe('RuntimeSettings', () => {
+  let dir: string;
+  let database: Database;
+  let counters: MemoryCounters;
+  const warnings: unknown[] = [];
+  const running: RuntimeSettings[] = [];
+
+  const make = (overrides: Partial<RuntimeSettingsOptions> = {}) => {
+    const settings = new RuntimeSettings({
+      definitions: Object.values(AUTH_SETTINGS),
+      defaults: DEFAULTS,
+      repository: new KyselySettingsRepository(database.db),
+      counters,
+      clock: new ManualClock(),
+      pollIntervalMs: 20,
+      logger: { warn: (object) => warnings.push(object), error: (object) => warnings.push(object) },
+      ...overrides,
+    });
+    running.push(settings);
+    return settings;
+  };
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'urlshortener-settings-'));
+    database = openDatabase({ kind: 'sqlite', url: join(dir, 's.db'), poolMax: 1 });
+    await migrateToLatest(database.db, database.dialect);
+    counters = new MemoryCounters();
+  });
+  afterAll(async () => {
+    await Promise.all(running.map((s) => s.stop()));
+    await database?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('starts from the defaults and refuses defaults out of range', async () => {
+    const settings = make();
+    await settings.start();
+    expect(settings.current()).toEqual(DEFAULTS);
+    expect(Object.isFrozen(settings.current())).toBe(true);
+    expect(() => make({ defaults: { ...DEFAULTS, max_login_attempts: 0 } })).toThrow(/max_login_attempts/);
+  });
+
+  it('applies an update here at once and on another instance at its next poll', async () => {
+    const here = make();
+    const there = make();
+    await here.start();
+    await there.start();
+    const seen: unknown[] = [];
+    there.onChange((values) => seen.push(values));
+    expect(await here.update({ max_login_attempts: 9 })).toEqual({ ...DEFAULTS, max_login_attempts: 9 });
+    expect(here.current().max_login_attempts).toBe(9);
+    await eventually(() => expect(there.current().max_login_attempts).toBe(9), { timeoutMs: 1000 });
+    expect(seen).toEqual([{ ...DEFAULTS, max_login_attempts: 9 }]);
+    await here.update(DEFAULTS);
+  });
+
+  it('validates updates: unknown names and values out of range are 422s and change nothing', async () => {
+    const settings = make();
+    await settings.start();
+    await expect(settings.update({ nope: 1 })).rejects.toMatchObject({
+      statusCode: 422,
+      detail: "body: unknown field 'nope'",
+    });
+    await expect(settings.update({ password_min_length: 7 })).rejects.toMatchObject({
+      statusCode: 422,
+      detail: "body: 'password_min_length' must be an integer from 8 to 72",
+    });
+    expect(settings.current()).toEqual(DEFAULTS);
+  });
+
+  it('ignores a stored value that breaks its rule, with a warning', async () => {
+    await new KyselySettingsRepository(database.db).save(
+      { lockout_duration_minutes: 0, unknown_setting: 3 },
+      '2024-01-01T00:00:00Z',
+    );
+    const settings = make();
+    await settings.start();
+    expect(settings.current()).toEqual(DEFAULTS);
+    expect(warnings).toContainEqual({ setting: 'lockout_duration_minutes', value: 0 });
+  });
+});
