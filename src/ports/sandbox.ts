@@ -1,0 +1,29 @@
+/** What a sandbox run returns. */
+export interface SandboxResult {
+  readonly status: 'completed' | 'failed' | 'timed_out';
+  /** Captured console output, cut at the output limit. */
+  readonly output: string;
+  /** The script's completion value, as JSON-compatible data. */
+  readonly result: unknown;
+  readonly error: string | null;
+  readonly durationMs: number;
+}
+
+export interface SandboxLimits {
+  readonly timeoutMs: number;
+  readonly memoryBytes: number;
+  readonly outputBytes: number;
+}
+
+/**
+ * Runs untrusted JavaScript with no network, file system or host access, within a deadline and
+ * a memory cap. A run never throws and never takes the host down; every adapter passes
+ * `test/contract/sandbox.contract.test.ts`.
+ *
+ * @example
+ *   const { status, output, result } = await sandbox.run('console.log("hi"); 6 * 7', limits);
+ */
+export interface Sandbox {
+  run(script: string, limits: SandboxLimits): Promise<SandboxResult>;
+  close(): Promise<void>;
+}

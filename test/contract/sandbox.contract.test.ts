@@ -1,0 +1,81 @@
+import { afterAll, describe, expect, it } from 'vitest';
+import { QuickJsSandbox } from '../../src/adapters/sandbox/quickjs-sandbox.js';
+import type { Sandbox, SandboxLimits } from '../../src/ports/sandbox.js';
+
+const LIMITS: SandboxLimits = { timeoutMs: 1000, memoryBytes: 32 * 1024 * 1024, outputBytes: 64 * 1024 };
+
+/** One contract, every sandbox adapter (QuickJS in WebAssembly is the one there is). */
+describe.each([{ name: 'quickjs', make: (): Sandbox => new QuickJsSandbox() }])('Sandbox on $name', ({ make }) => {
+  const sandbox = make();
+  afterAll(() => sandbox.close());
+
+  it('returns the console output and the completion value', async () => {
+    const run = await sandbox.run('console.log("hello", 1, {a: 2}); console.error("oops"); [1, 2].map(x => x * 21)', LIMITS);
+    expect(run).toMatchObject({ status: 'completed', output: 'hello 1 {"a":2}\noops\n', result: [21, 42], error: null });
+    expect(run.durationMs).toBeGreaterThanOrEqual(0);
+  });
+
+  it('settles an async script', async () => {
+    const run = await sandbox.run('(async () => { await null; console.log("later"); return "done"; })()', LIMITS);
+    expect(run).toMatchObject({ status: 'completed', output: 'later\n', result: 'done' });
+  });
+
+  it('reports a thrown error as failed', async () => {
+    const run = await sandbox.run('throw new TypeError("bad input")', LIMITS);
+    expect(run).toMatchObject({ status: 'failed', error: 'TypeError: bad input', result: null });
+  });
+
+  it('reports a syntax error as failed', async () => {
+    expect(await sandbox.run('let = ;', LIMITS)).toMatchObject({ status: 'failed', error: expect.stringMatching(/SyntaxError/) });
+  });
+
+  it('ends an endless loop as timed_out within its deadline plus a margin', async () => {
+    const run = await sandbox.run('while (true) {}', { ...LIMITS, timeoutMs: 300 });
+    expect(run.status).toBe('timed_out');
+    expect(run.durationMs).toBeLessThan(300 + 1500);
+  });
+
+  it('ends a memory bomb as failed', async () => {
+    const run = await sandbox.run('const a = []; while (true) a.push("x".repeat(1 << 16));', LIMITS);
+    expect(run.status).toBe('failed');
+    expect(run.error).toMatch(/memory/i);
+  });
+
+  it('ends a memory bomb of large arrays (which QuickJS alone does not count) as failed', async () => {
+    const run = await sandbox.run('const a = []; for (let i = 0; ; i++) a.push(new Array(10000).fill(i));', LIMITS);
+    expect(run).toMatchObject({ status: 'failed', error: 'Memory limit exceeded' });
+  });
+
+  it('ends one huge allocation as failed', async () => {
+    expect((await sandbox.run('new Array(2e8).fill(1).length', LIMITS)).status).toBe('failed');
+  });
+
+  it('ends unbounded recursion as failed', async () => {
+    const run = await sandbox.run('function f() { return f() + 1; } f()', LIMITS);
+    expect(run.status).toBe('failed');
+  });
+
+  it('still runs the next script after all of the above', async () => {
+    expect(await sandbox.run('1 + 1', LIMITS)).toMatchObject({ status: 'completed', result: 2 });
+  });
+
+  it('offers no network, file system, process or timers of the host', async () => {
+    const run = await sandbox.run(
+      '[typeof fetch, typeof require, typeof process, typeof XMLHttpRequest, typeof setTimeout, typeof globalThis.os, typeof globalThis.std]',
+      LIMITS,
+    );
+    expect(run.result).toEqual(['undefined', 'undefined', 'undefined', 'undefined', 'undefined', 'undefined', 'undefined']);
+  });
+
+  it('cuts console output at the limit', async () => {
+    const run = await sandbox.run('for (let i = 0; i < 10000; i++) console.log("0123456789");', { ...LIMITS, outputBytes: 1000 });
+    expect(run.status).toBe('completed');
+    expect(Buffer.byteLength(run.output)).toBeLessThan(1100);
+    expect(run.output).toContain('[output truncated]');
+  });
+
+  it('keeps runs apart: nothing one script defines is seen by the next', async () => {
+    await sandbox.run('globalThis.leak = 42', LIMITS);
+    expect((await sandbox.run('typeof leak', LIMITS)).result).toBe('undefined');
+  });
+});
