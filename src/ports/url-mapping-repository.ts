@@ -32,6 +32,9 @@ export interface UrlMappingRepository {
   update(code: string, changes: UrlMappingChanges, events?: EventsFor<UrlMapping>): Promise<UrlMapping | undefined>;
   /** Deletes the mapping and returns its id, or undefined when there was none. */
   delete(code: string, events?: EventsFor<number>): Promise<number | undefined>;
-  /** Adds click deltas, `[id, delta]`, in one write; unknown ids are ignored. `events` gets the number of deltas. */
-  addClicks(deltas: ReadonlyArray<readonly [id: number, delta: number]>, events?: EventsFor<number>): Promise<void>;
+  /** Adds click deltas, `[id, delta]`, in one transaction; unknown ids are ignored. */
+  addClicks(
+    deltas: ReadonlyArray<readonly [id: number, delta: number]>,
+    events?: EventsFor<ReadonlyArray<readonly [id: number, delta: number]>>,
+  ): Promise<void>;
 }

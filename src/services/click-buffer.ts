@@ -1,6 +1,9 @@
 import type { OutgoingEvent } from '../domain/events.js';
 import type { UrlMappingRepository } from '../ports/url-mapping-repository.js';
 
+/** Mappings per flush transaction: small enough that a write never holds the event loop for long. */
+const CHUNK = 100;
+
 export interface ClickBufferLogger {
   error(object: unknown, message: string): void;
 }
@@ -57,18 +60,18 @@ export class ClickBuffer {
     this.buffered.delete(id);
   }
 
-  /** Writes the buffered clicks in one batch; concurrent calls share the write under way. */
+  /**
+   * Writes the buffered clicks, a chunk per transaction, letting waiting requests in between
+   * chunks (SQLite writes block the event loop). Concurrent calls share the write under way.
+   */
   flush(): Promise<void> {
     if (this.flushing) return this.flushing.then(() => (this.buffered.size > 0 ? this.flush() : undefined));
     if (this.buffered.size === 0) return Promise.resolve();
     this.inFlight = this.buffered;
     this.buffered = new Map();
-    const deltas = [...this.inFlight];
-    const event = this.clickedEvent;
-    this.flushing = this.repository
-      .addClicks(deltas, event && (() => [event(deltas)]))
+    this.flushing = this.writeInFlight()
       .catch((error: unknown) => {
-        // Keep the clicks for the next attempt rather than lose them.
+        // Keep what was not written for the next attempt rather than lose it.
         for (const [id, n] of this.inFlight) this.buffered.set(id, (this.buffered.get(id) ?? 0) + n);
         this.logger.error({ err: error, mappings: this.inFlight.size }, 'click flush failed; will retry');
       })
@@ -78,4 +81,16 @@ export class ClickBuffer {
       });
     return this.flushing;
   }
+
+  private async writeInFlight(): Promise<void> {
+    const event = this.clickedEvent;
+    const deltas = [...this.inFlight];
+    for (let start = 0; start < deltas.length; start += CHUNK) {
+      const chunk = deltas.slice(start, start + CHUNK);
+      await this.repository.addClicks(chunk, event && ((written) => [event(written)]));
+      for (const [id] of chunk) this.inFlight.delete(id);
+      if (start + CHUNK < deltas.length) await new Promise((resolve) => setImmediate(resolve));
+    }
+  }
+
 }

@@ -8,11 +8,14 @@ import type {
   UrlMappingRepository,
 } from '../../ports/url-mapping-repository.js';
 import type { TransactionalOutbox } from '../event-bus/outbox.js';
-import { isUniqueViolation } from './database.js';
+import { type Dialect, isUniqueViolation } from './database.js';
 import type { DatabaseSchema } from './schema.js';
 
 const COLUMNS = ['id', 'code', 'url', 'created_at', 'click_count'] as const;
-const CLICK_BATCH_ROWS = 500;
+/** Rows per UPDATE statement on PostgreSQL. */
+const PG_CLICK_ROWS = 500;
+
+type ClickDeltas = ReadonlyArray<readonly [id: number, delta: number]>;
 
 /**
  * URL mappings in SQLite or PostgreSQL through one Kysely query set. With an outbox, the events
@@ -21,6 +24,7 @@ const CLICK_BATCH_ROWS = 500;
 export class KyselyUrlMappingRepository implements UrlMappingRepository {
   constructor(
     private readonly db: Kysely<DatabaseSchema>,
+    private readonly dialect: Dialect,
     private readonly outbox?: TransactionalOutbox,
   ) {}
 
@@ -77,23 +81,30 @@ export class KyselyUrlMappingRepository implements UrlMappingRepository {
     });
   }
 
-  async addClicks(
-    deltas: ReadonlyArray<readonly [id: number, delta: number]>,
-    events?: EventsFor<number>,
-  ): Promise<void> {
+  async addClicks(deltas: ClickDeltas, events?: EventsFor<ClickDeltas>): Promise<void> {
     if (deltas.length === 0) return;
     await this.write(events, async (db) => {
-      for (let start = 0; start < deltas.length; start += CLICK_BATCH_ROWS) {
-        const rows = deltas
-          .slice(start, start + CLICK_BATCH_ROWS)
-          .map(([id, delta]) => sql`(CAST(${id} AS BIGINT), CAST(${delta} AS BIGINT))`);
-        // One statement per batch; the same SQL runs on SQLite (3.33+) and PostgreSQL.
-        await sql`
-          WITH deltas(id, delta) AS (VALUES ${sql.join(rows)})
-          UPDATE url_mappings SET click_count = url_mappings.click_count + deltas.delta
-          FROM deltas WHERE url_mappings.id = deltas.id`.execute(db);
+      if (this.dialect === 'sqlite') {
+        // Primary-key updates one by one: SQLite plans an UPDATE … FROM a VALUES list as a scan.
+        for (const [id, delta] of deltas) {
+          await db
+            .updateTable('url_mappings')
+            .set((eb) => ({ click_count: eb('click_count', '+', delta) }))
+            .where('id', '=', id)
+            .execute();
+        }
+      } else {
+        for (let start = 0; start < deltas.length; start += PG_CLICK_ROWS) {
+          const rows = deltas
+            .slice(start, start + PG_CLICK_ROWS)
+            .map(([id, delta]) => sql`(CAST(${id} AS BIGINT), CAST(${delta} AS BIGINT))`);
+          await sql`
+            WITH deltas(id, delta) AS (VALUES ${sql.join(rows)})
+            UPDATE url_mappings SET click_count = url_mappings.click_count + deltas.delta
+            FROM deltas WHERE url_mappings.id = deltas.id`.execute(db);
+        }
       }
-      return deltas.length;
+      return deltas;
     });
   }
 
