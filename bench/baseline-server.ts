@@ -1,0 +1,93 @@
+/**
+ * The baseline: a bare `node:http` server doing the service's two benchmarked jobs with a `Map`
+ * and nothing else, to put the service's numbers in proportion on a noisy machine.
+ *
+ *   PORT=8001 HOST=127.0.0.1 node --import tsx bench/baseline-server.ts --mappings 1000
+ *
+ * `--mappings N` preloads the same N mappings the bench seeds into the service's database.
+ * The process exits when its standard input closes, so it cannot outlive the bench.
+ */
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import { parseArgs } from 'node:util';
+import { type Mapping, seedMapping } from './lib/codes.js';
+
+interface StoredMapping extends Mapping {
+  readonly id: number;
+}
+
+const CACHE_CONTROL = 'private, max-age=0';
+const JSON_TYPE = 'application/json; charset=utf-8';
+
+const mappings = new Map<string, StoredMapping>();
+let lastId = 0;
+
+function store(mapping: Mapping): StoredMapping {
+  const stored = { id: ++lastId, ...mapping };
+  mappings.set(stored.code, stored);
+  return stored;
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': JSON_TYPE, 'content-length': Buffer.byteLength(text) });
+  res.end(text);
+}
+
+function redirect(res: ServerResponse, code: string): void {
+  const mapping = mappings.get(code);
+  if (mapping === undefined) return sendJson(res, 404, { detail: 'Not found' });
+  res.writeHead(302, { location: mapping.url, 'cache-control': CACHE_CONTROL, 'content-length': 0 });
+  res.end();
+}
+
+function asMapping(body: unknown): Mapping | undefined {
+  if (typeof body !== 'object' || body === null) return undefined;
+  const { code, url, created_at, click_count } = body as Record<string, unknown>;
+  const valid =
+    typeof code === 'string' &&
+    typeof url === 'string' &&
+    typeof created_at === 'string' &&
+    Number.isInteger(click_count) &&
+    (click_count as number) >= 0;
+  return valid ? { code, url, created_at, click_count: click_count as number } : undefined;
+}
+
+function shorten(req: IncomingMessage, res: ServerResponse): void {
+  const chunks: Buffer[] = [];
+  req.on('data', (chunk: Buffer) => chunks.push(chunk));
+  req.on('end', () => {
+    let mapping: Mapping | undefined;
+    try {
+      mapping = asMapping(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+    } catch {
+      mapping = undefined;
+    }
+    if (mapping === undefined) return sendJson(res, 422, { detail: 'Invalid body' });
+    if (mappings.has(mapping.code)) return sendJson(res, 409, { detail: 'The code is taken' });
+    sendJson(res, 201, store(mapping));
+  });
+}
+
+function handle(req: IncomingMessage, res: ServerResponse): void {
+  const path = req.url ?? '/';
+  if (req.method === 'POST' && path === '/shorten') return shorten(req, res);
+  if (req.method === 'GET' && path === '/health') return sendJson(res, 200, { status: 'ok' });
+  if (req.method === 'GET') return redirect(res, path.slice(1));
+  sendJson(res, 405, { detail: 'Method not allowed' });
+}
+
+function main(): void {
+  const { values } = parseArgs({ options: { mappings: { type: 'string', default: '0' } } });
+  const count = Number(values.mappings);
+  if (!Number.isSafeInteger(count) || count < 0) throw new Error(`--mappings must be a count, got ${values.mappings}`);
+  for (let i = 0; i < count; i++) store(seedMapping(i));
+
+  const server = createServer(handle);
+  const stop = () => server.close(() => process.exit(0));
+  process.on('SIGTERM', stop);
+  process.on('SIGINT', stop);
+  process.stdin.on('end', () => process.exit(0)).resume();
+  server.listen(Number(process.env.PORT ?? 0), process.env.HOST ?? '127.0.0.1');
+}
+
+main();

@@ -1,0 +1,163 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { SETTINGS } from '../../src/config/config.js';
+import { registerCleanup } from './cleanup.js';
+
+/** The repository root: children run from here. */
+export const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+export const HOST = '127.0.0.1';
+
+const READY_TIMEOUT_MS = 60_000;
+const STOP_TIMEOUT_MS = 10_000;
+const KEPT_OUTPUT_LINES = 20;
+
+/** Output a child wrote (stdout and stderr): how many lines, and the last few. */
+export interface OutputLog {
+  lines: number;
+  readonly tail: string[];
+}
+
+/** A server running in a child process. */
+export interface ChildServer {
+  readonly name: string;
+  readonly pid: number;
+  readonly baseUrl: string;
+  readonly output: OutputLog;
+  /** Resident memory (VmRSS) now, in bytes; undefined once the process is gone. */
+  rssBytes(): number | undefined;
+  stop(): Promise<void>;
+}
+
+const live = new Set<ChildProcess>();
+// Last resort when the bench exits without cleaning up (e.g. process.exit from elsewhere).
+process.on('exit', () => {
+  for (const child of live) child.kill('SIGKILL');
+});
+
+/**
+ * The bench's environment without the service's own settings (so a stray CACHE_TTL_MS in the
+ * caller's shell cannot skew a run), plus `extra`.
+ */
+export function childEnv(extra: Readonly<Record<string, string>>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const setting of Object.values(SETTINGS)) delete env[setting.name];
+  return { ...env, ...extra };
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, HOST, () => {
+      const address = probe.address();
+      const port = typeof address === 'object' && address !== null ? address.port : 0;
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+function captureOutput(child: ChildProcess): OutputLog {
+  const log: OutputLog = { lines: 0, tail: [] };
+  const onText = (chunk: Buffer) => {
+    for (const line of chunk.toString('utf8').split('\n')) {
+      if (line.trim() === '') continue;
+      log.lines++;
+      log.tail.push(line.length > 500 ? `${line.slice(0, 500)}...` : line);
+      if (log.tail.length > KEPT_OUTPUT_LINES) log.tail.shift();
+    }
+  };
+  child.stdout?.on('data', onText);
+  child.stderr?.on('data', onText);
+  return log;
+}
+
+function exited(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => child.once('exit', () => resolve()));
+}
+
+/** SIGTERM, then SIGKILL if the process has not exited after STOP_TIMEOUT_MS. */
+async function terminate(child: ChildProcess): Promise<void> {
+  const gone = exited(child);
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), STOP_TIMEOUT_MS);
+  await gone;
+  clearTimeout(timer);
+  live.delete(child);
+}
+
+/** Starts `node <args>` from the repository root; it is stopped at clean-up if not before. */
+function startNode(args: readonly string[], env: NodeJS.ProcessEnv) {
+  const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] });
+  live.add(child);
+  const output = captureOutput(child);
+  const stop = registerCleanup(() => terminate(child));
+  return { child, output, stop };
+}
+
+function describeExit(child: ChildProcess, output: OutputLog): string {
+  const status = child.exitCode !== null ? `exit code ${child.exitCode}` : `signal ${child.signalCode}`;
+  return `${status}; last output:\n${output.tail.join('\n')}`;
+}
+
+/** Runs `node <args>` to completion; rejects with its output when it fails. */
+export async function runNode(args: readonly string[], env: Readonly<Record<string, string>>): Promise<void> {
+  const { child, output, stop } = startNode(args, childEnv(env));
+  await exited(child);
+  await stop();
+  if (child.exitCode !== 0) throw new Error(`node ${args.join(' ')} failed: ${describeExit(child, output)}`);
+}
+
+async function healthy(baseUrl: string): Promise<boolean> {
+  try {
+    const response = await fetch(`${baseUrl}/health`, { signal: AbortSignal.timeout(2_000) });
+    await response.body?.cancel();
+    return response.status === 200;
+  } catch {
+    return false;
+  }
+}
+
+async function waitUntilReady(name: string, baseUrl: string, child: ChildProcess, output: OutputLog): Promise<void> {
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  while (!(await healthy(baseUrl))) {
+    if (child.exitCode !== null || child.signalCode !== null) {
+      throw new Error(`${name} exited before it was ready: ${describeExit(child, output)}`);
+    }
+    if (Date.now() > deadline) throw new Error(`${name} was not ready after ${READY_TIMEOUT_MS / 1000} s`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+function residentBytes(pid: number): number | undefined {
+  try {
+    const match = /^VmRSS:\s+(\d+)\s+kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return match ? Number(match[1]) * 1024 : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Starts a server (`node <args>` with PORT and HOST set) and waits until `GET /health` answers
+ * 200. The caller stops it; an interrupted bench stops it at clean-up.
+ */
+export async function startServer(
+  name: string,
+  args: readonly string[],
+  env: Readonly<Record<string, string>>,
+): Promise<ChildServer> {
+  const port = await freePort();
+  const baseUrl = `http://${HOST}:${port}`;
+  const { child, output, stop } = startNode(args, childEnv({ ...env, HOST, PORT: String(port) }));
+  try {
+    await waitUntilReady(name, baseUrl, child, output);
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  const pid = child.pid!;
+  return { name, pid, baseUrl, output, rssBytes: () => residentBytes(pid), stop };
+}

@@ -1,0 +1,61 @@
+import { randomBytes } from 'node:crypto';
+
+/**
+ * The service configurations a run compares. Each runs as its own process next to the
+ * baseline, in the same alternating rounds, so their numbers are comparable with each other.
+ *
+ * The first variant is the reference: the baseline budgets apply to it, and every other
+ * variant is compared with it. To add one, append e.g.
+ *
+ *   { name: 'tracing-on', env: { TRACING_SAMPLING_RATE: '0.1' },
+ *     featureCost: { feature: 'on', max: 0.15 } }
+ *   { name: 'rate-limit-off', env: { RATE_LIMIT_ENABLED: 'false' },
+ *     featureCost: { feature: 'off', max: 0.10 } }
+ */
+
+/**
+ * The environment of every service process, under each variant's own `env`: production mode
+ * (which needs a SECRET_KEY) with its defaults, except that the `writes` rate limit, 60 requests
+ * a minute per client by default, is raised far above what one load generator can send, so that
+ * `POST /shorten` measures the write path and not 429s. Rate limiting stays on; redirects keep
+ * their default limit (50,000 a second per client: any 429 shows as "unexpected").
+ */
+export const SERVICE_ENV: Readonly<Record<string, string>> = {
+  NODE_ENV: 'production',
+  LOG_LEVEL: 'warn',
+  SECRET_KEY: randomBytes(48).toString('base64'),
+  RATE_LIMIT_WRITES_LIMIT: '1000000000',
+  RATE_LIMIT_WRITES_WINDOW_S: '1',
+};
+
+export interface FeatureCost {
+  /**
+   * `on`: this variant turns a feature on, so its cost is 1 − variant rps / reference rps.
+   * `off`: this variant turns a feature off, so its cost is 1 − reference rps / variant rps.
+   */
+  readonly feature: 'on' | 'off';
+  /** Largest acceptable cost on the redirect path, as a fraction (0.15 = 15%). */
+  readonly max: number;
+}
+
+export interface ServiceVariant {
+  /** Short kebab-case name, shown in the tables and accepted by BENCH_VARIANTS. */
+  readonly name: string;
+  /** Added to the service's environment, over SERVICE_ENV and the bench's PORT, HOST and DATABASE_URL. */
+  readonly env: Readonly<Record<string, string>>;
+  /** The budget of the feature this variant toggles, checked against the reference variant. */
+  readonly featureCost?: FeatureCost;
+}
+
+export const SERVICE_VARIANTS: readonly ServiceVariant[] = [{ name: 'default', env: {} }];
+
+/** The variants named in `names` (all when empty), always led by the reference variant. */
+export function selectVariants(names: readonly string[]): ServiceVariant[] {
+  const unknown = names.filter((name) => !SERVICE_VARIANTS.some((v) => v.name === name));
+  if (unknown.length > 0) {
+    throw new Error(
+      `BENCH_VARIANTS: unknown ${unknown.join(', ')}; known: ${SERVICE_VARIANTS.map((v) => v.name).join(', ')}`,
+    );
+  }
+  return SERVICE_VARIANTS.filter((v, i) => i === 0 || names.length === 0 || names.includes(v.name));
+}
