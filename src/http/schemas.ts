@@ -79,3 +79,8 @@ export const ListQuery = Type.Object(
 );
 
 export const errorResponse = (description: string) => ({ ...ref(ErrorResponse), description });
+
+/** A string that is one of `values`, as a JSON Schema `enum`, keeping the literal type. */
+export function oneOf<const T extends readonly string[]>(values: T, options: { description?: string } = {}) {
+  return Type.Unsafe<T[number]>({ type: 'string', enum: [...values], ...options } as unknown as TSchema);
+}

@@ -3,8 +3,8 @@ import { Type } from 'typebox';
 import { SPAN_ATTRIBUTES, setRequestSpanAttributes } from '../../adapters/telemetry/span-attributes.js';
 import { EXECUTION_LANGUAGES, EXECUTION_STATUSES, TIMEOUT_MAX_MS } from '../../domain/execution.js';
 import type { Execution } from '../../domain/execution.js';
-import type { Caller, ExecutionService } from '../../services/execution-service.js';
-import type { Session } from '../../services/auth-service.js';
+import type { ExecutionService } from '../../services/execution-service.js';
+import { callerOf } from '../caller.js';
 import { errorResponse, oneOf } from '../schemas.js';
 
 const ExecuteRequest = Type.Object(
@@ -34,12 +34,6 @@ const ExecutionRead = Type.Object({
 });
 
 const tags = ['executions'];
-
-function caller(session: Session | null): Caller {
-  // The route's `config.auth` guarantees a session.
-  const user = session!.user;
-  return { userId: user.id, role: user.role };
-}
 
 function view(execution: Execution) {
   const { user_id: _owner, ...rest } = execution;
@@ -76,7 +70,7 @@ export const executionRoutes: FastifyPluginAsyncTypebox<{ executions: ExecutionS
         [SPAN_ATTRIBUTES.executionLanguage]: request.body.language,
         [SPAN_ATTRIBUTES.executionScriptLength]: request.body.script.length,
       });
-      const execution = await executions.submit(caller(request.session), request.body);
+      const execution = await executions.submit(callerOf(request), request.body);
       return reply
         .code(202)
         .header('location', `/api/v1/executions/${execution.id}`)
@@ -100,7 +94,7 @@ export const executionRoutes: FastifyPluginAsyncTypebox<{ executions: ExecutionS
         },
       },
     },
-    async (request) => view(await executions.get(caller(request.session), request.params.id)),
+    async (request) => view(await executions.get(callerOf(request), request.params.id)),
   );
 
   app.get(
@@ -127,7 +121,7 @@ export const executionRoutes: FastifyPluginAsyncTypebox<{ executions: ExecutionS
     },
     async (request, reply) => {
       const { limit, before } = request.query;
-      const page = await executions.list(caller(request.session), { limit, before });
+      const page = await executions.list(callerOf(request), { limit, before });
       if (page.nextBefore !== undefined) {
         void reply.header('link', `</api/v1/executions?limit=${limit}&before=${page.nextBefore}>; rel="next"`);
       }

@@ -1,0 +1,76 @@
+import { createHmac, randomBytes } from 'node:crypto';
+import http from 'node:http';
+import https from 'node:https';
+import { guardedLookup } from './destination-guard.js';
+
+export interface HttpSenderOptions {
+  readonly timeoutMs: number;
+  /** Lets notifications reach loopback and private addresses (tests, internal receivers). */
+  readonly allowPrivate: boolean;
+}
+
+export class DeliveryError extends Error {
+  constructor(
+    message: string,
+    readonly status?: number,
+  ) {
+    super(message);
+    this.name = 'DeliveryError';
+  }
+}
+
+/**
+ * POSTs a JSON body and succeeds on a 2xx answer only. Redirects are not followed (a 3xx is a
+ * failure), the whole exchange has a deadline, and the address dialled passes the SSRF guard.
+ */
+export function postJson(
+  url: string,
+  body: string,
+  headers: Record<string, string>,
+  options: HttpSenderOptions,
+): Promise<number> {
+  const target = new URL(url);
+  const client = target.protocol === 'https:' ? https : http;
+  return new Promise((resolve, reject) => {
+    const request = client.request(
+      target,
+      {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'content-length': Buffer.byteLength(body),
+          'user-agent': 'UrlShortener-Notifier/0.1',
+          ...headers,
+        },
+        timeout: options.timeoutMs,
+        ...(options.allowPrivate ? {} : { lookup: guardedLookup }),
+      },
+      (response) => {
+        response.resume(); // the body is not needed; drain it so the socket is freed
+        const status = response.statusCode ?? 0;
+        response.once('end', () =>
+          status >= 200 && status < 300
+            ? resolve(status)
+            : reject(new DeliveryError(`Receiver answered ${status}`, status)),
+        );
+        response.once('error', reject);
+      },
+    );
+    request.once('timeout', () => request.destroy(new DeliveryError(`No answer within ${options.timeoutMs} ms`)));
+    request.once('error', reject);
+    request.end(body);
+  });
+}
+
+/** Standard Webhooks: a `whsec_` secret of 24 random bytes. */
+export function newWebhookSecret(): string {
+  return `whsec_${randomBytes(24).toString('base64')}`;
+}
+
+/** Standard Webhooks headers: `webhook-signature` is `v1,` + base64 HMAC-SHA256 of `id.timestamp.body`. */
+export function standardWebhookHeaders(secret: string, id: string, body: string, now = Date.now()) {
+  const timestamp = String(Math.floor(now / 1000));
+  const key = Buffer.from(secret.replace(/^whsec_/, ''), 'base64');
+  const signature = createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest('base64');
+  return { 'webhook-id': id, 'webhook-timestamp': timestamp, 'webhook-signature': `v1,${signature}` };
+}

@@ -1,0 +1,113 @@
+import { Counter, type Registry } from 'prom-client';
+import { EVENT_TYPES, TOPICS, uuidv7 } from '../domain/events.js';
+import { type NotificationRequested, notificationRequested, NOTIFICATION_REQUESTED } from '../domain/notification.js';
+import {
+  type HttpSenderOptions,
+  postJson,
+  standardWebhookHeaders,
+} from '../adapters/notifications/http-notification-sender.js';
+import type { NotificationRepository } from '../ports/notification-repository.js';
+import type { ConsumerDefinition } from '../services/consumer-runner.js';
+
+const FINAL_EVENTS: ReadonlySet<string> = new Set([
+  EVENT_TYPES.executionCompleted,
+  EVENT_TYPES.executionFailed,
+  EVENT_TYPES.executionTimedOut,
+]);
+
+interface ExecutionOutcomePayload {
+  readonly execution_id: string;
+  readonly user_id: number;
+  readonly status: string;
+  readonly duration_ms?: number;
+  readonly error?: string | null;
+}
+
+/**
+ * On each final execution event, one `notification.requested` per channel of the owner, recorded
+ * once per event (a redelivery fans out nothing new).
+ */
+export function notificationFanOut(repository: NotificationRepository, service: string): ConsumerDefinition {
+  return {
+    group: 'notifier',
+    topics: [TOPICS.execution],
+    handle: async (message) => {
+      if (!FINAL_EVENTS.has(message.envelope.event_type)) return;
+      const outcome = message.envelope.payload as ExecutionOutcomePayload;
+      const channels = await repository.listChannels(outcome.user_id);
+      if (channels.length === 0) return;
+      await repository.recordRequests(message.envelope.event_id, () =>
+        channels.map((channel) =>
+          notificationRequested(service, {
+            notification_id: uuidv7(),
+            channel_id: channel.id,
+            channel_type: channel.type,
+            user_id: outcome.user_id,
+            execution_id: outcome.execution_id,
+            cause: {
+              event_id: message.envelope.event_id,
+              event_type: message.envelope.event_type,
+              payload: message.envelope.payload,
+            },
+          }),
+        ),
+      );
+    },
+  };
+}
+
+/** Sends one notification to one channel; a failure is retried by the consumer runner, then dead-lettered. */
+export function notificationSender(
+  repository: NotificationRepository,
+  options: HttpSenderOptions,
+  registry: Registry,
+): ConsumerDefinition {
+  const sent = new Counter({
+    name: 'notifications_total',
+    help: 'Notification delivery attempts by channel type and outcome.',
+    labelNames: ['channel', 'outcome'],
+    registers: [registry],
+  });
+  return {
+    group: 'notification-sender',
+    topics: [TOPICS.notification],
+    handle: async (message, span) => {
+      if (message.envelope.event_type !== NOTIFICATION_REQUESTED) return;
+      const request = message.envelope.payload as NotificationRequested;
+      span.setAttributes({
+        'notification.id': request.notification_id,
+        'notification.channel': request.channel_type,
+        'notification.channel_id': request.channel_id,
+        'execution.id': request.execution_id,
+      });
+      if (await repository.wasDelivered(request.notification_id)) return;
+      const channel = await repository.getChannel(request.channel_id);
+      if (!channel) return; // deleted since: nothing to send
+      try {
+        if (channel.type === 'webhook') {
+          const body = JSON.stringify({
+            type: request.cause.event_type,
+            timestamp: new Date().toISOString(),
+            data: request.cause.payload,
+          });
+          await postJson(channel.url, body, standardWebhookHeaders(channel.secret ?? '', request.notification_id, body), options);
+        } else {
+          await postJson(channel.url, JSON.stringify({ text: chatText(request) }), {}, options);
+        }
+      } catch (error) {
+        sent.inc({ channel: channel.type, outcome: 'failed' });
+        throw error;
+      }
+      sent.inc({ channel: channel.type, outcome: 'delivered' });
+      await repository.markDelivered(request.notification_id, channel.id);
+    },
+  };
+}
+
+function chatText(request: NotificationRequested): string {
+  const outcome = request.cause.payload as ExecutionOutcomePayload;
+  const status = outcome.status.replace('_', ' ');
+  const duration = outcome.duration_ms === undefined ? '' : ` in ${outcome.duration_ms} ms`;
+  const error = outcome.error ? `: ${outcome.error}` : '';
+  return `Execution ${request.execution_id} ${status}${duration}${error}`;
+}

@@ -1,0 +1,102 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import type { DeadLetterManager } from '../../services/dead-letter-manager.js';
+import { errorResponse, oneOf } from '../schemas.js';
+
+const STATUSES = ['retrying', 'retried', 'parked', 'discarded'] as const;
+
+const DeadLetter = Type.Object({
+  id: Type.Integer(),
+  event_id: Type.String(),
+  event_type: Type.String(),
+  topic: Type.String(),
+  partition: Type.Integer(),
+  group: Type.String({ description: 'The consumer group that gave up on it.' }),
+  status: oneOf(STATUSES),
+  attempts: Type.Integer(),
+  error: Type.String(),
+  headers: Type.Record(Type.String(), Type.String()),
+  envelope: Type.Unknown(),
+  created_at: Type.String({ format: 'date-time' }),
+  updated_at: Type.String({ format: 'date-time' }),
+});
+
+const tags = ['dead_letters'];
+const IdParams = Type.Object({ id: Type.Integer({ minimum: 1 }) });
+const adminOnly = {
+  401: errorResponse('Not signed in.'),
+  403: errorResponse('Administrators only.'),
+};
+
+/** `/api/v1/admin/dlq`: list, inspect, retry and discard dead letters (admins). */
+export const deadLetterRoutes: FastifyPluginAsyncTypebox<{ deadLetters: DeadLetterManager }> = async (
+  app,
+  { deadLetters },
+) => {
+  app.get(
+    '/dlq',
+    {
+      config: { auth: 'admin' },
+      schema: {
+        operationId: 'list_dead_letters',
+        summary: 'Dead letters, oldest first',
+        tags,
+        querystring: Type.Object(
+          {
+            status: Type.Optional(oneOf(STATUSES)),
+            limit: Type.Integer({ minimum: 1, maximum: 500, default: 100 }),
+            after: Type.Optional(Type.Integer({ minimum: 0 })),
+          },
+          { additionalProperties: false },
+        ),
+        response: { 200: Type.Array(DeadLetter, { description: 'The dead letters.' }), ...adminOnly },
+      },
+    },
+    async (request) => deadLetters.list(request.query),
+  );
+
+  app.get(
+    '/dlq/:id',
+    {
+      config: { auth: 'admin' },
+      schema: {
+        operationId: 'get_dead_letter',
+        summary: 'One dead letter, with its headers and event',
+        tags,
+        params: IdParams,
+        response: { 200: { ...DeadLetter, description: 'The dead letter.' }, ...adminOnly, 404: errorResponse('No such dead letter.') },
+      },
+    },
+    async (request) => deadLetters.get(request.params.id),
+  );
+
+  app.post(
+    '/dlq/:id/retry',
+    {
+      config: { auth: 'admin' },
+      schema: {
+        operationId: 'retry_dead_letter',
+        summary: 'Re-publish it to its topic now',
+        tags,
+        params: IdParams,
+        response: { 200: { ...DeadLetter, description: 'Re-published.' }, ...adminOnly, 404: errorResponse('No such dead letter.') },
+      },
+    },
+    async (request) => deadLetters.retry(request.params.id),
+  );
+
+  app.post(
+    '/dlq/:id/discard',
+    {
+      config: { auth: 'admin' },
+      schema: {
+        operationId: 'discard_dead_letter',
+        summary: 'Mark it discarded',
+        tags,
+        params: IdParams,
+        response: { 200: { ...DeadLetter, description: 'Discarded.' }, ...adminOnly, 404: errorResponse('No such dead letter.') },
+      },
+    },
+    async (request) => deadLetters.discard(request.params.id),
+  );
+};

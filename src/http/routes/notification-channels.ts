@@ -1,0 +1,89 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
+import { Type } from 'typebox';
+import { CHANNEL_TYPES } from '../../domain/notification.js';
+import type { NotificationService } from '../../services/notification-service.js';
+import { callerOf } from '../caller.js';
+import { errorResponse, oneOf } from '../schemas.js';
+
+const Channel = Type.Object({
+  id: Type.String(),
+  type: oneOf(CHANNEL_TYPES),
+  name: Type.String(),
+  url: Type.String(),
+  created_at: Type.String({ format: 'date-time' }),
+});
+
+const tags = ['notifications'];
+
+/** `/api/v1/notifications/channels`: the caller's own channels (CSRF applies: it is under /api/). */
+export const notificationChannelRoutes: FastifyPluginAsyncTypebox<{ notifications: NotificationService }> = async (
+  app,
+  { notifications },
+) => {
+  app.post(
+    '/channels',
+    {
+      config: { auth: 'user' },
+      schema: {
+        operationId: 'create_channel',
+        summary: 'Add a notification channel',
+        description:
+          '`webhook`: a JSON POST signed per Standard Webhooks; the signing `secret` is in this answer only. `chat`: a Slack-compatible `{"text": …}` POST.',
+        tags,
+        body: Type.Object(
+          {
+            type: oneOf(CHANNEL_TYPES),
+            name: Type.String({ minLength: 1, maxLength: 100 }),
+            url: Type.String({ minLength: 1, maxLength: 2048 }),
+          },
+          { additionalProperties: false },
+        ),
+        response: {
+          201: Type.Object(
+            { ...Channel.properties, secret: Type.Optional(Type.String()) },
+            { description: 'Created. Keep the secret: it is not shown again.' },
+          ),
+          401: errorResponse('Not signed in.'),
+          422: errorResponse('The body breaks a rule, or the destination is not allowed.'),
+        },
+      },
+    },
+    async (request, reply) => reply.code(201).send(await notifications.create(callerOf(request), request.body)),
+  );
+
+  app.get(
+    '/channels',
+    {
+      config: { auth: 'user' },
+      schema: {
+        operationId: 'list_channels',
+        summary: "The caller's notification channels",
+        tags,
+        response: { 200: Type.Array(Channel, { description: 'The channels.' }), 401: errorResponse('Not signed in.') },
+      },
+    },
+    async (request) => notifications.list(callerOf(request)),
+  );
+
+  app.delete(
+    '/channels/:id',
+    {
+      config: { auth: 'user' },
+      schema: {
+        operationId: 'delete_channel',
+        summary: 'Remove a notification channel',
+        tags,
+        params: Type.Object({ id: Type.String({ maxLength: 64 }) }),
+        response: {
+          204: { description: 'Removed.', type: 'null' },
+          401: errorResponse('Not signed in.'),
+          404: errorResponse('No such channel of yours.'),
+        },
+      },
+    },
+    async (request, reply) => {
+      await notifications.delete(callerOf(request), request.params.id);
+      return reply.code(204).send(null);
+    },
+  );
+};

@@ -1,0 +1,72 @@
+import { AppError, errors } from '../domain/errors.js';
+import { uuidv7 } from '../domain/events.js';
+import type { ChannelType, NotificationChannel } from '../domain/notification.js';
+import { assertAllowedDestination, ForbiddenDestinationError } from '../adapters/notifications/destination-guard.js';
+import { newWebhookSecret } from '../adapters/notifications/http-notification-sender.js';
+import type { NotificationRepository } from '../ports/notification-repository.js';
+import type { Caller } from './execution-service.js';
+
+const URL_MAX_LENGTH = 2048;
+const channelNotFound = () => new AppError('CHANNEL_NOT_FOUND', 404, 'Notification channel not found');
+
+export type ChannelView = Omit<NotificationChannel, 'user_id' | 'secret'>;
+
+/** Users' notification channels: create (the webhook secret is shown once), list, delete. */
+export class NotificationService {
+  constructor(
+    private readonly repository: NotificationRepository,
+    private readonly options: { readonly allowPrivate: boolean },
+  ) {}
+
+  async create(
+    caller: Caller,
+    input: { type: ChannelType; name: string; url: string },
+  ): Promise<ChannelView & { secret?: string }> {
+    const url = parseDestination(input.url);
+    if (!this.options.allowPrivate) {
+      try {
+        await assertAllowedDestination(url);
+      } catch (error) {
+        if (error instanceof ForbiddenDestinationError) throw errors.validation(`body: 'url' ${error.message}`);
+        throw errors.validation(`body: 'url' host ${url.hostname} cannot be resolved`);
+      }
+    }
+    const secret = input.type === 'webhook' ? newWebhookSecret() : null;
+    const channel = await this.repository.createChannel({
+      id: uuidv7(),
+      user_id: caller.userId,
+      type: input.type,
+      name: input.name,
+      url: input.url,
+      secret,
+    });
+    return { ...view(channel), ...(secret ? { secret } : {}) };
+  }
+
+  async list(caller: Caller): Promise<ChannelView[]> {
+    return (await this.repository.listChannels(caller.userId)).map(view);
+  }
+
+  async delete(caller: Caller, id: string): Promise<void> {
+    if (!(await this.repository.deleteChannel(caller.userId, id))) throw channelNotFound();
+  }
+}
+
+function view(channel: NotificationChannel): ChannelView {
+  const { user_id: _user, secret: _secret, ...rest } = channel;
+  return rest;
+}
+
+function parseDestination(text: string): URL {
+  if (text.length > URL_MAX_LENGTH) throw errors.validation(`body: 'url' must be at most ${URL_MAX_LENGTH} characters`);
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw errors.validation(`body: 'url' must be an absolute URL`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') {
+    throw errors.validation(`body: 'url' scheme must be http or https`);
+  }
+  return url;
+}
