@@ -3,6 +3,10 @@ import { compose, type Service } from './composition-root.js';
 
 /** Starts the service and stops it gracefully on SIGTERM/SIGINT. */
 export async function serve(config: Config): Promise<Service> {
+  // Normally started already by `--import ./dist/instrumentation.js`; this covers a bare `urlshortener serve`.
+  const tracing = config.tracing.enabled
+    ? (await import('./adapters/telemetry/tracing.js')).startTracing(config.tracing)
+    : undefined;
   const service = await compose(config);
   const { app } = service;
   let stopping = false;
@@ -18,16 +22,19 @@ export async function serve(config: Config): Promise<Service> {
       process.exit(1);
     }, config.shutdownTimeoutMs);
     force.unref();
-    service.close().then(
-      () => {
-        app.log.info('shut down cleanly');
-        process.exit(0);
-      },
-      (error: unknown) => {
-        app.log.error({ err: error }, 'shutdown failed');
-        process.exit(1);
-      },
-    );
+    service
+      .close()
+      .then(() => tracing?.shutdown()) // exports the spans still buffered
+      .then(
+        () => {
+          app.log.info('shut down cleanly');
+          process.exit(0);
+        },
+        (error: unknown) => {
+          app.log.error({ err: error }, 'shutdown failed');
+          process.exit(1);
+        },
+      );
   };
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);

@@ -57,7 +57,10 @@ function openSqlite(file: string, options: OpenDatabaseOptions): Database {
   // A larger page cache and memory-mapped reads: a million mappings stay in memory.
   connection.pragma('cache_size = -65536');
   connection.pragma('mmap_size = 268435456');
-  const db = new Kysely<DatabaseSchema>({ dialect: new SqliteDialect({ database: connection }), ...kyselyOptions(options) });
+  const db = new Kysely<DatabaseSchema>({
+    dialect: new SqliteDialect({ database: connection }),
+    ...kyselyOptions(options),
+  });
   return withPing(db, 'sqlite');
 }
 

@@ -6,7 +6,7 @@ export const metricsRoutes: FastifyPluginAsyncTypebox<{ metrics: Metrics }> = as
   app.get(
     '/metrics',
     {
-      config: { quietLogs: true },
+      config: { quietLogs: true, rateLimit: false },
       schema: {
         operationId: 'metrics',
         summary: 'Prometheus metrics',

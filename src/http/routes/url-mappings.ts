@@ -75,7 +75,7 @@ export const urlMappingRoutes: FastifyPluginAsyncTypebox<UrlMappingRoutesOptions
   app.get(
     '/:code',
     {
-      config: { quietLogs: true },
+      config: { quietLogs: true, rateLimit: 'redirects' },
       schema: {
         operationId: 'resolve',
         summary: 'Redirect to the target URL',

@@ -1,0 +1,152 @@
+import { trace } from '@opentelemetry/api';
+import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify';
+import { Counter } from 'prom-client';
+import type { Metrics } from '../../adapters/telemetry/metrics.js';
+import type { RateLimitGroup } from '../../config/config.js';
+import { errors } from '../../domain/errors.js';
+import type { RateLimitDecision, RateLimiter, RateLimitPolicy } from '../../ports/rate-limiter.js';
+import { signedInUserId } from '../request-identity.js';
+import { addRouteHook } from './route-hooks.js';
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /**
+     * The route's rate-limit policy group, or `false` for none (health, metrics). When absent:
+     * `auth` for changes under `/api/v1/auth/`, `writes` for POST/PUT/PATCH/DELETE, else `default`.
+     */
+    rateLimit?: RateLimitGroup | false;
+  }
+}
+
+/** Where the policy of each group comes from; read on every request, so changes apply at once. */
+export interface RateLimitPolicySource {
+  get(group: RateLimitGroup): RateLimitPolicy;
+}
+
+export interface RateLimitOptions {
+  readonly limiter: RateLimiter;
+  readonly policies: RateLimitPolicySource;
+  readonly metrics: Metrics;
+  /** Put each decision on the request span (tracing on). */
+  readonly traceDecisions: boolean;
+}
+
+/** Span attributes of a decision (spec §6.2 rule 9). */
+export const RATE_LIMIT_ATTRIBUTES = {
+  allowed: 'ratelimit.allowed',
+  limit: 'ratelimit.limit',
+  remaining: 'ratelimit.remaining',
+  algorithm: 'ratelimit.algorithm',
+  policy: 'ratelimit.policy',
+} as const;
+
+const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+/** Refused answers log at most this often while the store is down (the request is admitted). */
+const STORE_FAILURE_LOG_INTERVAL_MS = 10_000;
+
+/** The policy group of a route: its `config.rateLimit`, else by path and method. */
+export function rateLimitGroupOf(route: Pick<RouteOptions, 'url' | 'method' | 'config'>): RateLimitGroup | false {
+  const configured = route.config?.rateLimit;
+  if (configured !== undefined) return configured;
+  const methods = Array.isArray(route.method) ? route.method : [route.method];
+  const writes = methods.some((m) => WRITE_METHODS.has(m.toUpperCase()));
+  if (writes && route.url.startsWith('/api/v1/auth/')) return 'auth';
+  return writes ? 'writes' : 'default';
+}
+
+/**
+ * Rate limiting per route group (design "Rate limiting"), keyed by the signed-in user when there
+ * is one, else by client address. Runs before validation, so malformed requests count too.
+ * Every answer of a limited route carries `RateLimit-Policy` and `RateLimit` (IETF httpapi
+ * ratelimit-headers draft); a refusal is 429 `{"detail":"Rate limit exceeded"}` with
+ * `Retry-After`. Call before any route is registered: routes are set up as they are added.
+ */
+export function registerRateLimiting(app: FastifyInstance, options: RateLimitOptions): void {
+  const { limiter, policies, traceDecisions } = options;
+  const refusals = new Counter({
+    name: 'rate_limit_refusals_total',
+    help: 'Requests refused with 429 by the rate limiter, by policy.',
+    labelNames: ['policy'],
+    registers: [options.metrics.registry],
+  });
+  const policyHeaders = new WeakMap<RateLimitPolicy, string>();
+  let lastStoreFailureLog = -Infinity;
+
+  const decide = (
+    request: FastifyRequest,
+    reply: FastifyReply,
+    policy: RateLimitPolicy,
+    decision: RateLimitDecision,
+    done: HookHandlerDoneFunction,
+  ) => {
+    let policyHeader = policyHeaders.get(policy);
+    if (policyHeader === undefined) {
+      policyHeader = `"${policy.name}";q=${policy.limit};w=${Math.ceil(policy.windowMs / 1000)}`;
+      policyHeaders.set(policy, policyHeader);
+    }
+    reply.header('ratelimit-policy', policyHeader);
+    reply.header('ratelimit', `"${policy.name}";r=${decision.remaining};t=${Math.ceil(decision.resetMs / 1000)}`);
+    if (traceDecisions) {
+      const span = trace.getActiveSpan();
+      if (span?.isRecording()) {
+        span.setAttributes({
+          [RATE_LIMIT_ATTRIBUTES.allowed]: decision.allowed,
+          [RATE_LIMIT_ATTRIBUTES.limit]: decision.limit,
+          [RATE_LIMIT_ATTRIBUTES.remaining]: decision.remaining,
+          [RATE_LIMIT_ATTRIBUTES.algorithm]: policy.algorithm,
+          [RATE_LIMIT_ATTRIBUTES.policy]: policy.name,
+        });
+      }
+    }
+    if (decision.allowed) {
+      done();
+      return;
+    }
+    refusals.inc({ policy: policy.name });
+    request.log.debug({ policy: policy.name }, 'rate limit exceeded');
+    done(errors.rateLimited(Math.max(1, Math.ceil(decision.retryAfterMs / 1000))));
+  };
+
+  const storeFailed = (request: FastifyRequest, error: unknown, done: HookHandlerDoneFunction) => {
+    // Availability over strictness: while the store is away, requests are admitted.
+    const now = performance.now();
+    if (now - lastStoreFailureLog >= STORE_FAILURE_LOG_INTERVAL_MS) {
+      lastStoreFailureLog = now;
+      request.log.error({ err: error }, 'rate limiter unavailable; admitting requests');
+    }
+    done();
+  };
+
+  app.addHook('onRoute', (route) => {
+    const group = rateLimitGroupOf(route);
+    if (group === false) return;
+    addRouteHook(
+      route,
+      'preValidation',
+      (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
+        const policy = policies.get(group);
+        let decision: RateLimitDecision | Promise<RateLimitDecision>;
+        try {
+          decision = limiter.consume(clientKey(request), policy);
+        } catch (error) {
+          storeFailed(request, error, done);
+          return;
+        }
+        if (decision instanceof Promise) {
+          decision.then(
+            (d) => decide(request, reply, policy, d, done),
+            (error: unknown) => storeFailed(request, error, done),
+          );
+        } else {
+          decide(request, reply, policy, decision, done);
+        }
+      },
+    );
+  });
+}
+
+/** The signed-in user, when there is one, else the client address (`TRUST_PROXY` honoured). */
+function clientKey(request: FastifyRequest): string {
+  const user = signedInUserId(request);
+  return user === undefined ? request.ip : `user:${user}`;
+}
