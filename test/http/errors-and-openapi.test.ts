@@ -50,13 +50,6 @@ describe.each(BACKENDS)('health, errors and OpenAPI on $name', (backend) => {
   describe('unknown paths → 404 {detail}', () => {
     test.each([
       ['GET', '/a/b/c'],
-      ['GET', '/'],
-      ['HEAD', '/'],
-      ['POST', '/'],
-      ['PUT', '/'],
-      ['PATCH', '/'],
-      ['DELETE', '/'],
-      ['OPTIONS', '/'],
       ['GET', '/abcdef/extra'],
       ['DELETE', '/abcdef/extra'],
       ['GET', '/shorten/x'],
@@ -71,6 +64,27 @@ describe.each(BACKENDS)('health, errors and OpenAPI on $name', (backend) => {
       } else {
         expectError(response, 404);
       }
+    });
+  });
+
+  // `/` names no mapping: it opens the web client (design §3), which lives under /app/.
+  describe('/ redirects to the web client', () => {
+    test.each(['GET', 'HEAD'])('%s / → 302 to /app/', async (method) => {
+      const response = await app.inject({ method: method as 'GET', url: '/' });
+      expect(response.statusCode).toBe(302);
+      expect(response.headers.location).toBe('/app/');
+    });
+
+    test.each(['POST', 'PUT', 'PATCH', 'DELETE'])('%s / → 405 with Allow: GET, HEAD, OPTIONS', async (method) => {
+      const response = await app.inject({ method: method as 'GET', url: '/' });
+      expect(response.headers.allow).toBe('GET, HEAD, OPTIONS');
+      expectError(response, 405);
+    });
+
+    test('OPTIONS / → 204 with Allow', async () => {
+      const response = await app.inject({ method: 'OPTIONS', url: '/' });
+      expect(response.statusCode).toBe(204);
+      expect(response.headers.allow).toBe('GET, HEAD, OPTIONS');
     });
   });
 

@@ -1,0 +1,63 @@
+import { existsSync } from 'node:fs';
+import { extname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import fastifyStatic from '@fastify/static';
+import type { FastifyPluginAsync, FastifyReply } from 'fastify';
+import { AppError } from '../../domain/errors.js';
+
+/** `web/dist`, where `npm run build` puts the web client (the same path from `src/` and `dist/`). */
+export const WEB_DIST = fileURLToPath(new URL('../../../web/dist/', import.meta.url));
+
+export interface WebAppRoutesOptions {
+  /** The built client; `WEB_DIST` unless a test points elsewhere. */
+  readonly root?: string;
+}
+
+const hidden = { schema: { hide: true } } as const;
+// Vite names every asset after its content hash, so an asset never changes; index.html always may.
+const IMMUTABLE = 'public, max-age=31536000, immutable';
+const REVALIDATE = 'no-cache';
+const SECURITY_HEADERS = {
+  'content-security-policy':
+    "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'",
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'same-origin',
+} as const;
+
+const notBuilt = () => new AppError('WEB_CLIENT_NOT_BUILT', 503, 'The web client is not built; run npm run build');
+
+/**
+ * The web client (design §3): `/` redirects to `/app/`, files of `web/dist` are served under
+ * `/app/`, and every other `/app/…` path without a file extension is a client-side route that gets
+ * `index.html`. `app` has 3 letters, so it can never be a short code.
+ */
+export const webAppRoutes: FastifyPluginAsync<WebAppRoutesOptions> = async (app, { root = WEB_DIST }) => {
+  app.get('/', hidden, (_request, reply) => reply.redirect('/app/', 302));
+  app.get('/app', hidden, (_request, reply) => reply.redirect('/app/', 302));
+
+  if (!existsSync(join(root, 'index.html'))) {
+    app.get('/app/*', hidden, async () => {
+      throw notBuilt();
+    });
+    return;
+  }
+
+  await app.register(fastifyStatic, {
+    root,
+    serve: false,
+    index: false,
+    dotfiles: 'deny',
+    cacheControl: false,
+    setHeaders: (response, path) => {
+      response.setHeader('cache-control', path.endsWith('index.html') ? REVALIDATE : IMMUTABLE);
+    },
+  });
+  const sendIndex = (reply: FastifyReply) => reply.headers(SECURITY_HEADERS).sendFile('index.html');
+
+  app.get<{ Params: { '*': string } }>('/app/*', hidden, (request, reply) => {
+    const path = request.params['*'];
+    // A path with an extension names a file (404 when missing); anything else is a page of the app.
+    if (extname(path) === '') return sendIndex(reply);
+    return reply.header('x-content-type-options', 'nosniff').sendFile(path);
+  });
+};

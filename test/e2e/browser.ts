@@ -1,0 +1,69 @@
+import { existsSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { type Browser, chromium, type Locator, type Page } from 'playwright-core';
+import { expect } from 'vitest';
+import { eventually } from '../helpers/eventually.js';
+import { inCi } from '../helpers/services.js';
+
+/** Debian's Chromium (`apt-get install chromium`); Playwright never downloads a browser here. */
+export const CHROMIUM_PATH = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
+export const SCREENSHOTS = join(import.meta.dirname, '..', '..', 'test-results', 'screenshots');
+const WEB_DIST_INDEX = join(import.meta.dirname, '..', '..', 'web', 'dist', 'index.html');
+
+/** Whether the browser tests can run; in CI (`CI=true`) a missing Chromium fails them instead. */
+export function chromiumAvailable(): boolean {
+  if (existsSync(CHROMIUM_PATH)) return true;
+  const message = `Chromium is not installed at ${CHROMIUM_PATH} (apt-get install chromium)`;
+  if (inCi) throw new Error(`${message}; CI requires it`);
+  console.warn(`skipping browser tests: ${message}`);
+  return false;
+}
+
+export function requireBuiltClient(): void {
+  if (!existsSync(WEB_DIST_INDEX)) throw new Error('web/dist is missing: run `npm run build` before the browser tests');
+}
+
+/**
+ * Headless Chromium with no background traffic (the machine's network is closed). Playwright gives
+ * each launch a fresh, empty profile directory of its own (it refuses `--user-data-dir` in `args`).
+ */
+export function launchChromium(): Promise<Browser> {
+  return chromium.launch({
+    executablePath: CHROMIUM_PATH,
+    headless: true,
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
+}
+
+/** Saves a full-page screenshot as a test artefact: test-results/screenshots/<name>.png. */
+export async function screenshot(page: Page, name: string): Promise<void> {
+  mkdirSync(SCREENSHOTS, { recursive: true });
+  await page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
+}
+
+// Waiting assertions on page content (playwright-core has no `expect` of its own).
+const text = async (locator: Locator) => (await locator.innerText({ timeout: 1000 })).trim();
+
+export const hasText = (locator: Locator, expected: string) =>
+  eventually(async () => expect(await text(locator)).toBe(expected));
+
+export const containsText = (locator: Locator, expected: string) =>
+  eventually(async () => expect(await text(locator)).toContain(expected));
+
+export const lacksText = (locator: Locator, unexpected: string) =>
+  eventually(async () => expect(await text(locator)).not.toContain(unexpected));
+
+export const hasValue = (locator: Locator, expected: string) =>
+  eventually(async () => expect(await locator.inputValue({ timeout: 1000 })).toBe(expected));
+
+/** Waits until nothing matches `locator`. */
+export const isGone = (locator: Locator) => eventually(async () => expect(await locator.count()).toBe(0));

@@ -1,0 +1,295 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import type { Browser, BrowserContext, Page } from 'playwright-core';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { type ServerProcess, startServer } from '../helpers/server-process.js';
+import {
+  chromiumAvailable,
+  containsText,
+  hasText,
+  hasValue,
+  isGone,
+  lacksText,
+  launchChromium,
+  requireBuiltClient,
+  screenshot,
+} from './browser.js';
+
+/**
+ * The web client (issue #7, design §3, spec §5.7) in Debian's headless Chromium against the real
+ * built server, started the way `npm start` starts it.
+ */
+const available = chromiumAvailable();
+const ADMIN = { username: 'root_admin', email: 'admin@example.com', password: 'admin-password-1' };
+const PASSWORD = 'correct-horse-9';
+const LOCKED = 'Account locked due to too many failed attempts';
+
+describe.skipIf(!available)('web client in Chromium', () => {
+  let server: ServerProcess;
+  let browser: Browser;
+  let context: BrowserContext;
+  let page: Page;
+  let dataDir: string;
+  let userCount = 0;
+  const newUsername = (prefix: string) => `${prefix}_${process.pid}_${++userCount}`;
+  const at = (path: string) => `${server.url}${path}`;
+
+  beforeAll(async () => {
+    requireBuiltClient();
+    dataDir = mkdtempSync(join(tmpdir(), 'urlshortener-e2e-'));
+    server = await startServer({
+      NODE_ENV: 'test',
+      BCRYPT_ROUNDS: '4',
+      RATE_LIMIT_ENABLED: 'false',
+      OTEL_SDK_DISABLED: 'true',
+      DATABASE_URL: `sqlite:${join(dataDir, 'e2e.db')}`,
+      ADMIN_USERNAME: ADMIN.username,
+      ADMIN_EMAIL: ADMIN.email,
+      ADMIN_PASSWORD: ADMIN.password,
+    });
+    browser = await launchChromium();
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await server?.stop();
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  beforeEach(async () => {
+    await context?.close();
+    context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    context.setDefaultTimeout(10_000);
+    page = await context.newPage();
+  });
+
+  async function register(username: string, password = PASSWORD) {
+    await page.goto(at('/app/register'));
+    await page.getByLabel('Username').fill(username);
+    await page.getByLabel('Email').fill(`${username}@example.com`);
+    await page.getByLabel('Password').fill(password);
+    await page.getByRole('button', { name: 'Create account' }).click();
+  }
+
+  /** Logs in on the login page already shown, submitting with the Enter key; the server's status. */
+  async function logInHere(username: string, password = PASSWORD): Promise<number> {
+    await page.getByLabel('Username').fill(username);
+    await page.getByLabel('Password').fill(password);
+    const [response] = await Promise.all([
+      page.waitForResponse((r) => r.url().endsWith('/api/v1/auth/login')),
+      page.getByLabel('Password').press('Enter'),
+    ]);
+    return response.status();
+  }
+
+  async function signUpAndLogIn(prefix: string) {
+    const username = newUsername(prefix);
+    await register(username);
+    await page.waitForURL(at('/app/login'));
+    await logInHere(username);
+    await page.waitForURL(at('/app/links'));
+    return username;
+  }
+
+  const linkCard = (code: string) => page.getByRole('listitem', { name: `Link ${code}`, exact: true });
+
+  it('/ opens the app, and an unknown visitor is sent to log in', async () => {
+    await page.goto(server.url);
+    await page.waitForURL(at('/app/login?next=%2Fapp%2Flinks'));
+    await hasText(page.getByRole('heading', { level: 1 }), 'Log in');
+    await screenshot(page, 'login');
+  });
+
+  it('register, log in, create a link, follow it, see the count rise, edit and delete it', async () => {
+    const username = newUsername('links');
+    await register(username);
+    await screenshot(page, 'register');
+    await page.waitForURL(at('/app/login'));
+    await page
+      .getByRole('status')
+      .filter({ hasText: `Account ${username} created` })
+      .waitFor();
+    // The username is carried over from registration.
+    await hasValue(page.getByLabel('Username'), username);
+    await logInHere(username);
+    await page.waitForURL(at('/app/links'));
+    await page.getByText(`Signed in as ${username}`).waitFor();
+
+    // A random code is suggested; "New code" draws another.
+    const code = page.getByLabel('Short code');
+    const suggested = await code.inputValue();
+    expect(suggested).toMatch(/^[a-zA-Z0-9]{6,10}$/);
+    await page.getByRole('button', { name: 'New code' }).click();
+    expect(await code.inputValue()).not.toBe(suggested);
+    const shortCode = `e2e${String(process.pid).slice(-4)}x`;
+    await code.fill(shortCode);
+    await page.getByLabel('Target URL').fill(at('/health'));
+    await page.getByRole('button', { name: 'Create short link' }).click();
+
+    await containsText(linkCard(shortCode), at(`/${shortCode}`));
+    await containsText(linkCard(shortCode), '0 clicks');
+    await screenshot(page, 'links');
+
+    // The same code again: the server's detail is shown.
+    await code.fill(shortCode);
+    await page.getByLabel('Target URL').fill(at('/health'));
+    await page.getByRole('button', { name: 'Create short link' }).click();
+    await hasText(page.getByRole('alert'), 'Code already exists');
+
+    await linkCard(shortCode)
+      .getByRole('button', { name: `QR code for ${shortCode}` })
+      .click();
+    await page.getByRole('img', { name: `QR code for ${at(`/${shortCode}`)}` }).waitFor();
+    await screenshot(page, 'links-qr-code');
+    await page.keyboard.press('Escape');
+    await isGone(page.getByRole('dialog'));
+
+    // Following the short link counts a click, and the list shows it.
+    const followed = await page.goto(at(`/${shortCode}`));
+    expect(followed?.url()).toBe(at('/health'));
+    await page.goto(at('/app/links'));
+    await containsText(linkCard(shortCode), '1 click');
+
+    // Edit the target and the code.
+    const renamed = `${shortCode}2`;
+    await linkCard(shortCode)
+      .getByRole('button', { name: `Edit ${shortCode}` })
+      .click();
+    const editor = page.getByRole('dialog', { name: `Edit ${shortCode}` });
+    await editor.getByLabel('Target URL').fill(at('/health/ready'));
+    await editor.getByLabel('Short code').fill(renamed);
+    await screenshot(page, 'links-edit');
+    await editor.getByRole('button', { name: 'Save' }).click();
+    await containsText(linkCard(renamed), at('/health/ready'));
+    await containsText(linkCard(renamed), '1 click');
+    await isGone(linkCard(shortCode));
+
+    // Delete asks first; Cancel keeps the link.
+    await linkCard(renamed)
+      .getByRole('button', { name: `Delete ${renamed}` })
+      .click();
+    const confirm = page.getByRole('dialog', { name: `Delete ${renamed}?` });
+    await screenshot(page, 'links-delete-confirmation');
+    await confirm.getByRole('button', { name: 'Cancel' }).click();
+    expect(await linkCard(renamed).count()).toBe(1);
+    await linkCard(renamed)
+      .getByRole('button', { name: `Delete ${renamed}` })
+      .click();
+    await page
+      .getByRole('dialog', { name: `Delete ${renamed}?` })
+      .getByRole('button', { name: 'Delete' })
+      .click();
+    await isGone(linkCard(renamed));
+    await page
+      .getByRole('status')
+      .filter({ hasText: `Deleted ${renamed}` })
+      .waitFor();
+    expect((await fetch(at(`/${renamed}`), { redirect: 'manual' })).status).toBe(404);
+  });
+
+  it('registration shows the server’s texts for a taken username and a taken email', async () => {
+    const username = newUsername('taken');
+    await register(username);
+    await page.waitForURL(at('/app/login'));
+    await register(username);
+    await hasText(page.getByRole('alert'), 'Username already registered');
+    await page.getByLabel('Username').fill(`${username}_b`);
+    await page.getByRole('button', { name: 'Create account' }).click();
+    await hasText(page.getByRole('alert'), 'User already exists');
+    await screenshot(page, 'register-error');
+  });
+
+  it('a wrong password five times, then the lockout message', async () => {
+    const username = newUsername('lock');
+    await register(username);
+    await page.waitForURL(at('/app/login'));
+    for (let attempt = 1; attempt <= 5; attempt++) {
+      expect(await logInHere(username, `wrong-password-${attempt}`)).toBe(401);
+      await hasText(page.getByRole('alert'), 'Invalid username or password');
+    }
+    expect(await logInHere(username)).toBe(423);
+    await hasText(page.getByRole('alert'), LOCKED);
+    expect(page.url()).toBe(at('/app/login'));
+    await screenshot(page, 'login-locked');
+  });
+
+  it('an expired session sends the user to log in, then back where they were', async () => {
+    const username = await signUpAndLogIn('expiry');
+    await page.goto(at('/app/executions'));
+    await hasText(page.getByRole('heading', { level: 1 }), 'Executions');
+    // Submitting shows the run's live status, or says that running scripts is not there yet.
+    await page.getByRole('button', { name: 'Run' }).click();
+    await page.locator('[data-status], .notice').first().waitFor();
+    await screenshot(page, 'executions');
+
+    // The session ends on the server's side: the browser no longer has a valid access token.
+    const cookies = await context.cookies(server.url);
+    expect(cookies.map((c) => c.name).sort()).toEqual(['access_token', 'csrf_token']);
+    await context.clearCookies({ name: 'access_token' });
+
+    await page.goto(at('/app/links?after=0'));
+    await page.waitForURL(at(`/app/login?next=${encodeURIComponent('/app/links?after=0')}`));
+    await page.getByText('Log in to continue to /app/links?after=0').waitFor();
+    await screenshot(page, 'login-session-expired');
+    await logInHere(username);
+    await page.waitForURL(at('/app/links?after=0'));
+    await hasText(page.getByRole('heading', { level: 1 }), 'Links');
+  });
+
+  it('pages whose API is not there yet say so; admin pages are for admins only', async () => {
+    await signUpAndLogIn('pages');
+    await page.getByRole('link', { name: 'Channels' }).click();
+    await hasText(page.getByRole('heading', { level: 1 }), 'Notification channels');
+    await lacksText(page.locator('main'), 'Loading…');
+    await screenshot(page, 'channels');
+    await page.goto(at('/app/admin/settings'));
+    await hasText(page.getByRole('heading', { level: 1 }), 'Administrators only');
+    await isGone(page.getByRole('link', { name: 'Settings' }));
+  });
+
+  it('works on a phone-sized screen (375 px) without sideways scrolling', async () => {
+    await context.close();
+    context = await browser.newContext({ viewport: { width: 375, height: 740 }, isMobile: true, hasTouch: true });
+    page = await context.newPage();
+    const code = `ph${String(process.pid).slice(-4)}abcd`;
+    await signUpAndLogIn('phone');
+    await page.getByLabel('Target URL').fill(at('/health'));
+    await page.getByLabel('Short code').fill(code);
+    await page.getByRole('button', { name: 'Create short link' }).click();
+    await linkCard(code).waitFor();
+    // A string, not a function: this file is type-checked without the DOM library.
+    const overflow = await page.evaluate<number>('document.documentElement.scrollWidth - window.innerWidth');
+    expect(overflow).toBeLessThanOrEqual(0);
+    await screenshot(page, 'links-phone');
+  });
+
+  it('an admin changes password_min_length and registration follows it', async () => {
+    await page.goto(at('/app/admin/settings'));
+    await page.waitForURL(/\/app\/login\?next=/);
+    await logInHere(ADMIN.username, ADMIN.password);
+    await page.waitForURL(at('/app/admin/settings'));
+    const minLength = page.getByLabel('Password min length');
+    await hasValue(minLength, '8');
+    await minLength.fill('12');
+    await page.getByRole('button', { name: 'Save settings' }).click();
+    await page.getByRole('status').filter({ hasText: 'Settings saved' }).waitFor();
+    await screenshot(page, 'admin-settings');
+
+    await page.getByRole('link', { name: 'Dead letters' }).click();
+    await hasText(page.getByRole('heading', { level: 1 }), 'Dead letters');
+    await lacksText(page.locator('main'), 'Loading…');
+    await screenshot(page, 'admin-dead-letters');
+
+    await page.getByRole('button', { name: 'Log out' }).click();
+    await page.waitForURL(at('/app/login'));
+    const username = newUsername('minlen');
+    await register(username, 'elevenchars');
+    await hasText(page.getByRole('alert'), 'Password must be at least 12 characters');
+    await page.getByLabel('Password').fill('twelve-chars');
+    await page.getByRole('button', { name: 'Create account' }).click();
+    await page.waitForURL(at('/app/login'));
+    await logInHere(username, 'twelve-chars');
+    await page.waitForURL(at('/app/links'));
+  });
+});

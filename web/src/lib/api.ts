@@ -1,0 +1,130 @@
+import type { components, operations } from './api-types';
+import { ApiError, errorDetail } from './auth-store';
+import { auth } from './session';
+
+type Schemas = components['schemas'];
+export type UrlMapping = Schemas['UrlMappingRead'];
+export type UrlMappingCreate = Schemas['UrlMappingCreate'];
+export type UrlMappingUpdate = Schemas['UrlMappingUpdate'];
+type JsonBody<T> = T extends { content: { 'application/json': infer B } } ? B : never;
+export type RegisterBody = JsonBody<operations['register']['requestBody']>;
+/** The runtime settings named in the API document, and any others the server adds. */
+export type Settings = JsonBody<operations['get_settings']['responses'][200]> & Record<string, number>;
+
+// Not in the OpenAPI document yet (their routes are being built): the shapes agreed for them.
+export type ExecutionStatus = 'queued' | 'running' | 'completed' | 'failed' | 'timed_out';
+export interface Execution {
+  id: string;
+  status: ExecutionStatus;
+  language: string;
+  script: string;
+  timeout_ms: number;
+  output: string;
+  result: unknown;
+  error: string | null;
+  duration_ms: number | null;
+  created_at: string;
+  started_at: string | null;
+  finished_at: string | null;
+}
+export interface Channel {
+  id: string | number;
+  type: 'webhook' | 'chat';
+  name: string;
+  url: string;
+  created_at: string;
+  secret?: string;
+}
+export type DeadLetterStatus = 'retrying' | 'retried' | 'parked' | 'discarded';
+export interface DeadLetter {
+  id: string | number;
+  event_id: string;
+  event_type: string;
+  topic: string;
+  group: string;
+  status: DeadLetterStatus;
+  attempts: number;
+  error: string | null;
+  created_at: string;
+  updated_at: string;
+  headers: Record<string, string>;
+  envelope: unknown;
+}
+
+export const FINAL_STATUSES: ReadonlySet<ExecutionStatus> = new Set(['completed', 'failed', 'timed_out']);
+
+/** One page of a list and the query of the next one (from the `Link: <…>; rel="next"` header). */
+export interface Page<T> {
+  readonly items: T[];
+  readonly next: URLSearchParams | null;
+}
+
+export function nextFromLink(link: string | null): URLSearchParams | null {
+  const target = link && /<([^>]+)>\s*;\s*rel="?next"?/.exec(link)?.[1];
+  return target ? new URL(target, 'http://x').searchParams : null;
+}
+
+async function page<T>(path: string): Promise<Page<T>> {
+  const response = await auth.request('GET', path);
+  if (!response.ok) throw new ApiError(response.status, await errorDetail(response));
+  return { items: (await response.json()) as T[], next: nextFromLink(response.headers.get('link')) };
+}
+
+const query = (params: Record<string, string | number | undefined>) => {
+  const search = new URLSearchParams();
+  for (const [key, value] of Object.entries(params))
+    if (value !== undefined && value !== '') search.set(key, String(value));
+  const text = search.toString();
+  return text ? `?${text}` : '';
+};
+
+const { requestJson } = auth;
+
+export const api = {
+  register: (body: RegisterBody) => requestJson<unknown>('POST', '/api/v1/auth/register', { json: body }),
+
+  listUrls: (limit: number, after?: string) => page<UrlMapping>(`/urls${query({ limit, after })}`),
+  shorten: (body: UrlMappingCreate) => requestJson<UrlMapping>('POST', '/shorten', { json: body }),
+  updateUrl: (code: string, body: UrlMappingUpdate) =>
+    requestJson<UrlMapping>('PATCH', `/${encodeURIComponent(code)}`, { json: body }),
+  deleteUrl: (code: string) => requestJson<void>('DELETE', `/${encodeURIComponent(code)}`),
+
+  settings: () => requestJson<Settings>('GET', '/api/v1/admin/settings'),
+  updateSettings: (changes: Partial<Settings>) =>
+    requestJson<Settings>('PATCH', '/api/v1/admin/settings', { json: changes }),
+
+  execute: (script: string, timeoutMs?: number) =>
+    requestJson<{ execution_id: string; status: 'queued' }>('POST', '/execute', {
+      json: { language: 'javascript', script, ...(timeoutMs ? { timeout_ms: timeoutMs } : {}) },
+    }),
+  execution: (id: string) => requestJson<Execution>('GET', `/api/v1/executions/${encodeURIComponent(id)}`),
+  executions: (limit: number, before?: string) => page<Execution>(`/api/v1/executions${query({ limit, before })}`),
+
+  channels: () => requestJson<Channel[]>('GET', '/api/v1/notifications/channels'),
+  createChannel: (body: { type: Channel['type']; name: string; url: string }) =>
+    requestJson<Channel>('POST', '/api/v1/notifications/channels', { json: body }),
+  deleteChannel: (id: Channel['id']) =>
+    requestJson<void>('DELETE', `/api/v1/notifications/channels/${encodeURIComponent(String(id))}`),
+
+  deadLetters: (status: DeadLetterStatus | '', limit: number, after?: string) =>
+    page<DeadLetter>(`/api/v1/admin/dlq${query({ status, limit, after })}`),
+  deadLetter: (id: DeadLetter['id']) =>
+    requestJson<DeadLetter>('GET', `/api/v1/admin/dlq/${encodeURIComponent(String(id))}`),
+  retryDeadLetter: (id: DeadLetter['id']) =>
+    requestJson<unknown>('POST', `/api/v1/admin/dlq/${encodeURIComponent(String(id))}/retry`),
+  discardDeadLetter: (id: DeadLetter['id']) =>
+    requestJson<unknown>('POST', `/api/v1/admin/dlq/${encodeURIComponent(String(id))}/discard`),
+};
+
+/** The text to show for a failed call. */
+export function messageOf(error: unknown): string {
+  if (error instanceof ApiError) return error.detail;
+  return error instanceof Error ? error.message : String(error);
+}
+
+/**
+ * Whether a failure means the route is not on this server (yet): 404, or 405 where a path like
+ * `/execute` would otherwise fall on the `/{code}` routes.
+ */
+export const isMissingRoute = (error: unknown) =>
+  error instanceof ApiError && (error.status === 404 || error.status === 405);
