@@ -14,12 +14,26 @@ import { errors } from './domain/errors.js';
 import { registerErrorHandling } from './http/error-handler.js';
 import type { RouteTable } from './http/route-table.js';
 import type { Metrics } from './adapters/telemetry/metrics.js';
+import { traceLogFields } from './adapters/telemetry/span-attributes.js';
 import { healthRoutes } from './http/routes/health.js';
+import { registerHttpMetrics } from './http/plugins/http-metrics.js';
+import { type RateLimitPolicySource, registerRateLimiting } from './http/plugins/rate-limit.js';
+import { registerRequestTracing } from './http/plugins/request-tracing.js';
+import type { RateLimiter } from './ports/rate-limiter.js';
+import type { ReadinessCheck } from './ports/readiness-check.js';
 import { metricsRoutes } from './http/routes/metrics.js';
 import { urlMappingRoutes } from './http/routes/url-mappings.js';
+import { webAppRoutes } from './http/routes/web-app.js';
 import { SHARED_SCHEMAS } from './http/schemas.js';
 import { createValidatorCompiler } from './http/validation.js';
 import type { UrlMappingService } from './services/url-mapping-service.js';
+import type { SecurityMetrics } from './adapters/auth/security-metrics.js';
+import { apiScope } from './http/api-scope.js';
+import type { AuthService } from './services/auth-service.js';
+import type { RuntimeSettings } from './services/runtime-settings.js';
+import type { DeadLetterManager } from './services/dead-letter-manager.js';
+import type { ExecutionService } from './services/execution-service.js';
+import type { NotificationService } from './services/notification-service.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -33,6 +47,17 @@ export interface AppDependencies {
   readonly routes: RouteTable;
   readonly urlMappings: UrlMappingService;
   readonly metrics: Metrics;
+  readonly auth: AuthService;
+  readonly runtimeSettings: RuntimeSettings;
+  readonly securityMetrics: SecurityMetrics;
+  /** With `config.rateLimit.enabled`: counts requests per client and route group. */
+  readonly rateLimiter?: RateLimiter;
+  readonly rateLimitPolicies?: RateLimitPolicySource;
+  /** Every backend in use, for `GET /health/ready`. */
+  readonly readiness?: readonly ReadinessCheck[];
+  readonly executions: ExecutionService;
+  readonly notifications: NotificationService;
+  readonly deadLetters: DeadLetterManager;
   /** A pino logger or logger options; tests pass `false`. */
   readonly logger?: FastifyServerOptions['logger'];
 }
@@ -57,7 +82,11 @@ class RequestLogs extends LogController {
 export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> {
   const { config } = deps;
   const app = Fastify({
-    logger: deps.logger ?? { level: config.logLevel, redact: ['req.headers.cookie', 'req.headers.authorization'] },
+    logger: deps.logger ?? {
+      level: config.logLevel,
+      redact: ['req.headers.cookie', 'req.headers.authorization', 'req.headers["x-csrf-token"]'],
+      ...(config.tracing.enabled ? { mixin: traceLogFields } : {}),
+    },
     logController: new RequestLogs(),
     bodyLimit: config.bodyLimit,
     trustProxy: config.trustProxy,
@@ -71,6 +100,17 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   deps.routes.record(app);
+  // These set up each route as it is registered, so they come before every route.
+  registerHttpMetrics(app, deps.metrics);
+  if (config.tracing.enabled) registerRequestTracing(app);
+  if (config.rateLimit.enabled && deps.rateLimiter && deps.rateLimitPolicies) {
+    registerRateLimiting(app, {
+      limiter: deps.rateLimiter,
+      policies: deps.rateLimitPolicies,
+      metrics: deps.metrics,
+      traceDecisions: config.tracing.enabled,
+    });
+  }
   app.setValidatorCompiler(createValidatorCompiler(SHARED_SCHEMAS));
   for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
   // JSON only: any other body type answers 415 instead of being read as text.
@@ -94,9 +134,21 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { deepLinking: false } });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 
-  await app.register(healthRoutes);
+  await app.register(healthRoutes, { readiness: deps.readiness ?? [] });
   await app.register(metricsRoutes, { metrics: deps.metrics });
-  await app.register(urlMappingRoutes, { service: deps.urlMappings, cacheControl: config.redirect.cacheControl });
+  // A worker serves only health and metrics; the API is the other roles' business.
+  if (config.role !== 'worker') {
+    await app.register(urlMappingRoutes, { service: deps.urlMappings, cacheControl: config.redirect.cacheControl });
+    await app.register(apiScope, {
+      auth: deps.auth,
+      settings: deps.runtimeSettings,
+      securityMetrics: deps.securityMetrics,
+      executions: deps.executions,
+      notifications: deps.notifications,
+      deadLetters: deps.deadLetters,
+    });
+    await app.register(webAppRoutes);
+  }
 
   deps.routes.registerMethodNotAllowed(app, errors.methodNotAllowed);
   return app;

@@ -4,52 +4,261 @@ import type { Config } from './config/config.js';
 import { type Database, openDatabase } from './adapters/storage/database.js';
 import { KyselyUrlMappingRepository } from './adapters/storage/kysely-url-mapping-repository.js';
 import { migrateToLatest } from './adapters/storage/migrations.js';
-import { createMetrics } from './adapters/telemetry/metrics.js';
+import { createMetrics, type Metrics } from './adapters/telemetry/metrics.js';
 import { RouteTable } from './http/route-table.js';
 import { ClickBuffer } from './services/click-buffer.js';
 import { RedirectCache } from './services/redirect-cache.js';
 import { UrlMappingService } from './services/url-mapping-service.js';
+import { BcryptPasswordHasher } from './adapters/auth/bcrypt-password-hasher.js';
+import { CsrfTokens } from './adapters/auth/csrf.js';
+import { JwtCodec } from './adapters/auth/jwt.js';
+import { resolveSecretKey } from './adapters/auth/secret-key.js';
+import { createSecurityMetrics } from './adapters/auth/security-metrics.js';
+import { MemoryCounters } from './adapters/counters/memory-counters.js';
+import { RedisCounters } from './adapters/counters/redis-counters.js';
+import { connectRedis } from './adapters/redis/connect-redis.js';
+import { KyselySettingsRepository } from './adapters/storage/kysely-settings-repository.js';
+import { KyselyUserRepository } from './adapters/storage/kysely-user-repository.js';
+import { AUTH_SETTINGS } from './domain/settings.js';
+import { type Clock, systemClock } from './ports/clock.js';
+import type { Counters } from './ports/counters.js';
+import { AuthService } from './services/auth-service.js';
+import { RuntimeSettings } from './services/runtime-settings.js';
+import { MemoryRateLimiter } from './adapters/rate-limit/memory-rate-limiter.js';
+import { RedisRateLimiter } from './adapters/rate-limit/redis-rate-limiter.js';
+import { KyselyTracingPlugin } from './adapters/telemetry/kysely-tracing-plugin.js';
+import type { RateLimiter } from './ports/rate-limiter.js';
+import type { ReadinessCheck } from './ports/readiness-check.js';
+import { RateLimitPolicies } from './services/rate-limit-policies.js';
+import { QuickJsSandbox } from './adapters/sandbox/quickjs-sandbox.js';
+import { KyselyExecutionRepository } from './adapters/storage/kysely-execution-repository.js';
+import { KyselyNotificationRepository } from './adapters/storage/kysely-notification-repository.js';
+import { lateLogger } from './adapters/logging/late-logger.js';
+import { composeEventBackbone, type EventBackbone } from './composition-events.js';
+import { cacheInvalidationConsumer } from './consumers/cache-invalidation.js';
+import { eventStoreConsumer } from './consumers/event-store.js';
+import { executorConsumer } from './consumers/executor.js';
+import { notificationFanOut, notificationSender } from './consumers/notifier.js';
+import { executionEvents } from './domain/execution.js';
+import { urlEvents } from './domain/url-events.js';
+import type { ConsumerDefinition } from './services/consumer-runner.js';
+import { ExecutionService } from './services/execution-service.js';
+import { NotificationService } from './services/notification-service.js';
 
 export interface Service {
   readonly app: FastifyInstance;
   readonly database: Database;
   readonly clicks: ClickBuffer;
+  readonly auth: AuthService;
+  readonly counters: Counters;
+  readonly runtimeSettings: RuntimeSettings;
+  /** The rate-limit policies in force; `apply()` runtime settings to change them. */
+  readonly rateLimitPolicies: RateLimitPolicies;
+  /** The event backbone: bus, outbox relay, dead letters. */
+  readonly events: EventBackbone;
+  readonly executions: ExecutionService;
   /** Stops serving, writes buffered clicks, closes the pools. Idempotent. */
   close(): Promise<void>;
 }
 
 export interface ComposeOptions {
   readonly logger?: FastifyServerOptions['logger'];
+  /** Time for tokens, lockouts, memory counters and the memory rate limiter; tests move it forward instead of sleeping. */
+  readonly clock?: Clock;
+  /** How often each instance polls for runtime-settings changes (default 250 ms; within 1 s is promised). */
+  readonly settingsPollIntervalMs?: number;
+}
+
+/** The account side: counters, runtime settings, users, tokens, and the ADMIN_* administrator. */
+async function composeAccounts(config: Config, database: Database, metrics: Metrics, options: ComposeOptions) {
+  const clock = options.clock ?? systemClock;
+  // Shared Redis when configured, so lockouts, revocations and setting changes reach every instance.
+  const counters: Counters = config.redisUrl
+    ? new RedisCounters(connectRedis(config.redisUrl, 'counters'), config.redisKeyPrefix)
+    : new MemoryCounters(clock);
+  // Logs go to the app's logger, which exists only once the app is built.
+  let log: FastifyInstance['log'] | undefined;
+  try {
+    const runtimeSettings = new RuntimeSettings({
+      definitions: Object.values(AUTH_SETTINGS),
+      defaults: { ...config.auth.defaults },
+      repository: new KyselySettingsRepository(database.db),
+      counters,
+      clock,
+      pollIntervalMs: options.settingsPollIntervalMs ?? 250,
+      logger: {
+        warn: (object, message) => log?.warn(object, message),
+        error: (object, message) => log?.error(object, message),
+      },
+    });
+    await runtimeSettings.start();
+    const secretKey = resolveSecretKey(config.auth);
+    const securityMetrics = createSecurityMetrics(metrics.registry);
+    const auth = new AuthService({
+      users: new KyselyUserRepository(database.db),
+      passwords: new BcryptPasswordHasher(config.auth.bcryptRounds),
+      counters,
+      settings: runtimeSettings,
+      tokens: new JwtCodec(secretKey, clock),
+      csrf: new CsrfTokens(secretKey),
+      clock,
+      metrics: securityMetrics,
+      accessTokenMinutes: config.auth.accessTokenMinutes,
+    });
+    const { username, email, password } = config.auth.admin;
+    const adminCreated =
+      username !== undefined && email !== undefined && password !== undefined
+        ? await auth.ensureAdmin({ username, email, password })
+        : false;
+    const attachLogger = (logger: FastifyInstance['log']) => {
+      log = logger;
+      if (adminCreated) logger.info({ username }, 'administrator created from ADMIN_USERNAME');
+    };
+    return { counters, runtimeSettings, securityMetrics, auth, attachLogger };
+  } catch (error) {
+    await counters.close();
+    throw error;
+  }
 }
 
 /** The one place that picks adapters from the configuration and wires the service together. */
 export async function compose(config: Config, options: ComposeOptions = {}): Promise<Service> {
-  const database = openDatabase(config.database);
+  // One span per SQL statement when tracing is on; nothing in the way when it is off.
+  const databaseTracing = config.tracing.enabled
+    ? new KyselyTracingPlugin({ dialect: config.database.kind })
+    : undefined;
+  const database = openDatabase(
+    config.database,
+    databaseTracing ? { plugins: [databaseTracing], log: databaseTracing.log } : {},
+  );
   try {
     await migrateToLatest(database.db, database.dialect);
   } catch (error) {
     await database.close();
     throw error;
   }
-  const repository = new KyselyUrlMappingRepository(database.db);
+  const metrics = createMetrics();
+  const log = lateLogger();
+  const serviceName = config.tracing.serviceName;
+  let backbone: EventBackbone;
+  try {
+    backbone = await composeEventBackbone(config.events, serviceName, database, metrics.registry, log);
+  } catch (error) {
+    await database.close();
+    throw error;
+  }
+  const urlEventFactory = urlEvents(serviceName);
+  const repository = new KyselyUrlMappingRepository(database.db, database.dialect, backbone.outbox);
   const routes = new RouteTable();
   const cache = new RedirectCache(config.redirect.cacheMaxEntries, config.redirect.cacheTtlMs);
 
-  const clicks = new ClickBuffer(repository, config.redirect.clickFlushIntervalMs);
+  const clicks = new ClickBuffer(repository, config.redirect.clickFlushIntervalMs, urlEventFactory.clicked);
   const urlMappings = new UrlMappingService(repository, cache, clicks, {
     rules: config.urls,
     reservedCodes: () => routes.reservedCodes(),
+    events: urlEventFactory,
   });
-  const metrics = createMetrics();
-  const app = await buildApp({ config, routes, urlMappings, metrics, logger: options.logger });
-  clicks.start(app.log);
+  const executionRepository = new KyselyExecutionRepository(database.db, backbone.outbox);
+  const executionEventFactory = executionEvents(serviceName);
+  const executions = new ExecutionService(executionRepository, executionEventFactory);
+  const notificationRepository = new KyselyNotificationRepository(database.db, backbone.outbox);
+  const notifications = new NotificationService(notificationRepository, {
+    allowPrivate: config.notifications.allowPrivate,
+  });
+  let accounts: Awaited<ReturnType<typeof composeAccounts>>;
+  try {
+    accounts = await composeAccounts(config, database, metrics, options);
+  } catch (error) {
+    await backbone.close();
+    await database.close();
+    throw error;
+  }
+  const { auth, counters, runtimeSettings, securityMetrics } = accounts;
+  // Shared Redis when configured, so every instance counts against the same limits.
+  const rateLimiter: RateLimiter = config.redisUrl
+    ? new RedisRateLimiter(connectRedis(config.redisUrl, 'rate-limit'), { keyPrefix: config.redisKeyPrefix })
+    : new MemoryRateLimiter(options.clock ? { now: () => options.clock!.now() } : {});
+  const rateLimitPolicies = new RateLimitPolicies(config.rateLimit);
+  const readiness: ReadinessCheck[] = [
+    { name: 'database', check: () => database.ping() },
+    { name: config.events.natsUrl ? 'nats' : 'event_log', check: () => backbone.bus.ping() },
+  ];
+  if (config.redisUrl) readiness.push({ name: 'redis', check: () => rateLimiter.ping() });
+
+  // What runs in this process: the API's consumers and the worker's.
+  const worker = config.role !== 'api';
+  const sandbox = worker ? new QuickJsSandbox() : undefined;
+  const consumers: ConsumerDefinition[] = [];
+  if (config.role !== 'worker') consumers.push(cacheInvalidationConsumer(cache));
+  if (sandbox) {
+    consumers.push(
+      eventStoreConsumer(database.db, { batchSize: 100, maxWaitMs: 20 }),
+      backbone.deadLetters.consumer(),
+      executorConsumer(executionRepository, sandbox, executionEventFactory, config.sandbox),
+      notificationFanOut(notificationRepository, serviceName),
+      notificationSender(notificationRepository, config.notifications, metrics.registry),
+    );
+  }
+
+  // Each step runs even when an earlier one failed (a database already gone, a broker away).
+  const shutdown = async (app?: FastifyInstance) => {
+    const steps: [string, () => Promise<unknown> | undefined][] = [
+      ['http', () => app?.close()],
+      ['click flush', () => clicks.stop()],
+      ['event backbone', () => backbone.close()],
+      ['sandbox', () => sandbox?.close()],
+      ['runtime settings', () => runtimeSettings.stop()],
+      ['counters', () => counters.close()],
+      ['rate limiter', () => rateLimiter.close()],
+      ['database', () => database.close()],
+    ];
+    for (const [name, step] of steps) {
+      try {
+        await step();
+      } catch (error) {
+        log.error({ err: error, step: name }, 'shutdown step failed');
+      }
+    }
+  };
+  let app: FastifyInstance;
+  try {
+    app = await buildApp({
+      config,
+      routes,
+      urlMappings,
+      metrics,
+      auth,
+      runtimeSettings,
+      securityMetrics,
+      rateLimiter,
+      rateLimitPolicies,
+      readiness,
+      executions,
+      notifications,
+      deadLetters: backbone.deadLetters,
+      logger: options.logger,
+    });
+    log.attach(app.log);
+    accounts.attachLogger(app.log);
+    clicks.start(app.log);
+    await backbone.start(consumers, { prune: worker });
+  } catch (error) {
+    await shutdown();
+    throw error;
+  }
 
   let closing: Promise<void> | undefined;
-  const close = () =>
-    (closing ??= (async () => {
-      await app.close();
-      await clicks.stop();
-      await database.close();
-    })());
-  return { app, database, clicks, close };
+  const close = () => (closing ??= shutdown(app));
+  return {
+    app,
+    database,
+    clicks,
+    auth,
+    counters,
+    runtimeSettings,
+    rateLimitPolicies,
+    events: backbone,
+    executions,
+    close,
+  };
 }

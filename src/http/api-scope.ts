@@ -7,15 +7,24 @@ import authPlugin from './plugins/auth.js';
 import csrfPlugin from './plugins/csrf.js';
 import { adminSettingsRoutes } from './routes/admin-settings.js';
 import { authRoutes } from './routes/auth.js';
+import { deadLetterRoutes } from './routes/dead-letters.js';
+import { executionRoutes } from './routes/executions.js';
+import { notificationChannelRoutes } from './routes/notification-channels.js';
+import type { DeadLetterManager } from '../services/dead-letter-manager.js';
+import type { ExecutionService } from '../services/execution-service.js';
+import type { NotificationService } from '../services/notification-service.js';
 
 export interface ApiScopeOptions {
   readonly auth: AuthService;
   readonly settings: RuntimeSettings;
   readonly securityMetrics: SecurityMetrics;
+  readonly executions: ExecutionService;
+  readonly notifications: NotificationService;
+  readonly deadLetters: DeadLetterManager;
 }
 
 /**
- * Everything under `/api/`: cookie parsing, CSRF validation (spec §5.4) and authentication are
+ * Everything that needs a session — every route under `/api/`, and `POST /execute`: cookie parsing, CSRF validation (spec §5.4) and authentication are
  * hooks of this encapsulated scope only, so the redirect path and the other root routes never run
  * them. Routes under `/api/` belong in here.
  */
@@ -25,4 +34,11 @@ export const apiScope: FastifyPluginAsyncTypebox<ApiScopeOptions> = async (api, 
   await api.register(authPlugin, { auth: options.auth });
   await api.register(authRoutes, { prefix: '/api/v1/auth', auth: options.auth });
   await api.register(adminSettingsRoutes, { prefix: '/api/v1/admin', settings: options.settings });
+  await api.register(deadLetterRoutes, { prefix: '/api/v1/admin', deadLetters: options.deadLetters });
+  await api.register(notificationChannelRoutes, {
+    prefix: '/api/v1/notifications',
+    notifications: options.notifications,
+  });
+  // `POST /execute` sits outside /api/ (spec §4.3) but needs the session: CSRF skips it (step 3).
+  await api.register(executionRoutes, { executions: options.executions });
 };

@@ -1,5 +1,7 @@
 import { type Kysely, type Migration, Migrator, sql } from 'kysely';
 import { eventMigrations } from '../event-bus/event-tables.js';
+import { executionMigrations } from './kysely-execution-repository.js';
+import { notificationMigrations } from './kysely-notification-repository.js';
 import type { Dialect } from './database.js';
 
 /**
@@ -11,6 +13,8 @@ function migrations(dialect: Dialect): Record<string, Migration> {
   return {
     // Other concerns keep their migrations beside their adapters; names order them.
     ...eventMigrations(dialect),
+    ...executionMigrations(dialect),
+    ...notificationMigrations(dialect),
     '0001_url_mappings': {
       async up(db: Kysely<any>) {
         await db.schema
