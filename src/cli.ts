@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-import { type Config, ConfigError, loadConfig, settingsMarkdown } from './config/config.js';
+import { type Config, ConfigError, loadConfig, ROLES, type Role, settingsMarkdown } from './config/config.js';
 import { openDatabase } from './adapters/storage/database.js';
 import { migrateToLatest } from './adapters/storage/migrations.js';
 import { compose } from './composition-root.js';
@@ -11,7 +11,9 @@ import { AppError } from './domain/errors.js';
 const USAGE = `usage: urlshortener <command>
 
 commands:
-  serve               start the HTTP service (default)
+  serve [--role all|api|worker]
+                      start the service (default role: ROLE, or all): the HTTP API,
+                      the event consumers, or both
   migrate             bring the database schema up to date and exit
   openapi             print the OpenAPI document
   create-admin --username NAME --email ADDRESS
@@ -40,9 +42,16 @@ async function main(argv: readonly string[]): Promise<number> {
     throw error;
   }
   switch (command) {
-    case 'serve':
-      await serve(config);
+    case 'serve': {
+      const { values } = parseArgs({ args: [...rest], options: { role: { type: 'string' } }, strict: true });
+      const role = values.role ?? config.role;
+      if (!(ROLES as readonly string[]).includes(role)) {
+        process.stderr.write(`--role must be one of ${ROLES.join(', ')}\n`);
+        return 64;
+      }
+      await serve({ ...config, role: role as Role });
       return -1; // keep running
+    }
     case 'migrate': {
       const database = openDatabase(config.database);
       try {
