@@ -14,8 +14,4 @@ export default tseslint.config(
       'no-control-regex': 'off',
     },
   },
-  {
-    files: ['src/adapters/storage/migrations.ts'],
-    rules: { '@typescript-eslint/no-explicit-any': 'off' },
-  },
 );

@@ -5,6 +5,7 @@ import { TOPICS } from '../domain/events.js';
 import type { BusMessage } from '../ports/event-bus.js';
 import { BatchWriter } from '../services/batch-writer.js';
 import type { ConsumerDefinition } from '../services/consumer-runner.js';
+import type { AnyKysely } from '../adapters/storage/database.js';
 
 export interface EventStoreOptions {
   readonly batchSize: number;
@@ -22,7 +23,7 @@ function executionIdOf(message: BusMessage): string | null {
  * Persists every event of every topic, in batches, once per event id (a redelivery or a
  * re-published retry is stored once).
  */
-export function eventStoreConsumer(db: Kysely<any>, options: EventStoreOptions): ConsumerDefinition {
+export function eventStoreConsumer(db: AnyKysely, options: EventStoreOptions): ConsumerDefinition {
   const store = db as Kysely<EventTables>;
   const now = options.clock ?? Date.now;
   const writer = new BatchWriter<{ message: BusMessage; span: Span }>(
@@ -68,7 +69,7 @@ export function eventStoreConsumer(db: Kysely<any>, options: EventStoreOptions):
 }
 
 /** Deletes stored events and delivered log entries older than the retention. */
-export async function pruneEvents(db: Kysely<any>, olderThan: number): Promise<void> {
+export async function pruneEvents(db: AnyKysely, olderThan: number): Promise<void> {
   const store = db as Kysely<EventTables>;
   await store.deleteFrom('event_store').where('stored_at', '<', olderThan).execute();
   await store.deleteFrom('event_log').where('created_at', '<', olderThan).execute();

@@ -7,6 +7,7 @@ import { AppError } from '../domain/errors.js';
 import { type EventEnvelope, type MessageHeaders, TOPICS } from '../domain/events.js';
 import type { BusMessage, EventBus } from '../ports/event-bus.js';
 import type { ConsumerDefinition, DeadLetterPayload } from './consumer-runner.js';
+import type { AnyKysely } from '../adapters/storage/database.js';
 
 export type DeadLetterStatus = EventTables['dead_letters']['status'];
 
@@ -50,7 +51,7 @@ export class DeadLetterManager {
   private readonly now: () => number;
 
   constructor(
-    db: Kysely<any>,
+    db: AnyKysely,
     private readonly bus: EventBus,
     private readonly metrics: EventMetrics,
     private readonly options: DeadLetterManagerOptions,

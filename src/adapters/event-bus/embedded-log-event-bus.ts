@@ -10,7 +10,7 @@ import type {
   SubscribeOptions,
   Subscription,
 } from '../../ports/event-bus.js';
-import { isUniqueViolation } from '../storage/database.js';
+import { isUniqueViolation, type AnyKysely } from '../storage/database.js';
 import type { EventTables } from './event-tables.js';
 
 export interface EmbeddedLogOptions {
@@ -40,7 +40,7 @@ export class EmbeddedLogEventBus implements EventBus {
   private readonly now: () => number;
 
   constructor(
-    db: Kysely<any>,
+    db: AnyKysely,
     private readonly options: EmbeddedLogOptions,
   ) {
     this.db = db as Kysely<EventTables>;

@@ -1,5 +1,5 @@
-import { type Kysely, type Migration, sql } from 'kysely';
-import type { Dialect } from '../storage/database.js';
+import { type Migration, sql } from 'kysely';
+import type { Dialect, AnyKysely } from '../storage/database.js';
 
 /**
  * Tables of the embedded event log and of the transactional outbox. Times are Unix milliseconds.
@@ -73,7 +73,7 @@ export function eventMigrations(dialect: Dialect): Record<string, Migration> {
   const big = pg ? 'bigint' : 'integer';
   return {
     '0010_event_log': {
-      async up(db: Kysely<any>) {
+      async up(db: AnyKysely) {
         await db.schema
           .createTable('event_outbox')
           .addColumn('id', big, (c) =>
@@ -133,7 +133,7 @@ export function eventMigrations(dialect: Dialect): Record<string, Migration> {
       },
     },
     '0011_event_store_and_dead_letters': {
-      async up(db: Kysely<any>) {
+      async up(db: AnyKysely) {
         await db.schema
           .createTable('event_store')
           .addColumn('event_id', 'text', (c) => c.primaryKey())

@@ -199,14 +199,11 @@ export class NatsEventBus implements EventBus {
   private async consume(options: SubscribeOptions, durable: string, state: { running: boolean }): Promise<void> {
     const stream = this.stream(options.topic);
     while (state.running) {
-      let message: JsMsg | null = null;
       try {
         const consumer = await this.js.consumers.get(stream, durable);
         while (state.running) {
-          message = await consumer.next({ expires: 1000 });
-          if (!message) continue;
-          await this.deliver(options, message);
-          message = null;
+          const message = await consumer.next({ expires: 1000 });
+          if (message) await this.deliver(options, message);
         }
       } catch {
         // Disconnected, or the consumer was replaced (seek): get it again after a pause.

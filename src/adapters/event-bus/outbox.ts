@@ -5,6 +5,7 @@ import type { EventEnvelope, EventsFor, MessageHeaders, OutgoingEvent } from '..
 import type { EventBus } from '../../ports/event-bus.js';
 import { producerHeaders } from '../telemetry/message-tracing.js';
 import type { EventTables } from './event-tables.js';
+import type { AnyKysely } from '../storage/database.js';
 
 /**
  * The transactional outbox: events are written in the same database transaction as the change
@@ -20,7 +21,7 @@ export class TransactionalOutbox {
   ) {}
 
   /** Records `events` inside `trx`; the producer span and trace headers are made now, in the caller's span. */
-  async append(trx: Kysely<any>, events: readonly OutgoingEvent[]): Promise<void> {
+  async append(trx: AnyKysely, events: readonly OutgoingEvent[]): Promise<void> {
     if (events.length === 0) return;
     const rows = events.map((event) => ({
       topic: event.topic,
@@ -98,7 +99,7 @@ export class OutboxRelay {
   private woken = false;
 
   constructor(
-    db: Kysely<any>,
+    db: AnyKysely,
     private readonly bus: EventBus,
     private readonly outbox: TransactionalOutbox,
     private readonly options: OutboxRelayOptions,

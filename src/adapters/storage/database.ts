@@ -9,6 +9,13 @@ import type { DatabaseSchema } from './schema.js';
 
 export type Dialect = DatabaseConfig['kind'];
 
+/**
+ * A Kysely handle with its table types left open, for migrations and for adapters that narrow it
+ * to their own tables (`db as Kysely<EventTables>`).
+ */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- the one place the schema is left open
+export type AnyKysely = Kysely<any>;
+
 /** An open relational database: the Kysely handle plus what differs between dialects. */
 export interface Database {
   readonly db: Kysely<DatabaseSchema>;

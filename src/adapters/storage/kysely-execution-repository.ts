@@ -4,7 +4,7 @@ import { canonicalTimestamp } from '../../domain/timestamp.js';
 import type { ExecutionRepository } from '../../ports/execution-repository.js';
 import type { EventsFor } from '../../domain/events.js';
 import type { TransactionalOutbox } from '../event-bus/outbox.js';
-import type { Dialect } from './database.js';
+import type { Dialect, AnyKysely } from './database.js';
 
 interface ExecutionsTable {
   id: string;
@@ -30,7 +30,7 @@ export function executionMigrations(dialect: Dialect): Record<string, Migration>
   const time = pg ? 'timestamptz' : 'text';
   return {
     '0020_executions': {
-      async up(db: Kysely<any>) {
+      async up(db: AnyKysely) {
         await db.schema
           .createTable('executions')
           .addColumn('id', 'text', (c) => c.primaryKey())
@@ -69,7 +69,7 @@ export class KyselyExecutionRepository implements ExecutionRepository {
   private readonly db: Kysely<Tables>;
 
   constructor(
-    db: Kysely<any>,
+    db: AnyKysely,
     private readonly outbox: TransactionalOutbox,
   ) {
     this.db = db as Kysely<Tables>;

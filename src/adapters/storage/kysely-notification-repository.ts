@@ -4,7 +4,7 @@ import type { ChannelType, NotificationChannel } from '../../domain/notification
 import { canonicalTimestamp } from '../../domain/timestamp.js';
 import type { NotificationRepository } from '../../ports/notification-repository.js';
 import type { TransactionalOutbox } from '../event-bus/outbox.js';
-import { type Dialect, isUniqueViolation } from './database.js';
+import { type Dialect, isUniqueViolation, type AnyKysely } from './database.js';
 
 interface Tables {
   notification_channels: {
@@ -25,7 +25,7 @@ export function notificationMigrations(dialect: Dialect): Record<string, Migrati
   const time = dialect === 'postgres' ? 'timestamptz' : 'text';
   return {
     '0030_notifications': {
-      async up(db: Kysely<any>) {
+      async up(db: AnyKysely) {
         await db.schema
           .createTable('notification_channels')
           .addColumn('id', 'text', (c) => c.primaryKey())
@@ -63,7 +63,7 @@ export class KyselyNotificationRepository implements NotificationRepository {
   private readonly db: Kysely<Tables>;
 
   constructor(
-    db: Kysely<any>,
+    db: AnyKysely,
     private readonly outbox: TransactionalOutbox,
   ) {
     this.db = db as Kysely<Tables>;

@@ -1,8 +1,8 @@
-import { type Kysely, type Migration, Migrator, sql } from 'kysely';
+import { type Migration, Migrator, sql } from 'kysely';
 import { eventMigrations } from '../event-bus/event-tables.js';
 import { executionMigrations } from './kysely-execution-repository.js';
 import { notificationMigrations } from './kysely-notification-repository.js';
-import type { Dialect } from './database.js';
+import type { Dialect, AnyKysely } from './database.js';
 
 /**
  * Schema migrations, in order. Each is written once for both dialects; where the SQL differs
@@ -16,7 +16,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     ...executionMigrations(dialect),
     ...notificationMigrations(dialect),
     '0001_url_mappings': {
-      async up(db: Kysely<any>) {
+      async up(db: AnyKysely) {
         await db.schema
           .createTable('url_mappings')
           .addColumn('id', pg ? 'bigint' : 'integer', (c) =>
@@ -33,12 +33,12 @@ function migrations(dialect: Dialect): Record<string, Migration> {
           )
           .execute();
       },
-      async down(db: Kysely<any>) {
+      async down(db: AnyKysely) {
         await db.schema.dropTable('url_mappings').execute();
       },
     },
     '0002_users': {
-      async up(db: Kysely<any>) {
+      async up(db: AnyKysely) {
         await db.schema
           .createTable('users')
           .addColumn('id', pg ? 'bigint' : 'integer', (c) =>
@@ -64,12 +64,12 @@ function migrations(dialect: Dialect): Record<string, Migration> {
           .expression(sql`lower(username)`)
           .execute();
       },
-      async down(db: Kysely<any>) {
+      async down(db: AnyKysely) {
         await db.schema.dropTable('users').execute();
       },
     },
     '0003_settings': {
-      async up(db: Kysely<any>) {
+      async up(db: AnyKysely) {
         await db.schema
           .createTable('settings')
           .addColumn('key', 'text', (c) => c.primaryKey())
@@ -77,7 +77,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
           .addColumn('updated_at', pg ? 'timestamptz' : 'text', (c) => c.notNull())
           .execute();
       },
-      async down(db: Kysely<any>) {
+      async down(db: AnyKysely) {
         await db.schema.dropTable('settings').execute();
       },
     },
@@ -89,7 +89,7 @@ export interface MigrationReport {
 }
 
 /** Brings the schema up to date; safe to run from several processes at once (the migrator locks). */
-export async function migrateToLatest(db: Kysely<any>, dialect: Dialect): Promise<MigrationReport> {
+export async function migrateToLatest(db: AnyKysely, dialect: Dialect): Promise<MigrationReport> {
   // Kysely looks for its bookkeeping tables by name across schemas; pin it to the one in use
   // so a database that holds several schemas (e.g. one per tenant or test run) migrates each.
   const migrationTableSchema =
