@@ -214,7 +214,11 @@ export class NatsEventBus implements EventBus {
 
   private async deliver(options: SubscribeOptions, message: JsMsg): Promise<void> {
     const headers: Record<string, string> = {};
-    for (const name of message.headers?.keys() ?? []) headers[name] = message.headers?.get(name) ?? '';
+    // The event's own headers only: JetStream's (`Nats-Msg-Id`, …) are transport details that must
+    // not travel on when a consumer forwards the headers (dead-lettering keeps the original ones).
+    for (const name of message.headers?.keys() ?? []) {
+      if (!/^nats-/i.test(name)) headers[name] = message.headers?.get(name) ?? '';
+    }
     const busMessage: BusMessage = {
       topic: options.topic,
       partition: Number(message.subject.slice(message.subject.lastIndexOf('.') + 1)),

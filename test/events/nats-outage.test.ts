@@ -1,0 +1,163 @@
+/**
+ * NATS stopped during writes (issue #5): requests still succeed (the events wait in the outbox),
+ * readiness names NATS as down, and once NATS returns on the same port and store the events
+ * flow: the event store has each once, and a consumer group of the test receives each once.
+ * Uses a nats-server of its own (never the shared one).
+ */
+import { randomBytes } from 'node:crypto';
+import type { Kysely } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { EventTables } from '../../src/adapters/event-bus/event-tables.js';
+import { NatsEventBus } from '../../src/adapters/event-bus/nats-event-bus.js';
+import { compose, type Service } from '../../src/composition-root.js';
+import { TOPICS } from '../../src/domain/events.js';
+import type { Subscription } from '../../src/ports/event-bus.js';
+import { postgres, sqlite, testConfig, type TestDatabase } from '../helpers/backends.js';
+import { eventually } from '../helpers/eventually.js';
+import { HTTP_TEST_ENV, postShorten } from '../helpers/http.js';
+import { natsServerBinaryAvailable, OwnNatsServer } from './own-nats-server.js';
+
+const backend = postgres.available ? postgres : sqlite;
+
+describe(`NATS outage during writes (${backend.name})`, () => {
+  const ok = natsServerBinaryAvailable();
+  const prefix = `out${randomBytes(4).toString('hex')}_`;
+  let nats: OwnNatsServer;
+  let database: TestDatabase;
+  let service: Service;
+  let observer: NatsEventBus;
+  let subscription: Subscription;
+  const received = new Map<string, string[]>();
+
+  beforeAll(async () => {
+    if (!ok) return;
+    nats = await OwnNatsServer.create();
+    await nats.start();
+    database = await backend.create();
+    service = await compose(
+      testConfig(database.databaseUrl, {
+        ...HTTP_TEST_ENV,
+        NATS_URL: nats.url,
+        NATS_PREFIX: prefix,
+        EVENT_POLL_MS: '50',
+        NATS_ACK_WAIT_MS: '2000',
+      }),
+      { logger: false },
+    );
+    await service.app.ready();
+    observer = await NatsEventBus.connect({
+      url: nats.url,
+      partitions: 4,
+      ackWaitMs: 2000,
+      retryDelayMs: 50,
+      prefix,
+      retentionMs: 3_600_000,
+      duplicateWindowMs: 120_000,
+    });
+    subscription = await observer.subscribe({
+      group: 'outage-observer',
+      topic: TOPICS.url,
+      startAt: 'earliest',
+      handler: async (message) => {
+        if (message.envelope.event_type !== 'url.created') return;
+        const code = (message.envelope.payload as { code: string }).code;
+        received.set(code, [...(received.get(code) ?? []), message.envelope.event_id]);
+      },
+    });
+  });
+  afterAll(async () => {
+    if (!ok) return;
+    await nats.start().catch(() => undefined);
+    await subscription?.close();
+    await observer?.destroy();
+    await observer?.close();
+    await service?.close();
+    await nats.destroy();
+    await database?.drop();
+  });
+
+  const storedCodes = async () => {
+    const db = service.database.db as unknown as Kysely<EventTables>;
+    const rows = await db
+      .selectFrom('event_store')
+      .select(['event_id', 'payload'])
+      .where('event_type', '=', 'url.created')
+      .execute();
+    const byCode = new Map<string, string[]>();
+    for (const r of rows) {
+      const code = (JSON.parse(r.payload) as { code: string }).code;
+      byCode.set(code, [...(byCode.get(code) ?? []), r.event_id]);
+    }
+    return byCode;
+  };
+  const create = async (code: string) => {
+    const response = await postShorten(service.app, {
+      code,
+      url: `https://example.com/${code}`,
+      created_at: '2024-01-01T00:00:00Z',
+      click_count: 0,
+    });
+    return { code, status: response.statusCode, body: response.body };
+  };
+
+  it.skipIf(!ok)('requests succeed while NATS is down; the events flow once it returns', async () => {
+    expect(service.events.bus.constructor.name).toBe('NatsEventBus');
+    const before = await create('outg00000');
+    expect(before.status, before.body).toBe(201);
+    await eventually(async () => expect((await storedCodes()).get('outg00000')).toHaveLength(1));
+
+    // A burst of writes; NATS is stopped in the middle of it.
+    const codes = Array.from({ length: 40 }, (_, i) => `outb${String(i).padStart(5, '0')}`);
+    const results: Awaited<ReturnType<typeof create>>[] = [];
+    let stopping: Promise<void> | undefined;
+    for (const [i, code] of codes.entries()) {
+      if (i === 10) stopping = nats.stop();
+      results.push(await create(code));
+      if (i === 20) await stopping; // the second half is written with NATS surely gone
+    }
+    for (const r of results) expect(r.status, `${r.code}: ${r.body}`).toBe(201);
+
+    // While it is away: readiness names NATS, and what was written after it went is not delivered.
+    const ready = await service.app.inject({ url: '/health/ready' });
+    expect(ready.statusCode, ready.body).toBe(503);
+    expect(ready.json<{ detail: string }>().detail).toBe('nats is not available');
+    const lateCodes = codes.slice(21);
+    const storedDuring = await storedCodes();
+    for (const code of lateCodes) expect(storedDuring.has(code), code).toBe(false);
+    // Reads, updates and deletes keep working too.
+    expect((await service.app.inject({ url: `/${codes[0]}` })).statusCode).toBe(302);
+    expect((await service.app.inject({ method: 'DELETE', url: `/${codes[1]}` })).statusCode).toBe(204);
+
+    await nats.start();
+    await eventually(
+      async () => {
+        const stored = await storedCodes();
+        for (const code of ['outg00000', ...codes]) {
+          expect(stored.get(code), code).toHaveLength(1);
+          expect(received.get(code), code).toHaveLength(1);
+        }
+      },
+      { timeoutMs: 30_000, intervalMs: 200 },
+    );
+    expect((await service.app.inject({ url: '/health/ready' })).statusCode).toBe(200);
+    // Nothing arrives twice, even after a redelivery interval.
+    await new Promise((resolve) => setTimeout(resolve, 2500));
+    const stored = await storedCodes();
+    for (const code of ['outg00000', ...codes]) {
+      expect(received.get(code), code).toHaveLength(1);
+      expect(received.get(code), code).toEqual(stored.get(code));
+    }
+    const deleted = await eventually(async () => {
+      const db = service.database.db as unknown as Kysely<EventTables>;
+      const rows = await db
+        .selectFrom('event_store')
+        .select('payload')
+        .where('event_type', '=', 'url.deleted')
+        .execute();
+      const mine = rows.filter((r) => (JSON.parse(r.payload) as { code: string }).code === codes[1]);
+      expect(mine).toHaveLength(1);
+      return mine;
+    });
+    expect(deleted).toHaveLength(1);
+  });
+});
