@@ -38,7 +38,7 @@ export async function composeEventBackbone(
   logger: BackboneLogger,
 ): Promise<EventBackbone> {
   const bus: EventBus = config.natsUrl
-    ? await NatsEventBus.connect({
+    ? NatsEventBus.open({
         url: config.natsUrl,
         partitions: config.partitions,
         ackWaitMs: config.ackWaitMs,

@@ -46,29 +46,68 @@ const LATEST_GROUP_IDLE_MS = 60 * 60 * 1000;
  * flight, so order holds within a partition while members of the group share the partitions.
  * Uses only features of nats-server 2.9.
  */
+interface Connection {
+  readonly nc: NatsConnection;
+  readonly jsm: JetStreamManager;
+  readonly js: JetStreamClient;
+}
+
+/** How long a publish waits for a broker that is not (yet) connected before it fails. */
+const PUBLISH_WAIT_MS = 2000;
+/** How long a consumer loop waits for the broker before it looks again whether it should stop. */
+const CONSUMER_WAIT_MS = 1000;
+
 export class NatsEventBus implements EventBus {
   readonly partitions: number;
   private readonly streams = new Map<string, Promise<void>>();
   private readonly subscriptions = new Set<Subscription>();
+  private readonly connecting: Promise<Connection>;
+  private connection: Connection | undefined;
+  private closed = false;
 
-  private constructor(
-    private readonly nc: NatsConnection,
-    private readonly jsm: JetStreamManager,
-    private readonly js: JetStreamClient,
-    private readonly options: NatsEventBusOptions,
-  ) {
+  private constructor(private readonly options: NatsEventBusOptions) {
     this.partitions = options.partitions;
-  }
-
-  static async connect(options: NatsEventBusOptions): Promise<NatsEventBus> {
-    const nc = await connect({
+    this.connecting = connect({
       servers: options.url.replace(/^nats:\/\//, ''),
       name: 'urlshortener',
+      waitOnFirstConnect: true, // a broker that is down at start-up is retried, not fatal
       maxReconnectAttempts: -1,
       reconnectTimeWait: 500,
+    }).then(async (nc) => {
+      if (this.closed) {
+        await nc.close();
+        throw new Error('NATS event bus closed');
+      }
+      this.connection = { nc, jsm: await nc.jetstreamManager(), js: nc.jetstream() };
+      return this.connection;
     });
-    const jsm = await nc.jetstreamManager();
-    return new NatsEventBus(nc, jsm, nc.jetstream(), options);
+    this.connecting.catch(() => undefined);
+  }
+
+  /**
+   * Starts connecting in the background and returns at once: the service starts (and serves
+   * redirects) while the broker is away; publishes fail fast until it answers, so the outbox
+   * keeps the events, and consumers start once it does.
+   */
+  static open(options: NatsEventBusOptions): NatsEventBus {
+    return new NatsEventBus(options);
+  }
+
+  /** Opens the bus and waits for the first connection. */
+  static async connect(options: NatsEventBusOptions): Promise<NatsEventBus> {
+    const bus = new NatsEventBus(options);
+    await bus.connected();
+    return bus;
+  }
+
+  /** The live connection; waits for the first one at most `waitMs` when given. */
+  private connected(waitMs?: number): Promise<Connection> {
+    if (this.connection) return Promise.resolve(this.connection);
+    if (waitMs === undefined) return this.connecting;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error('NATS is not connected')), waitMs);
+      this.connecting.then(resolve, reject).finally(() => clearTimeout(timer));
+    });
   }
 
   async publish(
@@ -78,11 +117,12 @@ export class NatsEventBus implements EventBus {
     envelope: EventEnvelope,
     options: PublishOptions = {},
   ): Promise<PublishedPosition> {
+    const { js } = await this.connected(PUBLISH_WAIT_MS);
     await this.ensureStream(topic);
     const partition = options.partition ?? partitionFor(key, this.partitions);
     const h = natsHeaders();
     for (const [name, value] of Object.entries(headers)) h.set(name, value);
-    const ack = await this.js.publish(this.subject(topic, partition), codec.encode(envelope), {
+    const ack = await js.publish(this.subject(topic, partition), codec.encode(envelope), {
       msgID: options.messageId ?? envelope.event_id,
       headers: h,
     });
@@ -90,13 +130,15 @@ export class NatsEventBus implements EventBus {
   }
 
   async subscribe(options: SubscribeOptions): Promise<Subscription> {
-    await this.ensureStream(options.topic);
     const state = { running: true };
-    const loops: Promise<void>[] = [];
-    for (let p = 0; p < this.partitions; p++) {
-      const durable = await this.ensureConsumer(options, p);
-      loops.push(this.consume(options, durable, state));
+    const partitions = Array.from({ length: this.partitions }, (_, p) => p);
+    // Connected: create the consumers now, so what is published from here on is theirs. Not
+    // connected: each loop creates its consumer once the broker answers.
+    if (this.connection) {
+      await this.ensureStream(options.topic);
+      for (const p of partitions) await this.ensureConsumer(options, p);
     }
+    const loops = partitions.map((p) => this.consume(options, p, state));
     const subscription: Subscription = {
       close: async () => {
         state.running = false;
@@ -109,11 +151,12 @@ export class NatsEventBus implements EventBus {
   }
 
   async seek(group: string, topic: string, partition: number, offset: number): Promise<void> {
+    const { jsm } = await this.connected();
     await this.ensureStream(topic);
     const stream = this.stream(topic);
     const durable = this.durable(group, partition);
-    await this.jsm.consumers.delete(stream, durable).catch(() => undefined);
-    await this.jsm.consumers.add(stream, {
+    await jsm.consumers.delete(stream, durable).catch(() => undefined);
+    await jsm.consumers.add(stream, {
       ...this.consumerConfig(topic, partition, durable),
       deliver_policy: DeliverPolicy.StartSequence,
       opt_start_seq: Math.max(1, offset),
@@ -121,17 +164,21 @@ export class NatsEventBus implements EventBus {
   }
 
   async ping(): Promise<void> {
-    await this.nc.flush();
+    const { nc } = await this.connected(CONSUMER_WAIT_MS);
+    await nc.flush();
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     await Promise.all([...this.subscriptions].map((s) => s.close()));
-    if (!this.nc.isClosed()) await this.nc.drain();
+    const nc = this.connection?.nc;
+    if (nc && !nc.isClosed()) await nc.drain();
   }
 
   /** Deletes the streams under this bus's prefix (tests). */
   async destroy(): Promise<void> {
-    for (const topic of this.streams.keys()) await this.jsm.streams.delete(this.stream(topic)).catch(() => undefined);
+    const { jsm } = await this.connected();
+    for (const topic of this.streams.keys()) await jsm.streams.delete(this.stream(topic)).catch(() => undefined);
   }
 
   private stream(topic: string): string {
@@ -150,11 +197,12 @@ export class NatsEventBus implements EventBus {
     let ready = this.streams.get(topic);
     if (!ready) {
       const name = this.stream(topic);
-      ready = this.jsm.streams
+      const { jsm } = this.connection!;
+      ready = jsm.streams
         .info(name)
         .then(() => undefined)
         .catch(async () => {
-          await this.jsm.streams.add({
+          await jsm.streams.add({
             name,
             subjects: [`${name}.*`],
             storage: StorageType.File,
@@ -183,11 +231,12 @@ export class NatsEventBus implements EventBus {
   private async ensureConsumer(options: SubscribeOptions, partition: number): Promise<string> {
     const stream = this.stream(options.topic);
     const durable = this.durable(options.group, partition);
+    const { jsm } = await this.connected();
     try {
-      await this.jsm.consumers.info(stream, durable);
+      await jsm.consumers.info(stream, durable);
     } catch {
       const latest = options.startAt === 'latest';
-      await this.jsm.consumers.add(stream, {
+      await jsm.consumers.add(stream, {
         ...this.consumerConfig(options.topic, partition, durable),
         deliver_policy: latest ? DeliverPolicy.New : DeliverPolicy.All,
         ...(latest ? { inactive_threshold: nanos(LATEST_GROUP_IDLE_MS) } : {}),
@@ -196,11 +245,14 @@ export class NatsEventBus implements EventBus {
     return durable;
   }
 
-  private async consume(options: SubscribeOptions, durable: string, state: { running: boolean }): Promise<void> {
+  private async consume(options: SubscribeOptions, partition: number, state: { running: boolean }): Promise<void> {
     const stream = this.stream(options.topic);
     while (state.running) {
       try {
-        const consumer = await this.js.consumers.get(stream, durable);
+        const { js } = await this.connected(CONSUMER_WAIT_MS);
+        await this.ensureStream(options.topic);
+        const durable = await this.ensureConsumer(options, partition);
+        const consumer = await js.consumers.get(stream, durable);
         while (state.running) {
           const message = await consumer.next({ expires: 1000 });
           if (message) await this.deliver(options, message);
