@@ -1,4 +1,4 @@
-import { lookup as dnsLookup } from 'node:dns';
+import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { lookup } from 'node:dns/promises';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
 
@@ -67,11 +67,27 @@ export async function assertAllowedDestination(url: URL): Promise<void> {
   }
 }
 
-/** A `lookup` for `http.request` that fails the connection when the resolved address is forbidden. */
+/**
+ * A `lookup` for `http.request` that fails the connection when any resolved address is forbidden.
+ * It answers in the form asked for: Node's connection logic (with `autoSelectFamily`, the default
+ * since Node 20) asks for `all: true` and expects a list back.
+ */
 export const guardedLookup: LookupFunction = (hostname, options, callback) => {
-  dnsLookup(hostname, { ...options, all: false }, (error, address, family) => {
+  dnsLookup(hostname, { ...options, all: true }, (error, addresses: LookupAddress[]) => {
     if (error) return callback(error, '', 0);
-    if (isForbiddenAddress(address as string)) return callback(new ForbiddenDestinationError(hostname), '', 0);
-    callback(null, address as string, family);
+    if (addresses.length === 0 || addresses.some((a) => isForbiddenAddress(a.address))) {
+      return callback(new ForbiddenDestinationError(hostname), '', 0);
+    }
+    if (options.all) return callback(null, addresses);
+    callback(null, addresses[0]!.address, addresses[0]!.family);
   });
 };
+
+/**
+ * Node dials an IP-literal host without calling `lookup`, so the connect-time guard checks
+ * literals itself. Throws ForbiddenDestinationError for a forbidden literal.
+ */
+export function assertAllowedLiteral(url: URL): void {
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  if (isIP(host) !== 0 && isForbiddenAddress(host)) throw new ForbiddenDestinationError(url.hostname);
+}

@@ -1,7 +1,7 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
-import { guardedLookup } from './destination-guard.js';
+import { assertAllowedLiteral, guardedLookup } from './destination-guard.js';
 
 export interface HttpSenderOptions {
   readonly timeoutMs: number;
@@ -32,6 +32,26 @@ export function postJson(
   const target = new URL(url);
   const client = target.protocol === 'https:' ? https : http;
   return new Promise((resolve, reject) => {
+    if (!options.allowPrivate) {
+      try {
+        assertAllowedLiteral(target); // an IP literal is dialled without `lookup`
+      } catch (error) {
+        reject(error as Error);
+        return;
+      }
+    }
+    let settled = false;
+    const settle = (error: Error | undefined, status = 0) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(deadline);
+      if (error) {
+        request.destroy();
+        reject(error);
+      } else {
+        resolve(status);
+      }
+    };
     const request = client.request(
       target,
       {
@@ -42,7 +62,6 @@ export function postJson(
           'user-agent': 'UrlShortener-Notifier/0.1',
           ...headers,
         },
-        timeout: options.timeoutMs,
         ...(options.allowPrivate ? {} : { lookup: guardedLookup }),
       },
       (response) => {
@@ -50,14 +69,19 @@ export function postJson(
         const status = response.statusCode ?? 0;
         response.once('end', () =>
           status >= 200 && status < 300
-            ? resolve(status)
-            : reject(new DeliveryError(`Receiver answered ${status}`, status)),
+            ? settle(undefined, status)
+            : settle(new DeliveryError(`Receiver answered ${status}`, status)),
         );
-        response.once('error', reject);
+        response.once('error', settle);
       },
     );
-    request.once('timeout', () => request.destroy(new DeliveryError(`No answer within ${options.timeoutMs} ms`)));
-    request.once('error', reject);
+    // One deadline for the whole exchange (connect, answer, body): a socket idle timeout alone
+    // lets a receiver that trickles bytes hold the sender, and its partition, for ever.
+    const deadline = setTimeout(
+      () => settle(new DeliveryError(`No answer within ${options.timeoutMs} ms`)),
+      options.timeoutMs,
+    );
+    request.once('error', settle);
     request.end(body);
   });
 }

@@ -1,0 +1,239 @@
+/**
+ * `/api/v1/notifications/channels`: create (the webhook secret is shown once), list (never a
+ * secret), delete, someone else's channel, CSRF, sessions, validation, and the SSRF guard at
+ * creation (on by default).
+ */
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type AuthTestApp, type Session, signUp, startAuthApp } from '../helpers/auth.js';
+import { BACKENDS } from '../helpers/backends.js';
+import { expectError } from '../helpers/http.js';
+
+const BASE = '/api/v1/notifications/channels';
+
+interface ChannelBody {
+  id: string;
+  type: string;
+  name: string;
+  url: string;
+  created_at: string;
+  secret?: string;
+}
+
+function create(app: FastifyInstance, headers: Record<string, string>, body: unknown): Promise<LightMyRequestResponse> {
+  return app.inject({
+    method: 'POST',
+    url: BASE,
+    headers: { 'content-type': 'application/json', ...headers },
+    payload: JSON.stringify(body),
+  });
+}
+
+const list = (app: FastifyInstance, headers: Record<string, string>) =>
+  app.inject({ method: 'GET', url: BASE, headers });
+const remove = (app: FastifyInstance, headers: Record<string, string>, id: string) =>
+  app.inject({ method: 'DELETE', url: `${BASE}/${id}`, headers });
+
+describe.each(BACKENDS)('notification channels API on $name', (backend) => {
+  /** With the guard off, as tests with receivers on 127.0.0.1 run. */
+  let open: AuthTestApp;
+  /** The default: the SSRF guard on. */
+  let guarded: AuthTestApp;
+  let alice: Session;
+  let bob: Session;
+
+  beforeAll(async () => {
+    if (!backend.available) return;
+    open = await startAuthApp(backend, { NOTIFICATIONS_ALLOW_PRIVATE: 'true' });
+    guarded = await startAuthApp(backend);
+    alice = (await signUp(open.app, 'cha')).session;
+    bob = (await signUp(open.app, 'chb')).session;
+  });
+  afterAll(async () => {
+    await open?.close();
+    await guarded?.close();
+  });
+
+  it.skipIf(!backend.available)(
+    'create webhook → 201 with a whsec_ secret shown once; list never shows secrets',
+    async () => {
+      const created = await create(open.app, alice.headers, {
+        type: 'webhook',
+        name: 'ops hook',
+        url: 'http://127.0.0.1:9/hook',
+      });
+      expect(created.statusCode, created.body).toBe(201);
+      const body = created.json<ChannelBody>();
+      expect(body).toEqual({
+        id: expect.any(String),
+        type: 'webhook',
+        name: 'ops hook',
+        url: 'http://127.0.0.1:9/hook',
+        created_at: expect.stringMatching(/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$/),
+        secret: expect.stringMatching(/^whsec_[A-Za-z0-9+/]+={0,2}$/),
+      });
+      // 24 random bytes behind the prefix.
+      expect(Buffer.from(body.secret!.slice('whsec_'.length), 'base64')).toHaveLength(24);
+
+      const chat = await create(open.app, alice.headers, {
+        type: 'chat',
+        name: 'team room',
+        url: 'http://127.0.0.1:9/chat',
+      });
+      expect(chat.statusCode, chat.body).toBe(201);
+      expect(chat.json()).not.toHaveProperty('secret');
+
+      const listed = await list(open.app, { cookie: alice.cookie });
+      expect(listed.statusCode, listed.body).toBe(200);
+      const channels = listed.json<ChannelBody[]>();
+      expect(channels.map((c) => c.id)).toEqual([body.id, chat.json<ChannelBody>().id]);
+      for (const channel of channels) {
+        expect(Object.keys(channel).sort()).toEqual(['created_at', 'id', 'name', 'type', 'url']);
+      }
+      expect(listed.body).not.toContain(body.secret!);
+      expect(listed.body).not.toContain('whsec_');
+    },
+  );
+
+  it.skipIf(!backend.available)('each webhook gets its own secret', async () => {
+    const secrets = new Set<string>();
+    for (let i = 0; i < 3; i++) {
+      const created = await create(open.app, alice.headers, {
+        type: 'webhook',
+        name: `h${i}`,
+        url: 'http://127.0.0.1:9/',
+      });
+      secrets.add(created.json<ChannelBody>().secret!);
+    }
+    expect(secrets.size).toBe(3);
+  });
+
+  it.skipIf(!backend.available)('delete → 204, then gone; deleting again → 404', async () => {
+    const created = await create(open.app, bob.headers, { type: 'chat', name: 'doomed', url: 'http://127.0.0.1:9/x' });
+    const { id } = created.json<ChannelBody>();
+    const deleted = await remove(open.app, bob.headers, id);
+    expect(deleted.statusCode, deleted.body).toBe(204);
+    expect(deleted.body).toBe('');
+    expect((await list(open.app, { cookie: bob.cookie })).json<ChannelBody[]>().map((c) => c.id)).not.toContain(id);
+    expectError(await remove(open.app, bob.headers, id), 404, 'Notification channel not found');
+  });
+
+  it.skipIf(!backend.available)("someone else's channel → 404 and stays; lists are per user", async () => {
+    const created = await create(open.app, alice.headers, {
+      type: 'chat',
+      name: 'alice only',
+      url: 'http://127.0.0.1:9/a',
+    });
+    const { id } = created.json<ChannelBody>();
+    expectError(await remove(open.app, bob.headers, id), 404, 'Notification channel not found');
+    expect((await list(open.app, { cookie: alice.cookie })).json<ChannelBody[]>().map((c) => c.id)).toContain(id);
+    expect((await list(open.app, { cookie: bob.cookie })).json<ChannelBody[]>().map((c) => c.id)).not.toContain(id);
+  });
+
+  it.skipIf(!backend.available)('CSRF applies: a missing X-CSRF-Token → 403 on create and delete', async () => {
+    const created = await create(open.app, alice.headers, { type: 'chat', name: 'kept', url: 'http://127.0.0.1:9/k' });
+    const { id } = created.json<ChannelBody>();
+    const before = (await list(open.app, { cookie: alice.cookie })).json<ChannelBody[]>().length;
+
+    expectError(
+      await create(open.app, { cookie: alice.cookie }, { type: 'chat', name: 'x', url: 'http://127.0.0.1:9/' }),
+      403,
+    );
+    expectError(await remove(open.app, { cookie: alice.cookie }, id), 403);
+    // A token that is not the cookie's.
+    expectError(
+      await create(
+        open.app,
+        { cookie: alice.cookie, 'x-csrf-token': bob.csrfToken },
+        { type: 'chat', name: 'x', url: 'http://127.0.0.1:9/' },
+      ),
+      403,
+    );
+    expect((await list(open.app, { cookie: alice.cookie })).json<ChannelBody[]>()).toHaveLength(before);
+  });
+
+  it.skipIf(!backend.available)('401 without a session', async () => {
+    expectError(await list(open.app, {}), 401);
+    // No session cookie: CSRF has nothing to protect (spec §5.4 step 4); authentication answers 401.
+    const body = { type: 'chat', name: 'x', url: 'http://127.0.0.1:9/' };
+    expectError(await create(open.app, {}, body), 401);
+    expectError(
+      await create(open.app, { cookie: `csrf_token=${alice.csrfToken}`, 'x-csrf-token': alice.csrfToken }, body),
+      401,
+    );
+    const { id } = (await create(open.app, alice.headers, body)).json<ChannelBody>();
+    expectError(await remove(open.app, {}, id), 401);
+    expectError(await list(open.app, { cookie: 'access_token=not-a-token' }), 401);
+  });
+
+  it.skipIf(!backend.available)('422 for a bad type, url or name', async () => {
+    const cases: [string, unknown, string][] = [
+      ['an unknown type', { type: 'email', name: 'n', url: 'http://127.0.0.1:9/' }, 'type'],
+      ['no type', { name: 'n', url: 'http://127.0.0.1:9/' }, 'type'],
+      ['a relative url', { type: 'webhook', name: 'n', url: '/hook' }, 'url'],
+      ['not a url', { type: 'webhook', name: 'n', url: 'not a url' }, 'url'],
+      ['an ftp url', { type: 'webhook', name: 'n', url: 'ftp://127.0.0.1/hook' }, 'url'],
+      ['a javascript: url', { type: 'chat', name: 'n', url: 'javascript:alert(1)' }, 'url'],
+      ['an empty url', { type: 'webhook', name: 'n', url: '' }, 'url'],
+      [
+        'a url over 2048 characters',
+        { type: 'webhook', name: 'n', url: `http://127.0.0.1/${'a'.repeat(2048)}` },
+        'url',
+      ],
+      ['no url', { type: 'webhook', name: 'n' }, 'url'],
+      ['an empty name', { type: 'webhook', name: '', url: 'http://127.0.0.1:9/' }, 'name'],
+      ['a name over 100 characters', { type: 'webhook', name: 'n'.repeat(101), url: 'http://127.0.0.1:9/' }, 'name'],
+      ['no name', { type: 'webhook', url: 'http://127.0.0.1:9/' }, 'name'],
+      ['an unknown field', { type: 'webhook', name: 'n', url: 'http://127.0.0.1:9/', secret: 'mine' }, 'secret'],
+    ];
+    const before = (await list(open.app, { cookie: alice.cookie })).json<ChannelBody[]>().length;
+    for (const [name, body, field] of cases) {
+      const response = await create(open.app, alice.headers, body);
+      expect(response.statusCode, `${name}: ${response.body}`).toBe(422);
+      expectError(response, 422, new RegExp(`\\b${field}\\b`));
+    }
+    expect((await list(open.app, { cookie: alice.cookie })).json<ChannelBody[]>()).toHaveLength(before);
+  });
+
+  describe('the SSRF guard (NOTIFICATIONS_ALLOW_PRIVATE unset)', () => {
+    let carol: Session;
+    beforeAll(async () => {
+      if (!backend.available) return;
+      carol = (await signUp(guarded.app, 'chg')).session;
+    });
+
+    it.skipIf(!backend.available)('a channel pointing at a private address is refused with 422', async () => {
+      for (const url of [
+        'http://127.0.0.1:8080/hook',
+        'http://localhost/hook',
+        'http://10.1.2.3/hook',
+        'http://172.16.0.1/hook',
+        'http://192.168.1.1/hook',
+        'http://169.254.169.254/latest/meta-data/',
+        'http://100.64.0.1/hook',
+        'http://[::1]/hook',
+        'http://[fc00::1]/hook',
+        'http://[fe80::1]/hook',
+        'http://[::ffff:127.0.0.1]/hook',
+        'http://0.0.0.0/hook',
+        'https://2130706433/hook', // 127.0.0.1 written as one number
+      ]) {
+        for (const type of ['webhook', 'chat']) {
+          const response = await create(guarded.app, carol.headers, { type, name: 'inside', url });
+          expect(response.statusCode, `${type} ${url}: ${response.body}`).toBe(422);
+          expectError(response, 422, /\burl\b/);
+        }
+      }
+      expect((await list(guarded.app, { cookie: carol.cookie })).json()).toEqual([]);
+    });
+
+    it.skipIf(!backend.available)('a host that cannot be resolved is refused with 422', async () => {
+      const response = await create(guarded.app, carol.headers, {
+        type: 'webhook',
+        name: 'nowhere',
+        url: 'http://no-such-host.invalid/hook',
+      });
+      expectError(response, 422, /\burl\b/);
+    });
+  });
+});
