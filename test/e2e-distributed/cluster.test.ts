@@ -7,8 +7,6 @@
  * the worker and notifies a receiver; one trace spans the request, the worker and the notification.
  */
 import { existsSync } from 'node:fs';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { connect as natsConnect } from 'nats';
 import pg from 'pg';
@@ -20,73 +18,11 @@ import { deleteRedisKeys, uniqueRedisPrefix } from '../helpers/redis.js';
 import { type ServerProcess, startServer } from '../helpers/server-process.js';
 import { inCi, NATS_URL, natsAvailable, REDIS_URL, redisAvailable } from '../helpers/services.js';
 import { Receiver, verifyStandardWebhook } from '../notifications/receiver.js';
+import { OtlpReceiver, type OtlpSpan, SPAN_KIND, spanAttribute } from '../helpers/otlp-receiver.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
-const SPAN_KIND_SERVER = 2;
-const SPAN_KIND_CONSUMER = 5;
 const LOCKED = 'Account locked due to too many failed attempts';
 const nextCode = codeMaker('dist');
-
-interface OtlpSpan {
-  readonly traceId: string;
-  readonly spanId: string;
-  readonly parentSpanId?: string;
-  readonly name: string;
-  readonly kind: number;
-  readonly attributes: readonly { key: string; value: Record<string, unknown> }[];
-  readonly service: string;
-}
-
-/** A bare OTLP/HTTP (JSON) trace receiver on 127.0.0.1: keeps every span posted to /v1/traces. */
-class OtlpReceiver {
-  readonly spans: OtlpSpan[] = [];
-  private readonly server = http.createServer((request, response) => {
-    let body = '';
-    request.setEncoding('utf8');
-    request.on('data', (chunk: string) => (body += chunk));
-    request.on('end', () => {
-      if (request.method === 'POST' && request.url === '/v1/traces') {
-        this.collect(JSON.parse(body));
-        response.writeHead(200, { 'content-type': 'application/json' }).end('{}');
-      } else {
-        response.writeHead(404).end();
-      }
-    });
-  });
-
-  get url(): string {
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-  }
-
-  listen(): Promise<void> {
-    return new Promise((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-  }
-
-  close(): Promise<void> {
-    this.server.closeAllConnections();
-    return new Promise((resolve) => this.server.close(() => resolve()));
-  }
-
-  private collect(payload: {
-    resourceSpans: {
-      resource: { attributes: OtlpSpan['attributes'] };
-      scopeSpans: { spans: Omit<OtlpSpan, 'service'>[] }[];
-    }[];
-  }): void {
-    for (const resourceSpans of payload.resourceSpans) {
-      const service = String(
-        resourceSpans.resource.attributes.find((a) => a.key === 'service.name')?.value.stringValue ?? '',
-      );
-      for (const scope of resourceSpans.scopeSpans)
-        for (const span of scope.spans) this.spans.push({ ...span, service });
-    }
-  }
-}
-
-const attribute = (span: OtlpSpan, key: string) => {
-  const value = span.attributes.find((a) => a.key === key)?.value;
-  return value === undefined ? undefined : Object.values(value)[0];
-};
 
 /** A browser's cookie jar for one user on the cluster (the cookies work on every instance). */
 interface Session {
@@ -367,22 +303,22 @@ describe('two API instances and one worker on PostgreSQL, Redis and NATS', async
       const trace = await eventually(
         () => {
           const requestSpan = otlp.spans.find(
-            (s) => s.service === 'urlshortener-api-a' && s.kind === SPAN_KIND_SERVER && s.name === 'POST /execute',
+            (s) => s.service === 'urlshortener-api-a' && s.kind === SPAN_KIND.server && s.name === 'POST /execute',
           );
           if (!requestSpan) throw new Error(`no POST /execute span yet: ${otlp.spans.length} spans`);
           const inTrace = otlp.spans.filter((s) => s.traceId === requestSpan.traceId);
           const executor = inTrace.find(
             (s) =>
               s.service === 'urlshortener-worker' &&
-              s.kind === SPAN_KIND_CONSUMER &&
-              attribute(s, 'messaging.consumer.group.name') === 'executor' &&
-              attribute(s, 'execution.id') === executionId,
+              s.kind === SPAN_KIND.consumer &&
+              spanAttribute(s, 'messaging.consumer.group.name') === 'executor' &&
+              spanAttribute(s, 'execution.id') === executionId,
           );
           const sender = inTrace.find(
             (s) =>
               s.service === 'urlshortener-worker' &&
-              attribute(s, 'messaging.consumer.group.name') === 'notification-sender' &&
-              attribute(s, 'notification.id') === notificationId,
+              spanAttribute(s, 'messaging.consumer.group.name') === 'notification-sender' &&
+              spanAttribute(s, 'notification.id') === notificationId,
           );
           if (!executor || !sender) {
             throw new Error(`trace incomplete: ${inTrace.map((s) => `${s.service}:${s.name}`).join(', ')}`);
@@ -391,10 +327,10 @@ describe('two API instances and one worker on PostgreSQL, Redis and NATS', async
         },
         { timeoutMs: 15_000, intervalMs: 100 },
       );
-      expect(attribute(trace.requestSpan, 'execution.language')).toBe('javascript');
+      expect(spanAttribute(trace.requestSpan, 'execution.language')).toBe('javascript');
       expect(trace.requestSpan.parentSpanId ? trace.requestSpan.parentSpanId : '').toBe('');
-      expect(attribute(trace.sender, 'notification.channel')).toBe('webhook');
-      expect(attribute(trace.sender, 'execution.id')).toBe(executionId);
+      expect(spanAttribute(trace.sender, 'notification.channel')).toBe('webhook');
+      expect(spanAttribute(trace.sender, 'execution.id')).toBe(executionId);
       // The executor's span descends from the request's span (through the publish).
       const byId = new Map(trace.inTrace.map((s) => [s.spanId, s]));
       const ancestors = (span: OtlpSpan) => {

@@ -2,88 +2,18 @@
  * The built service, started as `npm start` starts it (`--import ./dist/instrumentation.js`),
  * against a real OTLP/HTTP receiver on 127.0.0.1: what spec §6.3's settings do end to end.
  */
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sqlite, type TestDatabase } from '../helpers/backends.js';
 import { codeMaker, newMapping } from '../helpers/http.js';
 import { deleteRedisKeys, uniqueRedisPrefix } from '../helpers/redis.js';
 import { type ServerProcess, startServer } from '../helpers/server-process.js';
 import { REDIS_URL, redisAvailable } from '../helpers/services.js';
+import { OtlpReceiver, SPAN_KIND, spanAttribute } from '../helpers/otlp-receiver.js';
 
-interface OtlpSpan {
-  readonly traceId: string;
-  readonly spanId: string;
-  readonly parentSpanId?: string;
-  readonly name: string;
-  readonly kind: number;
-  readonly attributes: readonly { key: string; value: Record<string, unknown> }[];
-  readonly service: string;
-}
-
-const SPAN_KIND_SERVER = 2;
-const SPAN_KIND_CLIENT = 3;
 const nextCode = codeMaker('otlp');
 
-/** A bare OTLP/HTTP (JSON) trace receiver: keeps every span posted to /v1/traces. */
-class Receiver {
-  readonly spans: OtlpSpan[] = [];
-  posts = 0;
-  private readonly server = http.createServer((request, response) => {
-    let body = '';
-    request.setEncoding('utf8');
-    request.on('data', (chunk: string) => (body += chunk));
-    request.on('end', () => {
-      if (request.method === 'POST' && request.url === '/v1/traces') {
-        this.posts++;
-        this.collect(JSON.parse(body));
-        response.writeHead(200, { 'content-type': 'application/json' }).end('{}');
-      } else {
-        response.writeHead(404).end();
-      }
-    });
-  });
-
-  get url(): string {
-    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
-  }
-
-  listen(): Promise<void> {
-    return new Promise((resolve) => this.server.listen(0, '127.0.0.1', resolve));
-  }
-
-  close(): Promise<void> {
-    return new Promise((resolve) => this.server.close(() => resolve()));
-  }
-
-  clear(): void {
-    this.spans.length = 0;
-    this.posts = 0;
-  }
-
-  private collect(payload: {
-    resourceSpans: {
-      resource: { attributes: OtlpSpan['attributes'] };
-      scopeSpans: { spans: Omit<OtlpSpan, 'service'>[] }[];
-    }[];
-  }): void {
-    for (const resourceSpans of payload.resourceSpans) {
-      const service = String(
-        resourceSpans.resource.attributes.find((a) => a.key === 'service.name')?.value.stringValue ?? '',
-      );
-      for (const scope of resourceSpans.scopeSpans)
-        for (const span of scope.spans) this.spans.push({ ...span, service });
-    }
-  }
-}
-
-const attribute = (span: OtlpSpan, key: string) => {
-  const value = span.attributes.find((a) => a.key === key)?.value;
-  return value === undefined ? undefined : Object.values(value)[0];
-};
-
 describe('OTLP/HTTP export from the built service', async () => {
-  const receiver = new Receiver();
+  const receiver = new OtlpReceiver();
   const withRedis = await redisAvailable();
   const redisPrefix = uniqueRedisPrefix('otlp');
   let database: TestDatabase;
@@ -132,21 +62,21 @@ describe('OTLP/HTTP export from the built service', async () => {
     expect(receiver.posts).toBeGreaterThan(0);
     const shorten = receiver.spans.find((s) => s.name === 'POST /shorten');
     expect(shorten, receiver.spans.map((s) => s.name).join(', ')).toBeDefined();
-    expect(shorten!.kind).toBe(SPAN_KIND_SERVER);
+    expect(shorten!.kind).toBe(SPAN_KIND.server);
     expect(shorten!.service).toBe('urlshortener-otlp-test');
-    expect(attribute(shorten!, 'http.route')).toBe('/shorten');
-    expect(attribute(shorten!, 'ratelimit.allowed')).toBe(true);
+    expect(spanAttribute(shorten!, 'http.route')).toBe('/shorten');
+    expect(spanAttribute(shorten!, 'ratelimit.allowed')).toBe(true);
 
     const children = receiver.spans.filter((s) => s.parentSpanId === shorten!.spanId);
     const insert = children.find((s) => s.name === 'INSERT url_mappings');
     expect(insert, children.map((s) => s.name).join(', ')).toBeDefined();
     expect(insert!.traceId).toBe(shorten!.traceId);
-    expect(attribute(insert!, 'db.system.name')).toBe('sqlite');
+    expect(spanAttribute(insert!, 'db.system.name')).toBe('sqlite');
     if (withRedis) {
       // The rate limiter's script, traced by the ioredis instrumentation through the ESM hook.
-      const redis = children.find((s) => attribute(s, 'db.system.name') === 'redis');
+      const redis = children.find((s) => spanAttribute(s, 'db.system.name') === 'redis');
       expect(redis, children.map((s) => s.name).join(', ')).toBeDefined();
-      expect(redis!.kind).toBe(SPAN_KIND_CLIENT);
+      expect(redis!.kind).toBe(SPAN_KIND.client);
     }
 
     // The redirect continued the caller's trace.
@@ -154,7 +84,7 @@ describe('OTLP/HTTP export from the built service', async () => {
     expect(redirect).toBeDefined();
     expect(redirect!.traceId).toBe('4bf92f3577b34da6a3ce929d0e0e4736');
     expect(redirect!.parentSpanId).toBe('00f067aa0ba902b7');
-    expect(attribute(redirect!, 'url.path')).toBe(`/${code}`);
+    expect(spanAttribute(redirect!, 'url.path')).toBe(`/${code}`);
   });
 
   it('rate 1 without an endpoint: spans are processed (their ids are in the logs), nothing is sent', async () => {
