@@ -19,6 +19,7 @@ import { FAST_BUS } from '../helpers/event-buses.js';
 import { eventually } from '../helpers/eventually.js';
 import { type ServerProcess, startServer } from '../helpers/server-process.js';
 import { natsServerBinaryAvailable, OwnNatsServer } from './own-nats-server.js';
+import { storedCreatedByCode } from '../helpers/event-store.js';
 
 const body = (code: string) =>
   JSON.stringify({ code, url: `https://example.com/${code}`, created_at: '2024-01-01T00:00:00Z', click_count: 0 });
@@ -46,21 +47,6 @@ async function countingGroup(bus: EventBus) {
   return { deliveries, eventIds, subscription };
 }
 
-/** url.created rows of `event_store` per code. */
-async function storedByCode(db: Kysely<EventTables>): Promise<Map<string, string[]>> {
-  const rows = await db
-    .selectFrom('event_store')
-    .select(['event_id', 'payload'])
-    .where('event_type', '=', 'url.created')
-    .execute();
-  const byCode = new Map<string, string[]>();
-  for (const row of rows) {
-    const code = (JSON.parse(row.payload) as { code: string }).code;
-    byCode.set(code, [...(byCode.get(code) ?? []), row.event_id]);
-  }
-  return byCode;
-}
-
 /** Each acknowledged code: one event in the store and one delivery to the test's group; nothing twice. */
 async function expectExactlyOnce(
   db: Kysely<EventTables>,
@@ -69,7 +55,7 @@ async function expectExactlyOnce(
 ) {
   await eventually(
     async () => {
-      const stored = await storedByCode(db);
+      const stored = await storedCreatedByCode(db);
       for (const code of acknowledged) {
         expect(stored.get(code), code).toHaveLength(1);
         expect(group.deliveries.get(code), code).toBe(1);
@@ -79,7 +65,7 @@ async function expectExactlyOnce(
   );
   // Longer than a lease and a redelivery: anything delivered twice would have shown by now.
   await new Promise((resolve) => setTimeout(resolve, 2500));
-  const stored = await storedByCode(db);
+  const stored = await storedCreatedByCode(db);
   for (const code of acknowledged) {
     expect(stored.get(code), code).toHaveLength(1);
     expect(group.deliveries.get(code), code).toBe(1);
@@ -138,7 +124,7 @@ describe('kill -9 between the answer and the publish, on NATS JetStream', () => 
       const outbox = await store.selectFrom('event_outbox').select(['envelope']).execute();
       const waiting = outbox.map((r) => (JSON.parse(r.envelope) as { payload: { code: string } }).payload.code);
       expect(waiting.sort()).toEqual(expect.arrayContaining(acknowledged));
-      expect(await storedByCode(store)).toEqual(new Map());
+      expect(await storedCreatedByCode(store)).toEqual(new Map());
 
       await nats.start();
       const restarted = await startServer(env);

@@ -12,6 +12,7 @@ import { sqlite, testConfig, type TestDatabase } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
 import { HTTP_TEST_ENV, postShorten } from '../helpers/http.js';
 import { natsServerBinaryAvailable, OwnNatsServer } from './own-nats-server.js';
+import { storedCreatedByCode } from '../helpers/event-store.js';
 
 describe('NATS down when the service starts', () => {
   const ok = natsServerBinaryAvailable();
@@ -62,14 +63,7 @@ describe('NATS down when the service starts', () => {
 
     await nats.start();
     await eventually(
-      async () => {
-        const stored = await db
-          .selectFrom('event_store')
-          .select(['event_type', 'payload'])
-          .where('event_type', '=', 'url.created')
-          .execute();
-        expect(stored.map((row) => (JSON.parse(row.payload) as { code: string }).code)).toEqual(['natsdown1']);
-      },
+      async () => expect([...(await storedCreatedByCode(service.database.db)).keys()]).toEqual(['natsdown1']),
       { timeoutMs: 20_000 },
     );
     const readyAgain = await service.app.inject({ method: 'GET', url: '/health/ready' });

@@ -16,6 +16,7 @@ import { postgres, sqlite, testConfig, type TestDatabase } from '../helpers/back
 import { eventually } from '../helpers/eventually.js';
 import { HTTP_TEST_ENV, postShorten } from '../helpers/http.js';
 import { natsServerBinaryAvailable, OwnNatsServer } from './own-nats-server.js';
+import { storedCreatedByCode } from '../helpers/event-store.js';
 
 const backend = postgres.available ? postgres : sqlite;
 
@@ -76,20 +77,8 @@ describe(`NATS outage during writes (${backend.name})`, () => {
     await database?.drop();
   });
 
-  const storedCodes = async () => {
-    const db = service.database.db as unknown as Kysely<EventTables>;
-    const rows = await db
-      .selectFrom('event_store')
-      .select(['event_id', 'payload'])
-      .where('event_type', '=', 'url.created')
-      .execute();
-    const byCode = new Map<string, string[]>();
-    for (const r of rows) {
-      const code = (JSON.parse(r.payload) as { code: string }).code;
-      byCode.set(code, [...(byCode.get(code) ?? []), r.event_id]);
-    }
-    return byCode;
-  };
+  const storedCodes = () => storedCreatedByCode(service.database.db);
+
   const create = async (code: string) => {
     const response = await postShorten(service.app, {
       code,
