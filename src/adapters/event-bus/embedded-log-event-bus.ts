@@ -60,9 +60,8 @@ export class EmbeddedLogEventBus implements EventBus {
     const messageId = options.messageId ?? envelope.event_id;
     let position: PublishedPosition;
     try {
+      // A repeated message id fails the unique insert below and is answered from the log.
       position = await this.db.transaction().execute(async (trx) => {
-        const existing = await this.positionOf(messageId, trx);
-        if (existing) return existing;
         await trx
           .insertInto('event_partitions')
           .values({ topic, partition_no: partition, next_offset: 0 })
