@@ -489,7 +489,7 @@ export const SETTINGS = {
     name: 'NATS_URL',
     default: '',
     description:
-      'NATS server with JetStream (`nats://host:4222`) for the event bus; empty: the embedded log in the service\'s own database.',
+      "NATS server with JetStream (`nats://host:4222`) for the event bus; empty: the embedded log in the service's own database.",
     parse: (raw: string) => {
       const value = raw.trim();
       if (value === '') return undefined;
@@ -500,12 +500,14 @@ export const SETTINGS = {
     name: 'NATS_PREFIX',
     default: '',
     description: 'Prefix of the JetStream stream and subject names (to share one NATS between deployments).',
-    parse: (raw: string) => (/^[A-Za-z0-9_-]*$/.test(raw.trim()) ? raw.trim() : { problem: 'letters, digits, _ and - only' }),
+    parse: (raw: string) =>
+      /^[A-Za-z0-9_-]*$/.test(raw.trim()) ? raw.trim() : { problem: 'letters, digits, _ and - only' },
   },
   EVENT_PARTITIONS: {
     name: 'EVENT_PARTITIONS',
     default: '4',
-    description: 'Partitions per topic. Order is kept within a partition; a group\'s members share the partitions. Fixed once events exist.',
+    description:
+      "Partitions per topic. Order is kept within a partition; a group's members share the partitions. Fixed once events exist.",
     parse: integer(1, 64),
   },
   EVENT_HANDLER_ATTEMPTS: {
@@ -529,7 +531,8 @@ export const SETTINGS = {
   DLQ_MAX_RETRIES: {
     name: 'DLQ_MAX_RETRIES',
     default: '3',
-    description: 'Times the dead-letter manager re-publishes one event for one consumer group before parking it for an admin.',
+    description:
+      'Times the dead-letter manager re-publishes one event for one consumer group before parking it for an admin.',
     parse: integer(0, 100),
   },
   DLQ_RETRY_DELAY_MS: {
@@ -553,7 +556,8 @@ export const SETTINGS = {
   EVENT_LEASE_MS: {
     name: 'EVENT_LEASE_MS',
     default: '10000',
-    description: 'Embedded log: how long a consumer holds its partitions; a crashed consumer\'s work moves on after this.',
+    description:
+      "Embedded log: how long a consumer holds its partitions; a crashed consumer's work moves on after this.",
     parse: integer(500, 600_000),
   },
   NATS_ACK_WAIT_MS: {
@@ -568,7 +572,9 @@ export const SETTINGS = {
     description:
       'What this process runs: `all` (HTTP API and every consumer), `api` (HTTP API only) or `worker` (consumers only, plus /health and /metrics). `urlshortener serve --role …` overrides it.',
     parse: (raw: string) =>
-      (ROLES as readonly string[]).includes(raw.trim()) ? (raw.trim() as Role) : { problem: `must be one of ${ROLES.join(', ')}` },
+      (ROLES as readonly string[]).includes(raw.trim())
+        ? (raw.trim() as Role)
+        : { problem: `must be one of ${ROLES.join(', ')}` },
   },
   SANDBOX_MEMORY_MB: {
     name: 'SANDBOX_MEMORY_MB',
@@ -586,7 +592,8 @@ export const SETTINGS = {
   NOTIFICATION_TIMEOUT_MS: {
     name: 'NOTIFICATION_TIMEOUT_MS',
     default: '5000',
-    description: 'Deadline of one notification request (webhook or chat); a slower receiver counts as a failure and is retried.',
+    description:
+      'Deadline of one notification request (webhook or chat); a slower receiver counts as a failure and is retried.',
     parse: integer(100, 120_000),
   },
 } as const satisfies Record<string, Setting<unknown>>;

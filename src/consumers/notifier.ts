@@ -90,7 +90,12 @@ export function notificationSender(
             timestamp: new Date().toISOString(),
             data: request.cause.payload,
           });
-          await postJson(channel.url, body, standardWebhookHeaders(channel.secret ?? '', request.notification_id, body), options);
+          await postJson(
+            channel.url,
+            body,
+            standardWebhookHeaders(channel.secret ?? '', request.notification_id, body),
+            options,
+          );
         } else {
           await postJson(channel.url, JSON.stringify({ text: chatText(request) }), {}, options);
         }

@@ -27,7 +27,10 @@ export interface NotificationRequested {
 
 export const NOTIFICATION_REQUESTED = 'notification.requested';
 
-export function notificationRequested(service: string, request: NotificationRequested): OutgoingEvent<NotificationRequested> {
+export function notificationRequested(
+  service: string,
+  request: NotificationRequested,
+): OutgoingEvent<NotificationRequested> {
   return createEvent(NOTIFICATION_REQUESTED, request, {
     service,
     topic: TOPICS.notification,

@@ -92,5 +92,4 @@ export class ClickBuffer {
       if (start + CHUNK < deltas.length) await new Promise((resolve) => setImmediate(resolve));
     }
   }
-
 }

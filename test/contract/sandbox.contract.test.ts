@@ -10,8 +10,16 @@ describe.each([{ name: 'quickjs', make: (): Sandbox => new QuickJsSandbox() }])(
   afterAll(() => sandbox.close());
 
   it('returns the console output and the completion value', async () => {
-    const run = await sandbox.run('console.log("hello", 1, {a: 2}); console.error("oops"); [1, 2].map(x => x * 21)', LIMITS);
-    expect(run).toMatchObject({ status: 'completed', output: 'hello 1 {"a":2}\noops\n', result: [21, 42], error: null });
+    const run = await sandbox.run(
+      'console.log("hello", 1, {a: 2}); console.error("oops"); [1, 2].map(x => x * 21)',
+      LIMITS,
+    );
+    expect(run).toMatchObject({
+      status: 'completed',
+      output: 'hello 1 {"a":2}\noops\n',
+      result: [21, 42],
+      error: null,
+    });
     expect(run.durationMs).toBeGreaterThanOrEqual(0);
   });
 
@@ -26,7 +34,10 @@ describe.each([{ name: 'quickjs', make: (): Sandbox => new QuickJsSandbox() }])(
   });
 
   it('reports a syntax error as failed', async () => {
-    expect(await sandbox.run('let = ;', LIMITS)).toMatchObject({ status: 'failed', error: expect.stringMatching(/SyntaxError/) });
+    expect(await sandbox.run('let = ;', LIMITS)).toMatchObject({
+      status: 'failed',
+      error: expect.stringMatching(/SyntaxError/),
+    });
   });
 
   it('ends an endless loop as timed_out within its deadline plus a margin', async () => {
@@ -64,11 +75,22 @@ describe.each([{ name: 'quickjs', make: (): Sandbox => new QuickJsSandbox() }])(
       '[typeof fetch, typeof require, typeof process, typeof XMLHttpRequest, typeof setTimeout, typeof globalThis.os, typeof globalThis.std]',
       LIMITS,
     );
-    expect(run.result).toEqual(['undefined', 'undefined', 'undefined', 'undefined', 'undefined', 'undefined', 'undefined']);
+    expect(run.result).toEqual([
+      'undefined',
+      'undefined',
+      'undefined',
+      'undefined',
+      'undefined',
+      'undefined',
+      'undefined',
+    ]);
   });
 
   it('cuts console output at the limit', async () => {
-    const run = await sandbox.run('for (let i = 0; i < 10000; i++) console.log("0123456789");', { ...LIMITS, outputBytes: 1000 });
+    const run = await sandbox.run('for (let i = 0; i < 10000; i++) console.log("0123456789");', {
+      ...LIMITS,
+      outputBytes: 1000,
+    });
     expect(run.status).toBe('completed');
     expect(Buffer.byteLength(run.output)).toBeLessThan(1100);
     expect(run.output).toContain('[output truncated]');

@@ -65,7 +65,9 @@ export async function runInQuickJs(script: string, limits: SandboxLimits): Promi
 type Finish = (status: SandboxResult['status'], result: unknown, error: string | null) => SandboxResult;
 
 function interruption(reason: 'deadline' | 'memory', finish: Finish): SandboxResult {
-  return reason === 'deadline' ? finish('timed_out', null, 'Timed out') : finish('failed', null, 'Memory limit exceeded');
+  return reason === 'deadline'
+    ? finish('timed_out', null, 'Timed out')
+    : finish('failed', null, 'Memory limit exceeded');
 }
 
 function failure(
@@ -77,7 +79,10 @@ function failure(
   let message: string;
   try {
     const dumped = vm.dump(handle) as { name?: string; message?: string } | string;
-    message = typeof dumped === 'object' && dumped !== null ? `${dumped.name ?? 'Error'}: ${dumped.message ?? ''}` : String(dumped);
+    message =
+      typeof dumped === 'object' && dumped !== null
+        ? `${dumped.name ?? 'Error'}: ${dumped.message ?? ''}`
+        : String(dumped);
   } catch {
     message = 'Error';
   } finally {
@@ -130,7 +135,11 @@ class BoundedOutput {
     const line = `${text}\n`;
     const size = Buffer.byteLength(line, 'utf8');
     if (this.bytes + size > this.limit) {
-      this.parts.push(Buffer.from(line, 'utf8').subarray(0, this.limit - this.bytes).toString('utf8'));
+      this.parts.push(
+        Buffer.from(line, 'utf8')
+          .subarray(0, this.limit - this.bytes)
+          .toString('utf8'),
+      );
       this.truncated = true;
       return;
     }

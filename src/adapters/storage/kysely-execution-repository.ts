@@ -1,5 +1,10 @@
 import type { Kysely, Migration, Selectable } from 'kysely';
-import type { Execution, ExecutionOutcome, ExecutionRequestedPayload, ExecutionStatus } from '../../domain/execution.js';
+import type {
+  Execution,
+  ExecutionOutcome,
+  ExecutionRequestedPayload,
+  ExecutionStatus,
+} from '../../domain/execution.js';
 import { canonicalTimestamp } from '../../domain/timestamp.js';
 import type { ExecutionRepository } from '../../ports/execution-repository.js';
 import type { EventsFor } from '../../domain/events.js';

@@ -36,7 +36,11 @@ export function notificationMigrations(dialect: Dialect): Record<string, Migrati
           .addColumn('secret', 'text')
           .addColumn('created_at', time, (c) => c.notNull())
           .execute();
-        await db.schema.createIndex('notification_channels_user').on('notification_channels').column('user_id').execute();
+        await db.schema
+          .createIndex('notification_channels_user')
+          .on('notification_channels')
+          .column('user_id')
+          .execute();
         await db.schema
           .createTable('notification_causes')
           .addColumn('event_id', 'text', (c) => c.primaryKey())

@@ -2,11 +2,7 @@ import { type Kysely, sql } from 'kysely';
 import { errors } from '../../domain/errors.js';
 import type { NewUrlMapping, UrlMapping, UrlMappingChanges } from '../../domain/url-mapping.js';
 import type { EventsFor } from '../../domain/events.js';
-import type {
-  ListOptions,
-  RedirectTarget,
-  UrlMappingRepository,
-} from '../../ports/url-mapping-repository.js';
+import type { ListOptions, RedirectTarget, UrlMappingRepository } from '../../ports/url-mapping-repository.js';
 import type { TransactionalOutbox } from '../event-bus/outbox.js';
 import { type Dialect, isUniqueViolation } from './database.js';
 import type { DatabaseSchema } from './schema.js';

@@ -5,7 +5,6 @@ import {
   type Sampler,
   SamplingDecision,
   type SamplingResult,
-  TraceIdRatioBasedSampler,
 } from '@opentelemetry/sdk-trace-base';
 import type { TracingConfig } from '../../config/config.js';
 
@@ -18,6 +17,40 @@ const RANDOM_SPACE = 2 ** 52;
 /** Where the trace id's randomness lies, as a fraction in [0, 1): the same id always gives the same value. */
 export function traceIdFraction(traceId: string): number {
   return Number.parseInt(traceId.slice(-13), 16) / RANDOM_SPACE;
+}
+
+/**
+ * A root sampler whose decision on a new trace depends only on `traceIdFraction` of its id (and
+ * its own state), so it can be asked with the fraction alone, before the id exists as a string
+ * (see RootSampling).
+ */
+export interface FractionSampler extends Sampler {
+  /** The decision on a new trace whose id has this `traceIdFraction`; counts it like `shouldSample`. */
+  sampleFraction(fraction: number): boolean;
+}
+
+export function isFractionSampler(sampler: Sampler): sampler is FractionSampler {
+  return typeof (sampler as Partial<FractionSampler>).sampleFraction === 'function';
+}
+
+/**
+ * Keeps each new trace with probability `ratio`, decided from the random part of its trace id
+ * (as the adaptive sampler does), so the same id always gets the same decision.
+ */
+export class RatioSampler implements FractionSampler {
+  constructor(readonly ratio: number) {}
+
+  shouldSample(_context: Context, traceId: string): SamplingResult {
+    return this.sampleFraction(traceIdFraction(traceId)) ? SAMPLED : NOT_RECORD;
+  }
+
+  sampleFraction(fraction: number): boolean {
+    return fraction < this.ratio;
+  }
+
+  toString(): string {
+    return `RatioSampler{${this.ratio}}`;
+  }
 }
 
 export interface AdaptiveSamplerOptions {
@@ -40,7 +73,7 @@ export interface AdaptiveSamplerOptions {
  * @example
  *   new ParentBasedSampler({ root: new AdaptiveSampler({ targetPerSecond: 10 }) })
  */
-export class AdaptiveSampler implements Sampler {
+export class AdaptiveSampler implements FractionSampler {
   private readonly target: number;
   private readonly max: number;
   private readonly windowMs: number;
@@ -66,10 +99,14 @@ export class AdaptiveSampler implements Sampler {
   }
 
   shouldSample(_context: Context, traceId: string): SamplingResult {
+    return this.sampleFraction(traceIdFraction(traceId)) ? SAMPLED : NOT_RECORD;
+  }
+
+  sampleFraction(fraction: number): boolean {
     const now = this.now();
     if (now - this.windowStart >= this.windowMs) this.adjust(now);
     this.seen++;
-    return traceIdFraction(traceId) < this.currentProbability ? SAMPLED : NOT_RECORD;
+    return fraction < this.currentProbability;
   }
 
   toString(): string {
@@ -96,14 +133,22 @@ export class AdaptiveSampler implements Sampler {
  * ratio or adaptively.
  */
 export function createSampler(config: TracingConfig, options: { now?: () => number } = {}): Sampler {
+  return withParent(createRootSampler(config, options));
+}
+
+/** The sampler of new traces alone (no parent): what `createSampler` applies when there is no parent. */
+export function createRootSampler(config: TracingConfig, options: { now?: () => number } = {}): Sampler {
   if (config.samplingRate <= 0) return new AlwaysOffSampler();
-  const root =
-    config.sampler === 'adaptive'
-      ? new AdaptiveSampler({
-          targetPerSecond: config.targetTracesPerSecond,
-          maxProbability: config.samplingRate,
-          now: options.now,
-        })
-      : new TraceIdRatioBasedSampler(config.samplingRate);
-  return new ParentBasedSampler({ root });
+  return config.sampler === 'adaptive'
+    ? new AdaptiveSampler({
+        targetPerSecond: config.targetTracesPerSecond,
+        maxProbability: config.samplingRate,
+        now: options.now,
+      })
+    : new RatioSampler(config.samplingRate);
+}
+
+/** `root` for new traces, the parent's decision otherwise; nothing at all when `root` is always off (rate 0). */
+export function withParent(root: Sampler): Sampler {
+  return root instanceof AlwaysOffSampler ? root : new ParentBasedSampler({ root });
 }

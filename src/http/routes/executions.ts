@@ -56,10 +56,7 @@ export const executionRoutes: FastifyPluginAsyncTypebox<{ executions: ExecutionS
         tags,
         body: ExecuteRequest,
         response: {
-          202: Type.Object(
-            { execution_id: Type.String(), status: Type.Literal('queued') },
-            { description: 'Queued.' },
-          ),
+          202: Type.Object({ execution_id: Type.String(), status: Type.Literal('queued') }, { description: 'Queued.' }),
           401: errorResponse('Not signed in.'),
           422: errorResponse('The body breaks a rule.'),
         },
