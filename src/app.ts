@@ -127,6 +127,11 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
       tags: [
         { name: 'url_mapping', description: 'Create, resolve, list, change and delete short URLs.' },
         { name: 'infrastructure', description: 'Health and operations.' },
+        { name: 'auth', description: 'Accounts and cookie sessions (JWT + double-submit CSRF).' },
+        { name: 'admin', description: 'Runtime settings (administrators).' },
+        { name: 'executions', description: 'Scripts run in the sandbox by the workers.' },
+        { name: 'notifications', description: 'Webhook and chat channels told when an execution ends.' },
+        { name: 'dead_letters', description: 'Events the consumers gave up on (administrators).' },
       ],
     },
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
