@@ -6,7 +6,7 @@
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { evaluate } from './lib/checks.js';
+import { evaluate, featureChecks } from './lib/checks.js';
 import { cleanUpAll, cleanUpOnSignals, registerCleanup } from './lib/cleanup.js';
 import { postgresBackend, sqliteBackend, type StorageBackend } from './lib/datasets.js';
 import { ROOT } from './lib/processes.js';
@@ -63,7 +63,7 @@ async function main(): Promise<void> {
       try {
         for (const scenario of group) {
           const result = await runScenario(scenario, dataset, variants, settings);
-          printScenario(result);
+          printScenario(result, featureChecks(result, variants));
           results.push(result);
         }
       } finally {

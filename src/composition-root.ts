@@ -19,7 +19,7 @@ import { RedisCounters } from './adapters/counters/redis-counters.js';
 import { connectRedis } from './adapters/redis/connect-redis.js';
 import { KyselySettingsRepository } from './adapters/storage/kysely-settings-repository.js';
 import { KyselyUserRepository } from './adapters/storage/kysely-user-repository.js';
-import { AUTH_SETTINGS } from './domain/settings.js';
+import { AUTH_SETTINGS, RATE_LIMIT_SETTINGS } from './domain/settings.js';
 import { type Clock, systemClock } from './ports/clock.js';
 import type { Counters } from './ports/counters.js';
 import { AuthService } from './services/auth-service.js';
@@ -80,8 +80,9 @@ async function composeAccounts(config: Config, database: Database, metrics: Metr
   let log: FastifyInstance['log'] | undefined;
   try {
     const runtimeSettings = new RuntimeSettings({
-      definitions: Object.values(AUTH_SETTINGS),
-      defaults: { ...config.auth.defaults },
+      // Account settings and rate-limit values (design: admin settings), env values until changed.
+      definitions: [...Object.values(AUTH_SETTINGS), ...RATE_LIMIT_SETTINGS],
+      defaults: { ...config.auth.defaults, ...RateLimitPolicies.defaults(config.rateLimit) },
       repository: new KyselySettingsRepository(database.db),
       counters,
       clock,
@@ -179,6 +180,8 @@ export async function compose(config: Config, options: ComposeOptions = {}): Pro
     ? new RedisRateLimiter(connectRedis(config.redisUrl, 'rate-limit'), { keyPrefix: config.redisKeyPrefix })
     : new MemoryRateLimiter(options.clock ? { now: () => options.clock!.now() } : {});
   const rateLimitPolicies = new RateLimitPolicies(config.rateLimit);
+  // The stored rate-limit settings now, and every change from any instance from now on.
+  rateLimitPolicies.follow(runtimeSettings);
   const readiness: ReadinessCheck[] = [
     { name: 'database', check: () => database.ping() },
     { name: config.events.natsUrl ? 'nats' : 'event_log', check: () => backbone.bus.ping() },

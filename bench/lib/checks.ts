@@ -97,22 +97,29 @@ function scalingChecks(results: readonly ScenarioResult[]): Check[] {
     });
 }
 
-/** Each variant with a feature budget against the reference variant, on the redirect path. */
-function featureChecks(result: ScenarioResult, variants: readonly ServiceVariant[]): Check[] {
+/**
+ * Each variant with a feature budget against the reference variant, on the redirect path. The
+ * value is the feature's cost, 1 − rps with the feature / rps without it; the note gives that
+ * ratio itself and the floor it must reach (1 − budget).
+ */
+export function featureChecks(result: ScenarioResult, variants: readonly ServiceVariant[]): Check[] {
   if (result.workload !== 'redirect') return [];
   const reference = referenceOf(result);
   return variants.flatMap((variant) => {
     const target = result.targets.find((t) => t.kind === 'service' && t.name === variant.name);
-    if (variant.featureCost === undefined || target === undefined || target === reference) return [];
-    const [withFeature, without] = variant.featureCost.feature === 'on' ? [target, reference] : [reference, target];
+    const cost = variant.featureCost;
+    if (cost === undefined || target === undefined || target === reference) return [];
+    const [withFeature, without] = cost.feature === 'on' ? [target, reference] : [reference, target];
+    const ratio = withFeature.rps / without.rps;
     return [
       check({
         scenario: result.id,
         target: variant.name,
-        measure: `feature cost: 1 - ${withFeature.name} rps / ${without.name} rps`,
-        value: 1 - withFeature.rps / without.rps,
+        measure: `${cost.label} cost: 1 - ${withFeature.name} rps / ${without.name} rps`,
+        value: 1 - ratio,
         op: '<=',
-        limit: variant.featureCost.max,
+        limit: cost.max,
+        note: `${withFeature.name} = ${ratio.toFixed(3)} x ${without.name} (needs >= ${(1 - cost.max).toFixed(2)}); p99 ${withFeature.p99Ms.toFixed(1)} vs ${without.p99Ms.toFixed(1)} ms`,
       }),
     ];
   });

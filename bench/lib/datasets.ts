@@ -2,7 +2,7 @@
  * Databases holding N mappings, made fresh for a run: the service's own migrations create the
  * table, then rows are bulk-inserted directly (far faster than through the API).
  */
-import { rmSync } from 'node:fs';
+import { copyFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
 import pg from 'pg';
@@ -19,6 +19,20 @@ export interface Dataset {
   /** The service's DATABASE_URL for this dataset. */
   readonly databaseUrl: string;
   readonly seedSeconds: number;
+  countRows(): Promise<number>;
+  drop(): Promise<void>;
+  /**
+   * A private copy of the seeded data for one service process, when the backend can make one
+   * cheaply (SQLite: a file copy). Every service runs its event consumers and click flushes
+   * against its database: on a shared one, the process that holds the consumers' leases does the
+   * others' background work too, and they contend for SQLite's one write lock, so which variant
+   * was started first would show in its numbers.
+   */
+  isolate?(name: string): IsolatedCopy;
+}
+
+export interface IsolatedCopy {
+  readonly databaseUrl: string;
   countRows(): Promise<number>;
   drop(): Promise<void>;
 }
@@ -82,7 +96,23 @@ export function sqliteBackend(dir: string): StorageBackend {
       const databaseUrl = `sqlite:${file}`;
       await migrate(databaseUrl);
       const seedSeconds = await timed(() => seedSqlite(file, size.mappings));
-      return { backend: 'sqlite', size, databaseUrl, seedSeconds, countRows: async () => countSqliteRows(file), drop };
+      const isolate = (name: string): IsolatedCopy => {
+        const copy = `${file}.${name}.db`;
+        copyFileSync(file, copy);
+        const dropCopy = registerCleanup(() => {
+          for (const suffix of ['', '-wal', '-shm']) rmSync(`${copy}${suffix}`, { force: true });
+        });
+        return { databaseUrl: `sqlite:${copy}`, countRows: async () => countSqliteRows(copy), drop: dropCopy };
+      };
+      return {
+        backend: 'sqlite',
+        size,
+        databaseUrl,
+        seedSeconds,
+        countRows: async () => countSqliteRows(file),
+        drop,
+        isolate,
+      };
     },
   };
 }

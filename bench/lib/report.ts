@@ -57,9 +57,15 @@ function warnings(result: ScenarioResult): string[] {
   ]);
 }
 
-export function printScenario(result: ScenarioResult): void {
+/** `featureCosts`: the scenario's feature budgets (see `featureChecks`), printed under its table. */
+export function printScenario(result: ScenarioResult, featureCosts: readonly Check[] = []): void {
   const indent = (text: string) => text.replace(/^/gm, '  ');
   process.stdout.write(`${indent(formatTable(TARGET_HEADER, rows(result), TARGET_ALIGN))}\n`);
+  for (const c of featureCosts) {
+    process.stdout.write(
+      `  ${c.pass ? 'PASS' : 'FAIL'} ${c.measure} = ${(c.value * 100).toFixed(1)}% (budget ${c.op} ${(c.limit * 100).toFixed(0)}%): ${c.note ?? ''}\n`,
+    );
+  }
   process.stdout.write(
     `  ${result.connections} connections; ratios are target / baseline; RSS after the scenario; rows in the table: ${integer(result.rowsBefore)} before, ${integer(result.rowsAfter)} after\n`,
   );
@@ -85,7 +91,13 @@ export function printSummary(
 ): void {
   const measured = results.flatMap((result) => rows(result).map((row) => [result.id, ...row]));
   const out = process.stdout;
-  out.write(`\n== Summary: medians of ${settings.rounds} round(s) of ${settings.durationS} s per target, `);
+  out.write(
+    `\n== Summary (load average now ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(
+        ' ',
+      )}, ${cpus().length} CPUs): medians of ${settings.rounds} round(s) of ${settings.durationS} s per target, `,
+  );
   out.write(`${settings.connections} connections, User-Agent "${USER_AGENT}"\n`);
   out.write(
     `   redirect requests cycle over a fixed sample of up to ${settings.popularCodes.toLocaleString('en-US')} stored codes ("popular links")\n\n`,

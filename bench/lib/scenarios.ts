@@ -3,7 +3,8 @@
  * and every service variant, checks each answers correctly, warms each up, then measures them
  * in alternating rounds and keeps the median of each figure.
  */
-import type { BackendName, Dataset } from './datasets.js';
+import { loadavg } from 'node:os';
+import type { BackendName, Dataset, IsolatedCopy } from './datasets.js';
 import { type ChildServer, startServer } from './processes.js';
 import { type BenchSettings, DATASET_SIZES, type DatasetSize } from './settings.js';
 import { median } from './stats.js';
@@ -54,6 +55,8 @@ export interface ScenarioResult {
 interface Target {
   readonly kind: TargetResult['kind'];
   readonly server: ChildServer;
+  /** The service's own copy of the data, when the backend makes one (see Dataset.isolate). */
+  readonly copy?: IsolatedCopy;
   probeProblems: string[];
   warmup?: Measurement;
   readonly rounds: Measurement[];
@@ -95,9 +98,15 @@ async function startTargets(dataset: Dataset, variants: readonly ServiceVariant[
   const baseline = await startServer('baseline', [...BASELINE_ARGS, '--mappings', String(dataset.size.mappings)], {});
   started.push({ kind: 'baseline', server: baseline, probeProblems: [], rounds: [] });
   for (const variant of variants) {
-    const env = { ...SERVICE_ENV, DATABASE_URL: dataset.databaseUrl, ...variant.env };
-    const server = await startServer(variant.name, SERVICE_ARGS, env);
-    started.push({ kind: 'service', server, probeProblems: [], rounds: [] });
+    const copy = dataset.isolate?.(variant.name);
+    const env = { ...SERVICE_ENV, DATABASE_URL: copy?.databaseUrl ?? dataset.databaseUrl, ...variant.env };
+    try {
+      const server = await startServer(variant.name, SERVICE_ARGS, env);
+      started.push({ kind: 'service', server, copy, probeProblems: [], rounds: [] });
+    } catch (error) {
+      await copy?.drop();
+      throw error;
+    }
   }
 }
 
@@ -147,7 +156,7 @@ async function drive(scenario: Scenario, targets: readonly Target[], settings: B
       target.rounds.push(m);
       process.stdout.write(` ${target.server.name} ${Math.round(m.rps)} req/s;`);
     }
-    process.stdout.write('\n');
+    process.stdout.write(` load ${loadavg()[0]!.toFixed(2)}\n`);
   }
 }
 
@@ -162,12 +171,20 @@ export async function runScenario(
   const rowsBefore = await dataset.countRows();
   const targets: Target[] = [];
   let results: TargetResult[];
+  let rowsAfter: number;
   try {
     await startTargets(dataset, variants, targets);
     await drive(scenario, targets, settings);
     results = targets.map(summarise);
   } finally {
     for (const target of [...targets].reverse()) await target.server.stop();
+  }
+  try {
+    // With a copy per service: the reference variant's (the others' differ only by what they were sent).
+    const reference = targets.find((t) => t.kind === 'service');
+    rowsAfter = await (reference?.copy ?? dataset).countRows();
+  } finally {
+    for (const target of targets) await target.copy?.drop();
   }
   return {
     id: scenario.id,
@@ -177,7 +194,7 @@ export async function runScenario(
     description,
     connections: settings.connections,
     rowsBefore,
-    rowsAfter: await dataset.countRows(),
+    rowsAfter,
     targets: results,
   };
 }

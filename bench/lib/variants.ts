@@ -1,16 +1,20 @@
 import { randomBytes } from 'node:crypto';
+import { SETTINGS } from '../../src/config/config.js';
 
 /**
  * The service configurations a run compares. Each runs as its own process next to the
  * baseline, in the same alternating rounds, so their numbers are comparable with each other.
  *
  * The first variant is the reference: the baseline budgets apply to it, and every other
- * variant is compared with it. To add one, append e.g.
+ * variant is compared with it (design.md §4):
  *
- *   { name: 'tracing-on', env: { TRACING_SAMPLING_RATE: '0.1' },
- *     featureCost: { feature: 'on', max: 0.15 } }
- *   { name: 'rate-limit-off', env: { RATE_LIMIT_ENABLED: 'false' },
- *     featureCost: { feature: 'off', max: 0.10 } }
+ * - `tracing`: tracing on at ratio 0.1 with no OTLP endpoint (spans are processed, then dropped);
+ *   it may cost at most 15% of the default's redirect requests/s.
+ * - `no-rate-limit`: rate limiting off. The default has it on, so its cost is
+ *   1 − default rps / no-rate-limit rps, at most 10% (default ≥ 0.90 × no-rate-limit).
+ *
+ * The names in `env` are the service's own settings (src/config/config.ts): a misspelt one would
+ * silently measure the default twice, which `selectVariants` guards against.
  */
 
 /**
@@ -29,6 +33,8 @@ export const SERVICE_ENV: Readonly<Record<string, string>> = {
 };
 
 export interface FeatureCost {
+  /** What the feature is, for the report: "tracing (ratio 0.1)", "rate limiting". */
+  readonly label: string;
   /**
    * `on`: this variant turns a feature on, so its cost is 1 − variant rps / reference rps.
    * `off`: this variant turns a feature off, so its cost is 1 − reference rps / variant rps.
@@ -47,7 +53,19 @@ export interface ServiceVariant {
   readonly featureCost?: FeatureCost;
 }
 
-export const SERVICE_VARIANTS: readonly ServiceVariant[] = [{ name: 'default', env: {} }];
+export const SERVICE_VARIANTS: readonly ServiceVariant[] = [
+  { name: 'default', env: {} },
+  {
+    name: 'tracing',
+    env: { TRACING_SAMPLER: 'ratio', TRACING_SAMPLING_RATE: '0.1', OTEL_EXPORTER_OTLP_ENDPOINT: '' },
+    featureCost: { label: 'tracing (ratio 0.1)', feature: 'on', max: 0.15 },
+  },
+  {
+    name: 'no-rate-limit',
+    env: { RATE_LIMIT_ENABLED: 'false' },
+    featureCost: { label: 'rate limiting', feature: 'off', max: 0.1 },
+  },
+];
 
 /** The variants named in `names` (all when empty), always led by the reference variant. */
 export function selectVariants(names: readonly string[]): ServiceVariant[] {
@@ -57,5 +75,18 @@ export function selectVariants(names: readonly string[]): ServiceVariant[] {
       `BENCH_VARIANTS: unknown ${unknown.join(', ')}; known: ${SERVICE_VARIANTS.map((v) => v.name).join(', ')}`,
     );
   }
-  return SERVICE_VARIANTS.filter((v, i) => i === 0 || names.length === 0 || names.includes(v.name));
+  const selected = SERVICE_VARIANTS.filter((v, i) => i === 0 || names.length === 0 || names.includes(v.name));
+  assertKnownSettings([{ name: 'SERVICE_ENV', env: SERVICE_ENV }, ...selected]);
+  return selected;
+}
+
+/** Every variable a variant sets must be a setting the service reads; a stale name would measure nothing. */
+function assertKnownSettings(variants: readonly Pick<ServiceVariant, 'name' | 'env'>[]): void {
+  const known = new Set(Object.values(SETTINGS).map((setting) => setting.name));
+  const stale = variants.flatMap((v) =>
+    Object.keys(v.env)
+      .filter((key) => !known.has(key))
+      .map((key) => `${v.name}: ${key}`),
+  );
+  if (stale.length > 0) throw new Error(`bench variants set unknown service settings: ${stale.join(', ')}`);
 }

@@ -55,3 +55,29 @@ export function settingProblem(definition: RuntimeSettingDefinition, value: unkn
   }
   return undefined;
 }
+
+/** The route groups whose rate-limit policy administrators may change (design "Rate limiting"). */
+export const RATE_LIMIT_SETTING_GROUPS = ['auth', 'writes', 'redirects', 'default'] as const;
+
+/** `rate_limit_<group>_limit`: the same bounds as `RATE_LIMIT_<GROUP>_LIMIT`. */
+export const RATE_LIMIT_LIMIT_BOUNDS = { minimum: 1, maximum: 1_000_000_000 } as const;
+/** `rate_limit_<group>_window_seconds`: the same bounds as `RATE_LIMIT_<GROUP>_WINDOW_S` (1 s to 1 day). */
+export const RATE_LIMIT_WINDOW_BOUNDS = { minimum: 1, maximum: 86_400 } as const;
+
+/**
+ * The rate-limit runtime settings: per route group, the requests admitted per window and client,
+ * and the window. Their defaults are the `RATE_LIMIT_*` variables; a change applies on every
+ * instance within the settings' poll interval (RateLimitPolicies follows RuntimeSettings).
+ */
+export const RATE_LIMIT_SETTINGS: readonly RuntimeSettingDefinition[] = RATE_LIMIT_SETTING_GROUPS.flatMap((group) => [
+  {
+    name: `rate_limit_${group}_limit`,
+    ...RATE_LIMIT_LIMIT_BOUNDS,
+    description: `Requests admitted per window and client on the \`${group}\` routes.`,
+  },
+  {
+    name: `rate_limit_${group}_window_seconds`,
+    ...RATE_LIMIT_WINDOW_BOUNDS,
+    description: `Window of the \`${group}\` rate limit, in seconds (the token bucket refills the limit over it).`,
+  },
+]);

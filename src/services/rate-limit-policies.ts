@@ -1,4 +1,5 @@
 import { RATE_LIMIT_GROUPS, type RateLimitConfig, type RateLimitGroup } from '../config/config.js';
+import { RATE_LIMIT_LIMIT_BOUNDS, RATE_LIMIT_WINDOW_BOUNDS } from '../domain/settings.js';
 import type { RateLimitPolicy } from '../ports/rate-limiter.js';
 
 /** A rate-limit value administrators may change at runtime, with its bounds. */
@@ -11,10 +12,25 @@ export interface RateLimitSetting {
   readonly max: number;
 }
 
-/** Every runtime setting of the rate limits, e.g. `rate_limit_writes_limit`. */
+/**
+ * Every runtime setting of the rate limits, e.g. `rate_limit_writes_limit`, with the bounds of
+ * their definitions (domain/settings.ts, which GET/PATCH /api/v1/admin/settings serve).
+ */
 export const RATE_LIMIT_SETTINGS: readonly RateLimitSetting[] = RATE_LIMIT_GROUPS.flatMap((group) => [
-  { name: `rate_limit_${group}_limit`, group, field: 'limit' as const, min: 1, max: 1_000_000_000 },
-  { name: `rate_limit_${group}_window_seconds`, group, field: 'windowSeconds' as const, min: 1, max: 86_400 },
+  {
+    name: `rate_limit_${group}_limit`,
+    group,
+    field: 'limit' as const,
+    min: RATE_LIMIT_LIMIT_BOUNDS.minimum,
+    max: RATE_LIMIT_LIMIT_BOUNDS.maximum,
+  },
+  {
+    name: `rate_limit_${group}_window_seconds`,
+    group,
+    field: 'windowSeconds' as const,
+    min: RATE_LIMIT_WINDOW_BOUNDS.minimum,
+    max: RATE_LIMIT_WINDOW_BOUNDS.maximum,
+  },
 ]);
 
 /**
@@ -44,6 +60,23 @@ export class RateLimitPolicies {
    */
   apply(settings: Readonly<Record<string, number>>): void {
     this.current = this.build(settings);
+  }
+
+  /** The configured values (env), by runtime setting name: the runtime settings' defaults. */
+  static defaults(config: RateLimitConfig): Record<string, number> {
+    return Object.fromEntries(RATE_LIMIT_SETTINGS.map((s) => [s.name, config.policies[s.group][s.field]]));
+  }
+
+  /**
+   * Follows `settings` from now on: applies the values in force, then every change (on this
+   * instance at once, on the others when their poll sees it).
+   */
+  follow(settings: {
+    current(): Readonly<Record<string, number>>;
+    onChange(listener: (values: Readonly<Record<string, number>>) => void): void;
+  }): void {
+    this.apply(settings.current());
+    settings.onChange((values) => this.apply(values));
   }
 
   /** The values in force, by runtime setting name. */

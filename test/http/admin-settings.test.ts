@@ -9,7 +9,23 @@ const ADMIN_ENV = {
   ADMIN_EMAIL: 'settings_admin@example.com',
   ADMIN_PASSWORD: 'admin password 1',
 };
-const DEFAULTS = { password_min_length: 8, max_login_attempts: 5, lockout_duration_minutes: 15 };
+/** The rate-limit values (design: admin settings include them), at their RATE_LIMIT_* defaults. */
+const RATE_LIMIT_DEFAULTS = {
+  rate_limit_auth_limit: 20,
+  rate_limit_auth_window_seconds: 60,
+  rate_limit_writes_limit: 60,
+  rate_limit_writes_window_seconds: 60,
+  rate_limit_redirects_limit: 50_000,
+  rate_limit_redirects_window_seconds: 1,
+  rate_limit_default_limit: 600,
+  rate_limit_default_window_seconds: 60,
+};
+const DEFAULTS = {
+  password_min_length: 8,
+  max_login_attempts: 5,
+  lockout_duration_minutes: 15,
+  ...RATE_LIMIT_DEFAULTS,
+};
 
 describe.each(BACKENDS)('GET/PATCH /api/v1/admin/settings on $name', (backend) => {
   let t: AuthTestApp;
@@ -75,6 +91,12 @@ describe.each(BACKENDS)('GET/PATCH /api/v1/admin/settings on $name', (backend) =
         [{ max_login_attempts: '5' }, /max_login_attempts/],
         [{ max_login_attempts: null }, /max_login_attempts/],
         [{ session_minutes: 5 }, /session_minutes/],
+        [{ rate_limit_writes_limit: 0 }, /rate_limit_writes_limit/],
+        [{ rate_limit_writes_limit: 1_000_000_001 }, /rate_limit_writes_limit/],
+        [{ rate_limit_redirects_window_seconds: 0 }, /rate_limit_redirects_window_seconds/],
+        [{ rate_limit_redirects_window_seconds: 86_401 }, /rate_limit_redirects_window_seconds/],
+        [{ rate_limit_auth_limit: 2.5 }, /rate_limit_auth_limit/],
+        [{ rate_limit_uploads_limit: 5 }, /rate_limit_uploads_limit/],
         [[1], /body/],
       ];
       for (const [body, field] of cases) expectError(await patch(admin.headers, body), 422, field);
@@ -111,6 +133,8 @@ describe('runtime setting defaults from the environment', () => {
       PASSWORD_MIN_LENGTH: '10',
       MAX_LOGIN_ATTEMPTS: '3',
       LOCKOUT_DURATION_MINUTES: '60',
+      RATE_LIMIT_WRITES_LIMIT: '120',
+      RATE_LIMIT_WRITES_WINDOW_S: '30',
     });
   });
   afterAll(async () => {
@@ -120,13 +144,28 @@ describe('runtime setting defaults from the environment', () => {
   it('apply until an administrator changes them', async () => {
     const admin = await login(t.app, ADMIN_ENV.ADMIN_USERNAME, ADMIN_ENV.ADMIN_PASSWORD);
     const response = await t.app.inject({ method: 'GET', url: SETTINGS, headers: { cookie: admin.cookie } });
-    expect(response.json()).toEqual({ password_min_length: 10, max_login_attempts: 3, lockout_duration_minutes: 60 });
+    const fromEnv = {
+      ...RATE_LIMIT_DEFAULTS,
+      rate_limit_writes_limit: 120,
+      rate_limit_writes_window_seconds: 30,
+    };
+    expect(response.json()).toEqual({
+      password_min_length: 10,
+      max_login_attempts: 3,
+      lockout_duration_minutes: 60,
+      ...fromEnv,
+    });
     const patched = await t.app.inject({
       method: 'PATCH',
       url: SETTINGS,
       headers: { ...admin.headers, 'content-type': 'application/json' },
       payload: JSON.stringify({ password_min_length: 9 }),
     });
-    expect(patched.json()).toEqual({ password_min_length: 9, max_login_attempts: 3, lockout_duration_minutes: 60 });
+    expect(patched.json()).toEqual({
+      password_min_length: 9,
+      max_login_attempts: 3,
+      lockout_duration_minutes: 60,
+      ...fromEnv,
+    });
   });
 });

@@ -1,6 +1,5 @@
 import { createRequire } from 'node:module';
 import { diag, DiagConsoleLogger, DiagLogLevel } from '@opentelemetry/api';
-import { ExportResultCode, type ExportResult } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { registerInstrumentations } from '@opentelemetry/instrumentation';
 import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
@@ -17,7 +16,9 @@ import {
 } from '@opentelemetry/sdk-trace-node';
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
 import type { TracingConfig } from '../../config/config.js';
-import { createSampler } from './samplers.js';
+import { PromiseContextManager } from './promise-context-manager.js';
+import { installRootSampling, RootSampling } from './root-sampling.js';
+import { createRootSampler, withParent } from './samplers.js';
 
 /** Modules whose ESM imports the import-in-the-middle loader must wrap (see `src/instrumentation.ts`). */
 export const INSTRUMENTED_MODULES: readonly string[] = ['http', 'https', 'node:http', 'node:https', 'ioredis'];
@@ -41,11 +42,16 @@ export interface StartTracingOptions {
   readonly now?: () => number;
 }
 
-/** The "no OTLP endpoint" destination: spans are processed like any others, then let go. */
-class DiscardingSpanExporter implements SpanExporter {
-  export(_spans: ReadableSpan[], done: (result: ExportResult) => void): void {
-    done({ code: ExportResultCode.SUCCESS });
-  }
+/**
+ * The "no OTLP endpoint" destination: spans are recorded and ended like any others, then let go
+ * as they end. Not a batch processor with an exporter that discards: that would keep every
+ * span alive until its batch is handed over, long enough for the garbage collector to promote
+ * it, and pay for promotions and major collections for spans that go nowhere.
+ */
+class DroppingSpanProcessor implements SpanProcessor {
+  onStart(): void {}
+  onEnd(_span: ReadableSpan): void {}
+  async forceFlush(): Promise<void> {}
   async shutdown(): Promise<void> {}
 }
 
@@ -71,21 +77,24 @@ export function startTracing(config: TracingConfig, options: StartTracingOptions
   diag.setLogger(new DiagConsoleLogger(), DiagLogLevel.ERROR);
   const processor: SpanProcessor = options.exporter
     ? new SimpleSpanProcessor(options.exporter)
-    : new BatchSpanProcessor(
-        config.otlpEndpoint === undefined
-          ? new DiscardingSpanExporter()
-          : new OTLPTraceExporter({ url: `${config.otlpEndpoint.replace(/\/+$/, '')}/v1/traces` }),
-      );
+    : config.otlpEndpoint === undefined
+      ? new DroppingSpanProcessor()
+      : new BatchSpanProcessor(new OTLPTraceExporter({ url: `${config.otlpEndpoint.replace(/\/+$/, '')}/v1/traces` }));
+  // New traces of incoming requests are decided before any span exists (see RootSampling).
+  const root = createRootSampler(config, { now: options.now });
+  const roots = new RootSampling(withParent(root), root);
   const provider = new NodeTracerProvider({
     resource: resourceFromAttributes({
       [ATTR_SERVICE_NAME]: config.serviceName,
       [ATTR_SERVICE_VERSION]: SERVICE_VERSION,
     }),
-    sampler: createSampler(config, { now: options.now }),
+    sampler: roots.sampler,
+    idGenerator: roots.idGenerator,
     spanProcessors: [processor],
   });
-  // W3C traceparent/tracestate and baggage; AsyncLocalStorage carries the active span.
-  provider.register();
+  // W3C traceparent/tracestate and baggage; promise hooks carry the active span (see PromiseContextManager).
+  provider.register({ contextManager: new PromiseContextManager() });
+  installRootSampling(roots);
   const unregister = registerInstrumentations({
     tracerProvider: provider,
     instrumentations: [
@@ -104,6 +113,7 @@ export function startTracing(config: TracingConfig, options: StartTracingOptions
     forceFlush: () => provider.forceFlush(),
     shutdown: () =>
       (stopped ??= (async () => {
+        installRootSampling(undefined);
         await provider.shutdown();
         unregister();
       })()),

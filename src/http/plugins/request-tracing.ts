@@ -5,6 +5,7 @@ import {
   ROOT_CONTEXT,
   type Span,
   SpanKind,
+  type SpanOptions,
   SpanStatusCode,
   trace,
 } from '@opentelemetry/api';
@@ -23,6 +24,7 @@ import {
   ATTR_USER_AGENT_ORIGINAL,
 } from '@opentelemetry/semantic-conventions';
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
+import { rootSampling } from '../../adapters/telemetry/root-sampling.js';
 import { SPAN_ATTRIBUTES } from '../../adapters/telemetry/span-attributes.js';
 import { signedInUserId } from '../request-identity.js';
 import { addRouteHook } from './route-hooks.js';
@@ -33,64 +35,96 @@ interface RequestTrace {
   readonly context: Context;
 }
 
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The request's server span and context; null while it has none (tracing off, or a dropped new trace). */
+    requestTrace: RequestTrace | null;
+  }
+}
+
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
+/** Methods whose handlers in this service publish no events and make no calls on the request's behalf. */
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+const SERVER: SpanOptions = Object.freeze({ kind: SpanKind.SERVER });
 
 /**
  * The server span of every request (spec §6.2 rule 1), made here rather than by the HTTP
  * instrumentation, which does its work (attributes, event-emitter binding) for every request,
- * sampled or not. Here the sampler decides first and an unsampled request costs one
- * non-recording span. The span continues an incoming W3C `traceparent`, is named
- * `METHOD /route` with `http.route` (never the raw URL), carries `client.address` as the app sees
- * it (`TRUST_PROXY` honoured), `enduser.id` when a user is signed in, the status code, and the
+ * sampled or not. The span continues an incoming W3C `traceparent`, is named `METHOD /route`
+ * with `http.route` (never the raw URL), carries `client.address` as the app sees it
+ * (`TRUST_PROXY` honoured), `enduser.id` when a user is signed in, the status code, and the
  * error of a 5xx. It is the active span from routing to the answer, so statements, outgoing
  * calls and log lines of the request belong to it.
+ *
+ * Every request gets a sampling decision, and the cheapest possible one when it is "drop":
+ * - A request that starts a new trace (no `traceparent` or `baggage` header) is decided by the
+ *   configured sampler before anything is made (`RootSampling`).
+ *   - Dropped, on a route of safe methods only (GET, HEAD, OPTIONS: the redirect path): no span,
+ *     no context, no closure; the request runs in the root context, as with tracing off. Its
+ *     descendants cannot inherit the "drop", which is safe because in this service such
+ *     requests have none that would be traced: DB statements and Redis commands need a
+ *     recording parent, and no read handler publishes an event or calls out on the request's
+ *     behalf (clicks are published by the background flush). A read handler that starts doing so
+ *     would see its outgoing calls sampled afresh at the same ratio.
+ *   - Dropped, on a route that changes data: a non-recording span in the request's context, so
+ *     the events it publishes and the calls it makes carry the "drop" (spec §6.2 rules 3, 5)
+ *     instead of starting headless traces of their own.
+ * - A request with an incoming `traceparent` follows its parent (parent-based sampler) and
+ *   always gets a span and a context, recording or not, so the parent's decision reaches
+ *   its outgoing calls and events. An invalid `traceparent` starts a new trace.
  *
  * Register only when tracing is on, before any route is registered.
  */
 export function registerRequestTracing(app: FastifyInstance): void {
   const tracer = trace.getTracer('urlshortener.http');
-  const traces = new WeakMap<FastifyRequest, RequestTrace>();
+  app.decorateRequest('requestTrace', null);
 
-  const start = (request: FastifyRequest, route: string | undefined, done: HookHandlerDoneFunction) => {
-    const parent = propagation.extract(ROOT_CONTEXT, request.headers);
-    const span = tracer.startSpan(
-      route === undefined ? request.method : `${request.method} ${route}`,
-      { kind: SpanKind.SERVER },
-      parent,
-    );
-    if (span.isRecording()) {
-      const { raw } = request;
-      const query = raw.url?.indexOf('?') ?? -1;
-      span.setAttributes({
-        [ATTR_HTTP_REQUEST_METHOD]: request.method,
-        [ATTR_URL_SCHEME]: request.protocol,
-        [ATTR_URL_PATH]: query === -1 ? raw.url : raw.url!.slice(0, query),
-        [ATTR_SERVER_ADDRESS]: request.hostname,
-        [ATTR_CLIENT_ADDRESS]: request.ip,
-        [ATTR_NETWORK_PEER_ADDRESS]: raw.socket.remoteAddress,
-        [ATTR_NETWORK_PROTOCOL_VERSION]: raw.httpVersion,
-      });
-      if (query !== -1) span.setAttribute(ATTR_URL_QUERY, raw.url!.slice(query + 1));
-      if (route !== undefined) span.setAttribute(ATTR_HTTP_ROUTE, route);
-      const agent = request.headers['user-agent'];
-      if (agent !== undefined) span.setAttribute(ATTR_USER_AGENT_ORIGINAL, agent);
-    }
+  const enter = (request: FastifyRequest, span: Span, parent: Context, done: HookHandlerDoneFunction) => {
     const active = trace.setSpan(parent, span);
-    traces.set(request, { span, context: active });
+    request.requestTrace = { span, context: active };
     context.with(active, done);
+  };
+
+  const start = (
+    request: FastifyRequest,
+    name: string,
+    route: string | undefined,
+    safe: boolean,
+    done: HookHandlerDoneFunction,
+  ) => {
+    const { headers } = request;
+    let parent = ROOT_CONTEXT;
+    let span: Span;
+    // Looked up at each request: tracing starts before the app, but a test may start it later.
+    const roots = rootSampling();
+    if (roots !== undefined && headers.traceparent === undefined && headers.baggage === undefined) {
+      if (roots.sampleNewTrace(name, SpanKind.SERVER)) {
+        span = tracer.startSpan(name, SERVER, ROOT_CONTEXT);
+      } else if (safe) {
+        done();
+        return;
+      } else {
+        span = trace.wrapSpanContext(roots.droppedSpanContext());
+      }
+    } else {
+      parent = propagation.extract(ROOT_CONTEXT, headers);
+      span = tracer.startSpan(name, SERVER, parent);
+    }
+    if (span.isRecording()) describeRequest(span, request, route);
+    enter(request, span, parent, done);
   };
 
   // A body is read in the socket's context: re-enter the request's before validation.
   const reenter = (request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction) => {
-    const current = traces.get(request);
-    if (current === undefined) done();
+    const current = request.requestTrace;
+    if (current === null) done();
     else context.with(current.context, done);
   };
 
   const end = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
-    const current = traces.get(request);
-    if (current !== undefined) {
-      traces.delete(request);
+    const current = request.requestTrace;
+    if (current !== null) {
+      request.requestTrace = null;
       const { span } = current;
       if (span.isRecording()) {
         const status = reply.statusCode;
@@ -103,32 +137,65 @@ export function registerRequestTracing(app: FastifyInstance): void {
         }
       }
       span.end();
+      // The answer was written from a socket callback, outside the request's context: the
+      // hooks after this one and the "request completed" log line still belong to the request.
+      context.with(current.context, done);
+      return;
     }
     done();
   };
 
   app.addHook('onRoute', (route) => {
     const path = route.url;
+    // Span names by method, made once per route rather than per request.
+    const names = new Map<string, string>();
+    const nameOf = (method: string) => {
+      let name = names.get(method);
+      if (name === undefined) names.set(method, (name = `${method} ${path}`));
+      return name;
+    };
+    const methods = (Array.isArray(route.method) ? route.method : [route.method]).map((m) => m.toUpperCase());
+    const safe = methods.every((m) => SAFE_METHODS.has(m));
     addRouteHook(route, 'onRequest', (request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction) =>
-      start(request, path, done),
+      start(request, nameOf(request.method), path, safe, done),
     );
-    const methods = Array.isArray(route.method) ? route.method : [route.method];
-    if (methods.some((m) => BODY_METHODS.has(m.toUpperCase()))) addRouteHook(route, 'preValidation', reenter);
+    if (methods.some((m) => BODY_METHODS.has(m))) addRouteHook(route, 'preValidation', reenter);
     // Fastify runs onResponse also when the client went away before the answer.
     addRouteHook(route, 'onResponse', end);
   });
 
   // Requests no route matched: a span named by the method alone.
-  app.addHook('onRequest', (request, _reply, done) => (request.is404 ? start(request, undefined, done) : done()));
+  app.addHook('onRequest', (request, _reply, done) =>
+    request.is404 ? start(request, request.method, undefined, SAFE_METHODS.has(request.method), done) : done(),
+  );
   app.addHook('onResponse', (request, reply, done) => (request.is404 ? end(request, reply, done) : done()));
 
   app.addHook('onError', (request, _reply, error, done) => {
     const status = (error as { statusCode?: number }).statusCode ?? 500;
-    const span = traces.get(request)?.span;
+    const span = request.requestTrace?.span;
     if (status >= 500 && span?.isRecording()) {
       span.recordException(error);
       span.setStatus({ code: SpanStatusCode.ERROR, message: error.message });
     }
     done();
   });
+}
+
+/** The request attributes of a recording server span. */
+function describeRequest(span: Span, request: FastifyRequest, route: string | undefined): void {
+  const { raw } = request;
+  const query = raw.url?.indexOf('?') ?? -1;
+  span.setAttributes({
+    [ATTR_HTTP_REQUEST_METHOD]: request.method,
+    [ATTR_URL_SCHEME]: request.protocol,
+    [ATTR_URL_PATH]: query === -1 ? raw.url : raw.url!.slice(0, query),
+    [ATTR_SERVER_ADDRESS]: request.hostname,
+    [ATTR_CLIENT_ADDRESS]: request.ip,
+    [ATTR_NETWORK_PEER_ADDRESS]: raw.socket.remoteAddress,
+    [ATTR_NETWORK_PROTOCOL_VERSION]: raw.httpVersion,
+  });
+  if (query !== -1) span.setAttribute(ATTR_URL_QUERY, raw.url!.slice(query + 1));
+  if (route !== undefined) span.setAttribute(ATTR_HTTP_ROUTE, route);
+  const agent = request.headers['user-agent'];
+  if (agent !== undefined) span.setAttribute(ATTR_USER_AGENT_ORIGINAL, agent);
 }

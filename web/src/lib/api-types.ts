@@ -973,6 +973,22 @@ export interface operations {
                         max_login_attempts: number;
                         /** @description How long a lockout lasts after the last failed attempt, in minutes (also the window that counts failures). */
                         lockout_duration_minutes: number;
+                        /** @description Requests admitted per window and client on the `auth` routes. */
+                        rate_limit_auth_limit: number;
+                        /** @description Window of the `auth` rate limit, in seconds (the token bucket refills the limit over it). */
+                        rate_limit_auth_window_seconds: number;
+                        /** @description Requests admitted per window and client on the `writes` routes. */
+                        rate_limit_writes_limit: number;
+                        /** @description Window of the `writes` rate limit, in seconds (the token bucket refills the limit over it). */
+                        rate_limit_writes_window_seconds: number;
+                        /** @description Requests admitted per window and client on the `redirects` routes. */
+                        rate_limit_redirects_limit: number;
+                        /** @description Window of the `redirects` rate limit, in seconds (the token bucket refills the limit over it). */
+                        rate_limit_redirects_window_seconds: number;
+                        /** @description Requests admitted per window and client on the `default` routes. */
+                        rate_limit_default_limit: number;
+                        /** @description Window of the `default` rate limit, in seconds (the token bucket refills the limit over it). */
+                        rate_limit_default_window_seconds: number;
                     };
                 };
             };
@@ -1012,6 +1028,22 @@ export interface operations {
                     max_login_attempts?: number;
                     /** @description How long a lockout lasts after the last failed attempt, in minutes (also the window that counts failures). */
                     lockout_duration_minutes?: number;
+                    /** @description Requests admitted per window and client on the `auth` routes. */
+                    rate_limit_auth_limit?: number;
+                    /** @description Window of the `auth` rate limit, in seconds (the token bucket refills the limit over it). */
+                    rate_limit_auth_window_seconds?: number;
+                    /** @description Requests admitted per window and client on the `writes` routes. */
+                    rate_limit_writes_limit?: number;
+                    /** @description Window of the `writes` rate limit, in seconds (the token bucket refills the limit over it). */
+                    rate_limit_writes_window_seconds?: number;
+                    /** @description Requests admitted per window and client on the `redirects` routes. */
+                    rate_limit_redirects_limit?: number;
+                    /** @description Window of the `redirects` rate limit, in seconds (the token bucket refills the limit over it). */
+                    rate_limit_redirects_window_seconds?: number;
+                    /** @description Requests admitted per window and client on the `default` routes. */
+                    rate_limit_default_limit?: number;
+                    /** @description Window of the `default` rate limit, in seconds (the token bucket refills the limit over it). */
+                    rate_limit_default_window_seconds?: number;
                 };
             };
         };
@@ -1029,6 +1061,22 @@ export interface operations {
                         max_login_attempts: number;
                         /** @description How long a lockout lasts after the last failed attempt, in minutes (also the window that counts failures). */
                         lockout_duration_minutes: number;
+                        /** @description Requests admitted per window and client on the `auth` routes. */
+                        rate_limit_auth_limit: number;
+                        /** @description Window of the `auth` rate limit, in seconds (the token bucket refills the limit over it). */
+                        rate_limit_auth_window_seconds: number;
+                        /** @description Requests admitted per window and client on the `writes` routes. */
+                        rate_limit_writes_limit: number;
+                        /** @description Window of the `writes` rate limit, in seconds (the token bucket refills the limit over it). */
+                        rate_limit_writes_window_seconds: number;
+                        /** @description Requests admitted per window and client on the `redirects` routes. */
+                        rate_limit_redirects_limit: number;
+                        /** @description Window of the `redirects` rate limit, in seconds (the token bucket refills the limit over it). */
+                        rate_limit_redirects_window_seconds: number;
+                        /** @description Requests admitted per window and client on the `default` routes. */
+                        rate_limit_default_limit: number;
+                        /** @description Window of the `default` rate limit, in seconds (the token bucket refills the limit over it). */
+                        rate_limit_default_window_seconds: number;
                     };
                 };
             };

@@ -1,0 +1,127 @@
+/**
+ * `node --import tsx bench/ab.ts`: a quick A/B of service variants on the redirect (or shorten)
+ * workload, without the baseline, for investigating a budget. Each variant runs as its own
+ * process on its own copy of one seeded SQLite file; the variants are driven alternately and the
+ * median of the rounds is printed. Optionally one variant runs under `node --cpu-prof`.
+ *
+ *   AB_VARIANTS    comma-separated names from SERVICE_VARIANTS (default: all of them)
+ *   AB_WORKLOAD    redirect (default) or shorten
+ *   AB_MAPPINGS    seeded rows (default 1000)
+ *   AB_ROUNDS      rounds (default 5), AB_DURATION_S seconds each (default 5), after a 2 s warm-up
+ *   AB_PROFILE     variant names: those processes write a .cpuprofile into AB_PROFILE_DIR (default /tmp/ab-prof)
+ *   AB_ENV_<NAME>  extra variant: AB_ENV_x='TRACING_SAMPLING_RATE=0.1,FOO=bar' adds variant x; the
+ *                  pseudo-variable AB_DIST=<dir> runs that build instead of ./dist (A/B of builds)
+ */
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { loadavg, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { cleanUpAll, cleanUpOnSignals, registerCleanup } from './lib/cleanup.js';
+import { sqliteBackend } from './lib/datasets.js';
+import { type ChildServer, startServer } from './lib/processes.js';
+import { median } from './lib/stats.js';
+import { SERVICE_ENV, SERVICE_VARIANTS } from './lib/variants.js';
+import { measure, WORKLOADS } from './lib/workloads.js';
+
+/** CPU seconds (user + system) the process has used, from /proc (clock ticks of 10 ms). */
+function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+const SERVICE_ARGS = ['--import', './dist/instrumentation.js', 'dist/cli.js', 'serve'];
+
+async function main(): Promise<void> {
+  const env = process.env;
+  const extra = Object.entries(env)
+    .filter(([key]) => key.startsWith('AB_ENV_'))
+    .map(([key, value]) => ({
+      name: key.slice('AB_ENV_'.length),
+      env: Object.fromEntries(
+        (value ?? '')
+          .split(',')
+          .filter(Boolean)
+          .map((kv) => kv.split('=', 2) as [string, string]),
+      ),
+    }));
+  const wanted = (env.AB_VARIANTS ?? '').split(',').filter(Boolean);
+  const variants = [...SERVICE_VARIANTS, ...extra].filter((v) => wanted.length === 0 || wanted.includes(v.name));
+  const workload = WORKLOADS.find((w) => w.name === (env.AB_WORKLOAD ?? 'redirect'))!;
+  const mappings = Number(env.AB_MAPPINGS ?? 1000);
+  const rounds = Number(env.AB_ROUNDS ?? 5);
+  const durationS = Number(env.AB_DURATION_S ?? 5);
+  const profileDir = env.AB_PROFILE_DIR ?? '/tmp/ab-prof';
+
+  const dir = mkdtempSync(join(tmpdir(), 'urlshortener-ab-'));
+  registerCleanup(() => rmSync(dir, { recursive: true, force: true }));
+  const label = mappings >= 1_000_000 ? '1m' : '1k';
+  const dataset = await sqliteBackend(dir).create({ label, mappings } as never);
+  const file = dataset.databaseUrl.slice('sqlite:'.length);
+  const servers: ChildServer[] = [];
+  for (const variant of variants) {
+    const copy = join(dir, `${variant.name}.db`);
+    copyFileSync(file, copy);
+    const profiled = (env.AB_PROFILE ?? '').split(',').includes(variant.name);
+    if (profiled) mkdirSync(profileDir, { recursive: true });
+    const { AB_DIST: dist, ...variantEnv } = variant.env as Record<string, string>;
+    const serviceArgs =
+      dist === undefined
+        ? SERVICE_ARGS
+        : SERVICE_ARGS.map((a) => a.replace(/^(\.\/)?dist\//, `./${dist.replace(/^\.\//, '')}/`));
+    const args = profiled ? ['--cpu-prof', '--cpu-prof-dir', profileDir, ...serviceArgs] : serviceArgs;
+    servers.push(
+      await startServer(variant.name, args, { ...SERVICE_ENV, DATABASE_URL: `sqlite:${copy}`, ...variantEnv }),
+    );
+  }
+  const stored = { mappings, popular: 10_000 };
+  const results = new Map<string, number[]>(servers.map((s) => [s.name, []]));
+  // CPU microseconds the service spent per request: much less sensitive to a busy machine than req/s.
+  const cpuPerRequest = new Map<string, number[]>(servers.map((s) => [s.name, []]));
+  const requests = new Map<string, number>(servers.map((s) => [s.name, 0]));
+  for (const server of servers) {
+    const m = await measure(workload, server.baseUrl, stored, { durationS: 2, connections: 64 });
+    requests.set(server.name, m.requests);
+  }
+  for (let round = 1; round <= rounds; round++) {
+    const line: string[] = [];
+    for (const server of servers) {
+      const cpuBefore = cpuSeconds(server.pid);
+      const m = await measure(workload, server.baseUrl, stored, { durationS, connections: 64 });
+      const cpuUs = ((cpuSeconds(server.pid) - cpuBefore) * 1e6) / m.requests;
+      results.get(server.name)!.push(m.rps);
+      requests.set(server.name, requests.get(server.name)! + m.requests);
+      cpuPerRequest.get(server.name)!.push(cpuUs);
+      line.push(
+        `${server.name} ${Math.round(m.rps)} (${cpuUs.toFixed(1)} us cpu/req)${m.unexpected > 0 ? ` (${m.unexpected} unexpected)` : ''}`,
+      );
+    }
+    process.stdout.write(`round ${round}: ${line.join('; ')}; load ${loadavg()[0]!.toFixed(2)}\n`);
+  }
+  const reference = median(results.get(servers[0]!.name)!);
+  const referenceCpu = median(cpuPerRequest.get(servers[0]!.name)!);
+  for (const server of servers) {
+    const rps = median(results.get(server.name)!);
+    const cpu = median(cpuPerRequest.get(server.name)!);
+    // Each round's ratio to the reference's figure in the same round: robust to load that changes between rounds.
+    const pairedRps = median(results.get(server.name)!.map((r, i) => r / results.get(servers[0]!.name)![i]!));
+    process.stdout.write(
+      `${server.name}: median ${Math.round(rps)} req/s, ${(rps / reference).toFixed(3)} x ${servers[0]!.name} ` +
+        `(median of round ratios ${pairedRps.toFixed(3)}); ` +
+        `median ${cpu.toFixed(1)} us cpu/req, ${(cpu / referenceCpu).toFixed(3)} x ${servers[0]!.name}; ` +
+        `${requests.get(server.name)} requests in all (pid ${server.pid})\n`,
+    );
+    if (server.output.lines > 0) process.stdout.write(`  output: ${server.output.tail.slice(-3).join('\n  ')}\n`);
+  }
+  for (const server of servers) await server.stop();
+  await dataset.drop();
+}
+
+cleanUpOnSignals();
+main()
+  .catch((error: unknown) => {
+    process.stderr.write(`ab failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    process.exitCode = 1;
+  })
+  .finally(async () => {
+    await cleanUpAll();
+    process.exit();
+  });

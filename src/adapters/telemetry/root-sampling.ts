@@ -1,0 +1,173 @@
+import {
+  type Attributes,
+  type Context,
+  type Link,
+  ROOT_CONTEXT,
+  SamplingDecision,
+  type SamplingResult,
+  type SpanContext,
+  type SpanKind,
+  TraceFlags,
+} from '@opentelemetry/api';
+// Types only: this module must not load the SDK (see below).
+import type { IdGenerator, Sampler } from '@opentelemetry/sdk-trace-base';
+
+/**
+ * Head sampling of new traces before anything is made for them.
+ *
+ * The tracer decides only inside `startSpan`, after the span id, the trace id and the parent
+ * context exist; an unsampled request then still costs a non-recording span, a context and a
+ * context switch. For a request that starts a new trace (no incoming `traceparent`), the HTTP
+ * layer asks `sampleNewTrace()` first: it draws the trace id and asks the configured sampler,
+ * exactly as the tracer would. When the answer is "drop", nothing else happens. When it is
+ * "record", the decision is primed: the very next root span started (synchronously, right after)
+ * gets that trace id, and the sampler is not asked twice (the adaptive sampler counts what it is
+ * asked). Which traces are kept is therefore the same as if the tracer had decided.
+ *
+ * Installed by `startTracing` (its `idGenerator` and `sampler` go into the tracer provider), and
+ * found by the HTTP layer through `rootSampling()`: this module loads nothing of the SDK, so the
+ * app can import it whether tracing is on or off.
+ *
+ * @example
+ *   const roots = new RootSampling(createSampler(config));
+ *   new NodeTracerProvider({ sampler: roots.sampler, idGenerator: roots.idGenerator, ... });
+ *   if (roots.sampleNewTrace('GET /:code', SpanKind.SERVER)) span = tracer.startSpan('GET /:code', { kind }, ROOT_CONTEXT);
+ */
+export class RootSampling {
+  /** The decision made by `sampleNewTrace`, until the root span it was made for is started. */
+  private primed: { readonly traceId: string; readonly result: SamplingResult; handedOut: boolean } | undefined;
+  /** The last trace dropped: its random part (13 hex digits' worth) or its id. */
+  private dropped: number | string | undefined;
+
+  /**
+   * @param delegate the provider's sampler (parent-based), which the tracer asks for every span
+   * @param root what `delegate` applies to a trace without a parent: asked here directly
+   */
+  constructor(
+    private readonly delegate: Sampler,
+    private readonly root: Sampler,
+  ) {}
+
+  /**
+   * Decides whether a new trace whose root span is `name` is recorded. True: the next root span
+   * started gets the trace id and decision just drawn, so start it right away. False: the trace
+   * is dropped, and nothing was made for it.
+   *
+   * The ratio and adaptive samplers decide from the random part of the trace id alone (its last
+   * 13 hex digits as a fraction, see `traceIdFraction`), so they are asked with that fraction
+   * first, and the id is written out only for a trace that is kept: same decisions as from the
+   * whole id, and a dropped request allocates nothing.
+   */
+  sampleNewTrace(name: string, kind: SpanKind): boolean {
+    const root = this.root as Sampler & { sampleFraction?: (fraction: number) => boolean };
+    if (root.sampleFraction !== undefined) {
+      // Math.random() has 52 random bits: an exact integer below 2^52, i.e. 13 hex digits.
+      const random = Math.floor(Math.random() * RANDOM_SPACE);
+      if (!root.sampleFraction(random / RANDOM_SPACE)) {
+        this.dropped = random;
+        return false;
+      }
+      const traceId = withRandomPart(random);
+      this.primed = { traceId, result: RECORD_AND_SAMPLED, handedOut: false };
+      return true;
+    }
+    const traceId = generateTraceId();
+    const result = this.root.shouldSample(ROOT_CONTEXT, traceId, name, kind, NO_ATTRIBUTES, NO_LINKS);
+    if (result.decision === SamplingDecision.NOT_RECORD) {
+      this.dropped = traceId;
+      return false;
+    }
+    this.primed = { traceId, result, handedOut: false };
+    return true;
+  }
+
+  /**
+   * The span context of the trace `sampleNewTrace` just dropped, not sampled, with a new span
+   * id: for a request whose descendants (events it publishes, calls it makes) must inherit the
+   * "drop" instead of deciding afresh. Made only when asked for.
+   */
+  droppedSpanContext(): SpanContext {
+    const dropped = this.dropped;
+    const traceId = typeof dropped === 'number' ? withRandomPart(dropped) : (dropped ?? generateTraceId());
+    return { traceId, spanId: generateSpanId(), traceFlags: TraceFlags.NONE };
+  }
+
+  /** For the tracer provider: ids as the SDK draws them, except a primed trace id, handed out once. */
+  readonly idGenerator: IdGenerator = {
+    generateTraceId: () => {
+      const primed = this.primed;
+      if (primed === undefined || primed.handedOut) return generateTraceId();
+      primed.handedOut = true;
+      return primed.traceId;
+    },
+    generateSpanId,
+  };
+
+  /** For the tracer provider: the configured sampler, except for the primed trace, already decided. */
+  readonly sampler: Sampler = {
+    shouldSample: (
+      context: Context,
+      traceId: string,
+      spanName: string,
+      spanKind: SpanKind,
+      attributes: Attributes,
+      links: Link[],
+    ): SamplingResult => {
+      const primed = this.primed;
+      if (primed !== undefined && primed.handedOut && primed.traceId === traceId) {
+        this.primed = undefined;
+        return primed.result;
+      }
+      return this.delegate.shouldSample(context, traceId, spanName, spanKind, attributes, links);
+    },
+    toString: () => `RootSampling{${this.delegate.toString()}}`,
+  };
+}
+
+/** 2^52: see `traceIdFraction` in samplers.ts (not imported: it would load the SDK). */
+const RANDOM_SPACE = 2 ** 52;
+const RECORD_AND_SAMPLED: SamplingResult = Object.freeze({ decision: SamplingDecision.RECORD_AND_SAMPLED });
+
+/** A random trace id whose last 13 hex digits are `random`. */
+function withRandomPart(random: number): string {
+  const id = generateTraceId().slice(0, 19) + random.toString(16).padStart(13, '0');
+  return id === '0'.repeat(32) ? `${'0'.repeat(31)}1` : id;
+}
+
+/** Shared, frozen: the samplers only read them. */
+const NO_ATTRIBUTES: Attributes = Object.freeze({});
+const NO_LINKS: Link[] = Object.freeze([]) as unknown as Link[];
+
+const ID_BUFFER = Buffer.allocUnsafe(16);
+
+/** Random ids as the SDK's RandomIdGenerator draws them (lower-case hex, never all zero). */
+function randomId(bytes: 8 | 16): string {
+  let any = 0;
+  for (let i = 0; i < bytes; i += 4) {
+    const word = (Math.random() * 2 ** 32) >>> 0;
+    any |= word;
+    ID_BUFFER.writeUInt32BE(word, i);
+  }
+  if (any === 0) ID_BUFFER[bytes - 1] = 1;
+  return ID_BUFFER.toString('hex', 0, bytes);
+}
+
+function generateTraceId(): string {
+  return randomId(16);
+}
+
+function generateSpanId(): string {
+  return randomId(8);
+}
+
+let installed: RootSampling | undefined;
+
+/** Makes `roots` the process's root sampling (tracing started); undefined uninstalls it. */
+export function installRootSampling(roots: RootSampling | undefined): void {
+  installed = roots;
+}
+
+/** The root sampling of the tracing started in this process, if any. */
+export function rootSampling(): RootSampling | undefined {
+  return installed;
+}

@@ -1,0 +1,260 @@
+/**
+ * Sampling decided before any span exists (RootSampling), and the active context carried by
+ * promise hooks (PromiseContextManager). Tracing is process-wide, so it starts here, first, at a
+ * rate so low that a new trace is never kept in practice: every request without a `traceparent`
+ * is a dropped new trace, and the ones with a sampled `traceparent` are recorded (parent-based).
+ */
+import { createContextKey, ROOT_CONTEXT, SpanKind, trace, TraceFlags } from '@opentelemetry/api';
+import { InMemorySpanExporter, SamplingDecision } from '@opentelemetry/sdk-trace-base';
+import { startTracing } from '../../src/adapters/telemetry/tracing.js';
+import { testConfig } from '../helpers/backends.js';
+
+const exporter = new InMemorySpanExporter();
+const tracing = startTracing(testConfig('sqlite::memory:', { TRACING_SAMPLING_RATE: '0.000000001' }).tracing, {
+  exporter,
+});
+
+import { setTimeout as sleep } from 'node:timers/promises';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { PromiseContextManager } from '../../src/adapters/telemetry/promise-context-manager.js';
+import { RootSampling, rootSampling } from '../../src/adapters/telemetry/root-sampling.js';
+import { AdaptiveSampler, RatioSampler, traceIdFraction, withParent } from '../../src/adapters/telemetry/samplers.js';
+import { injectedHeaders } from '../../src/adapters/telemetry/message-tracing.js';
+import { compose, type Service } from '../../src/composition-root.js';
+import { BACKENDS, type TestDatabase } from '../helpers/backends.js';
+import { codeMaker, newMapping } from '../helpers/http.js';
+
+const nextCode = codeMaker('hds');
+const SAMPLED_PARENT = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+const UNSAMPLED_PARENT = '00-1af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00';
+
+afterAll(async () => {
+  await tracing.shutdown();
+});
+
+describe('RootSampling', () => {
+  it('decides like its root sampler on the trace id it hands out, and primes that id for the next root span', () => {
+    const root = new RatioSampler(0.25);
+    const roots = new RootSampling(withParent(root), root);
+    let kept = 0;
+    for (let i = 0; i < 4000; i++) {
+      if (!roots.sampleNewTrace('GET /:code', SpanKind.SERVER)) continue;
+      kept++;
+      const traceId = roots.idGenerator.generateTraceId();
+      expect(traceId).toMatch(/^[0-9a-f]{32}$/);
+      expect(traceIdFraction(traceId)).toBeLessThan(0.25);
+      const decision = roots.sampler.shouldSample(ROOT_CONTEXT, traceId, 'GET /:code', SpanKind.SERVER, {}, []);
+      expect(decision.decision).toBe(SamplingDecision.RECORD_AND_SAMPLED);
+      // Used once: the next trace id is a fresh one.
+      expect(roots.idGenerator.generateTraceId()).not.toBe(traceId);
+    }
+    expect(kept).toBeGreaterThan(800);
+    expect(kept).toBeLessThan(1200);
+  });
+
+  it('asks the adaptive sampler once per new trace, kept or not', () => {
+    const clock = { ms: 0 };
+    const root = new AdaptiveSampler({ targetPerSecond: 1_000_000, maxProbability: 1, now: () => clock.ms });
+    let asked = 0;
+    const counting = Object.assign(Object.create(root) as AdaptiveSampler, {
+      sampleFraction: (fraction: number) => {
+        asked++;
+        return root.sampleFraction(fraction);
+      },
+    });
+    const roots = new RootSampling(withParent(counting), counting);
+    expect(roots.sampleNewTrace('GET /:code', SpanKind.SERVER)).toBe(true);
+    const traceId = roots.idGenerator.generateTraceId();
+    roots.sampler.shouldSample(ROOT_CONTEXT, traceId, 'GET /:code', SpanKind.SERVER, {}, []);
+    expect(asked).toBe(1);
+  });
+
+  it('is installed while tracing runs', () => {
+    expect(rootSampling()).toBeDefined();
+  });
+});
+
+describe('PromiseContextManager', () => {
+  const key = createContextKey('test key');
+  const manager = new PromiseContextManager().enable();
+  afterAll(() => manager.disable());
+  const value = () => manager.active().getValue(key);
+
+  it('keeps the context across awaits, and restores the outer one when `with` returns', async () => {
+    const inner = ROOT_CONTEXT.setValue(key, 'inner');
+    const seen: unknown[] = [];
+    const running = manager.with(inner, async () => {
+      seen.push(value());
+      await Promise.resolve();
+      seen.push(value());
+      await sleep(5);
+      seen.push(value());
+      await Promise.all([1, 2].map(async () => value())).then((values) => seen.push(...values));
+    });
+    expect(value()).toBeUndefined();
+    await running;
+    expect(seen).toEqual(['inner', 'inner', 'inner', 'inner', 'inner']);
+    expect(value()).toBeUndefined();
+  });
+
+  it('keeps concurrent contexts apart', async () => {
+    const run = (name: string, delay: number) =>
+      manager.with(ROOT_CONTEXT.setValue(key, name), async () => {
+        await sleep(delay);
+        return value();
+      });
+    expect(await Promise.all([run('a', 10), run('b', 1), run('c', 5)])).toEqual(['a', 'b', 'c']);
+  });
+
+  it('carries the context into bound callbacks only: a raw timer callback runs in the root context', async () => {
+    const inner = ROOT_CONTEXT.setValue(key, 'bound');
+    const [bound, raw] = await manager.with(inner, () =>
+      Promise.all([
+        new Promise((resolve) =>
+          setTimeout(
+            manager.bind(inner, () => resolve(value())),
+            1,
+          ),
+        ),
+        new Promise((resolve) => setTimeout(() => resolve(value()), 1)),
+      ]),
+    );
+    expect(bound).toBe('bound');
+    expect(raw).toBeUndefined();
+  });
+});
+
+describe('requests with tracing at a rate that keeps no new trace', () => {
+  const sqliteBackend = BACKENDS.find((b) => b.name === 'sqlite')!;
+  let database: TestDatabase;
+  let service: Service;
+  const seen: { traceId?: string; flags?: number; afterAwait?: string; recording?: boolean }[] = [];
+
+  beforeAll(async () => {
+    database = await sqliteBackend.create();
+    service = await compose(testConfig(database.databaseUrl, { TRACING_SAMPLING_RATE: '0.000000001' }), {
+      logger: false,
+    });
+    // A route that reports the active span, before and after an await.
+    service.app.get('/test-probe/context', async () => {
+      const span = trace.getActiveSpan();
+      await sleep(1);
+      seen.push({
+        traceId: span?.spanContext().traceId,
+        flags: span?.spanContext().traceFlags,
+        afterAwait: trace.getActiveSpan()?.spanContext().traceId,
+        recording: span?.isRecording(),
+      });
+      return {};
+    });
+    // A route that changes data: what an event published in it would carry.
+    service.app.post('/test-probe/context', async () => {
+      const span = trace.getActiveSpan();
+      await sleep(1);
+      return {
+        recording: span?.isRecording(),
+        flags: span?.spanContext().traceFlags,
+        traceId: span?.spanContext().traceId,
+        headers: injectedHeaders('probe.sent', 'test'),
+      };
+    });
+    await service.app.ready();
+  });
+
+  afterAll(async () => {
+    await service.close();
+    await database.drop();
+  });
+
+  beforeEach(() => {
+    exporter.reset();
+    seen.length = 0;
+  });
+
+  it('a new trace that is dropped: no span at all, no active context, no statement spans', async () => {
+    const body = newMapping(nextCode);
+    const created = await service.app.inject({ method: 'POST', url: '/shorten', payload: body });
+    expect(created.statusCode, created.body).toBe(201);
+    expect((await service.app.inject({ method: 'GET', url: `/${body.code}` })).statusCode).toBe(302);
+    expect((await service.app.inject({ method: 'GET', url: '/test-probe/context' })).statusCode).toBe(200);
+    await tracing.forceFlush();
+    expect(exporter.getFinishedSpans().filter((s) => s.kind === SpanKind.SERVER)).toEqual([]);
+    expect(exporter.getFinishedSpans().filter((s) => s.name.startsWith('INSERT'))).toEqual([]);
+    expect(seen).toEqual([{ traceId: undefined, flags: undefined, afterAwait: undefined, recording: undefined }]);
+  });
+
+  it('a sampled incoming traceparent is followed: a recording server span, active across awaits, statements below it', async () => {
+    const body = newMapping(nextCode);
+    const created = await service.app.inject({
+      method: 'POST',
+      url: '/shorten',
+      payload: body,
+      headers: { traceparent: SAMPLED_PARENT },
+    });
+    expect(created.statusCode, created.body).toBe(201);
+    const probe = await service.app.inject({
+      method: 'GET',
+      url: '/test-probe/context',
+      headers: { traceparent: SAMPLED_PARENT },
+    });
+    expect(probe.statusCode).toBe(200);
+    await tracing.forceFlush();
+    const servers = exporter.getFinishedSpans().filter((s) => s.kind === SpanKind.SERVER);
+    expect(servers.map((s) => s.name).sort()).toEqual(['GET /test-probe/context', 'POST /shorten']);
+    for (const server of servers) {
+      expect(server.spanContext().traceId).toBe('0af7651916cd43dd8448eb211c80319c');
+      expect(server.parentSpanContext?.spanId).toBe('b7ad6b7169203331');
+    }
+    const shorten = servers.find((s) => s.name === 'POST /shorten')!;
+    const insert = exporter
+      .getFinishedSpans()
+      .find((s) => s.name === 'INSERT url_mappings' && s.parentSpanContext?.spanId === shorten.spanContext().spanId);
+    expect(insert).toBeDefined();
+    expect(seen).toEqual([
+      {
+        traceId: '0af7651916cd43dd8448eb211c80319c',
+        flags: TraceFlags.SAMPLED,
+        afterAwait: '0af7651916cd43dd8448eb211c80319c',
+        recording: true,
+      },
+    ]);
+  });
+
+  it('an unsampled incoming traceparent: a non-recording span carries its decision through the request', async () => {
+    const probe = await service.app.inject({
+      method: 'GET',
+      url: '/test-probe/context',
+      headers: { traceparent: UNSAMPLED_PARENT },
+    });
+    expect(probe.statusCode).toBe(200);
+    await tracing.forceFlush();
+    expect(exporter.getFinishedSpans().filter((s) => s.kind === SpanKind.SERVER)).toEqual([]);
+    expect(seen).toEqual([
+      {
+        traceId: '1af7651916cd43dd8448eb211c80319c',
+        flags: TraceFlags.NONE,
+        afterAwait: '1af7651916cd43dd8448eb211c80319c',
+        recording: false,
+      },
+    ]);
+  });
+
+  it('a new trace that is dropped on a route that changes data: its events carry the drop', async () => {
+    const response = await service.app.inject({ method: 'POST', url: '/test-probe/context', payload: {} });
+    expect(response.statusCode, response.body).toBe(200);
+    const { recording, flags, traceId, headers } = response.json<{
+      recording: boolean;
+      flags: number;
+      traceId: string;
+      headers: { traceparent: string };
+    }>();
+    expect(recording).toBe(false);
+    expect(flags).toBe(TraceFlags.NONE);
+    expect(traceId).toMatch(/^[0-9a-f]{32}$/);
+    expect(traceId).not.toBe('0'.repeat(32));
+    // Injected after an await: the non-recording span is still the active one, and says "not sampled".
+    expect(headers.traceparent).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-00$`));
+    await tracing.forceFlush();
+    expect(exporter.getFinishedSpans()).toEqual([]);
+  });
+});
