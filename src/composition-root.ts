@@ -122,6 +122,9 @@ async function composeAccounts(config: Config, database: Database, metrics: Metr
   }
 }
 
+/** How long "no such code" is cached: a code created elsewhere shows up here within this even without its event. */
+const UNKNOWN_CODE_TTL_MS = 1000;
+
 /** The one place that picks adapters from the configuration and wires the service together. */
 export async function compose(config: Config, options: ComposeOptions = {}): Promise<Service> {
   // One span per SQL statement when tracing is on; nothing in the way when it is off.
@@ -151,7 +154,7 @@ export async function compose(config: Config, options: ComposeOptions = {}): Pro
   const urlEventFactory = urlEvents(serviceName);
   const repository = new KyselyUrlMappingRepository(database.db, database.dialect, backbone.outbox);
   const routes = new RouteTable();
-  const cache = new RedirectCache(config.redirect.cacheMaxEntries, config.redirect.cacheTtlMs);
+  const cache = new RedirectCache(config.redirect.cacheMaxEntries, config.redirect.cacheTtlMs, UNKNOWN_CODE_TTL_MS);
 
   const clicks = new ClickBuffer(repository, config.redirect.clickFlushIntervalMs, urlEventFactory.clicked);
   const urlMappings = new UrlMappingService(repository, cache, clicks, {

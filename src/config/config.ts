@@ -331,9 +331,9 @@ export const SETTINGS = {
   },
   CACHE_TTL_MS: {
     name: 'CACHE_TTL_MS',
-    default: '1000',
+    default: '60000',
     description:
-      'How long a cached redirect (or a cached "unknown code") is trusted. Bounds how long another instance may serve a changed or deleted link.',
+      'How long a cached redirect is trusted. Changes made on any instance reach every cache at once through `url.*` events; this bounds how long another instance may serve a changed link only while the event bus is away. Unknown codes are cached for at most 1 s.',
     parse: integer(0, 86_400_000),
   },
   CLICK_FLUSH_INTERVAL_MS: {

@@ -7,8 +7,8 @@ export interface InvalidatableCache {
 }
 
 /**
- * Drops this instance's cached redirects when any instance changes or deletes a mapping, so the
- * old target stops being served everywhere at once instead of when the cache entry expires.
+ * Drops this instance's cached redirects when any instance creates, changes or deletes a mapping,
+ * so every instance follows at once instead of when the cache entry expires.
  * Each instance is its own group and follows only what comes next.
  */
 export function cacheInvalidationConsumer(cache: InvalidatableCache): ConsumerDefinition {
@@ -19,7 +19,8 @@ export function cacheInvalidationConsumer(cache: InvalidatableCache): ConsumerDe
     deadLetter: false,
     handle: async (message) => {
       const { event_type: type, payload } = message.envelope;
-      if (type !== EVENT_TYPES.urlUpdated && type !== EVENT_TYPES.urlDeleted) return;
+      // Created too: this instance may hold the code as "unknown".
+      if (type !== EVENT_TYPES.urlCreated && type !== EVENT_TYPES.urlUpdated && type !== EVENT_TYPES.urlDeleted) return;
       const { code, previous_code: previous } = payload as { code?: unknown; previous_code?: unknown };
       if (typeof code === 'string') cache.invalidate(code);
       if (typeof previous === 'string') cache.invalidate(previous);

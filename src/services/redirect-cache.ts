@@ -19,7 +19,14 @@ export class RedirectCache {
   private readonly entries: LRUCache<string, Entry> | undefined;
   private readonly loading = new Map<string, Promise<CachedTarget | undefined>>();
 
-  constructor(maxEntries: number, ttlMs: number) {
+  private readonly unknownTtlMs: number;
+
+  /**
+   * @param ttlMs how long a known code is trusted without a word from the bus
+   * @param unknownTtlMs how long "no such code" is trusted (shorter: a miss is cheap to repeat)
+   */
+  constructor(maxEntries: number, ttlMs: number, unknownTtlMs = ttlMs) {
+    this.unknownTtlMs = Math.min(ttlMs, unknownTtlMs);
     this.entries =
       maxEntries > 0 && ttlMs > 0
         ? new LRUCache<string, Entry>({ max: maxEntries, ttl: ttlMs, ttlAutopurge: false, updateAgeOnGet: false })
@@ -40,7 +47,8 @@ export class RedirectCache {
       (target) => {
         if (this.loading.get(code) === promise) {
           this.loading.delete(code);
-          this.entries?.set(code, target ?? UNKNOWN);
+          if (target) this.entries?.set(code, target);
+          else this.entries?.set(code, UNKNOWN, { ttl: this.unknownTtlMs });
         }
         return target;
       },
