@@ -1,7 +1,15 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import SQLite from 'better-sqlite3';
-import { Kysely, type KyselyConfig, type KyselyPlugin, PostgresDialect, sql, SqliteDialect } from 'kysely';
+import {
+  Kysely,
+  type KyselyConfig,
+  type KyselyPlugin,
+  PostgresDialect,
+  sql,
+  type SqliteDatabase,
+  SqliteDialect,
+} from 'kysely';
 import pg from 'pg';
 import type { DatabaseConfig } from '../../config/config.js';
 import { canonicalTimestamp } from '../../domain/timestamp.js';
@@ -65,10 +73,36 @@ function openSqlite(file: string, options: OpenDatabaseOptions): Database {
   connection.pragma('cache_size = -65536');
   connection.pragma('mmap_size = 268435456');
   const db = new Kysely<DatabaseSchema>({
-    dialect: new SqliteDialect({ database: connection }),
+    dialect: new SqliteDialect({ database: withStatementCache(connection) }),
     ...kyselyOptions(options),
   });
   return withPing(db, 'sqlite');
+}
+
+/** Prepared statements kept per SQLite connection (the hot queries repeat; IN-lists and batches vary). */
+const STATEMENT_CACHE_SIZE = 256;
+
+/**
+ * Kysely's SQLite driver prepares every statement it runs; preparing costs more than running a
+ * primary-key lookup. This keeps the most recently used prepared statements and hands them out
+ * again (better-sqlite3 statements are reusable; Kysely runs one at a time per connection).
+ */
+function withStatementCache(connection: SQLite.Database): SqliteDatabase {
+  const statements = new Map<string, SQLite.Statement>();
+  return {
+    close: () => connection.close(),
+    prepare: (sql: string) => {
+      let statement = statements.get(sql);
+      if (statement) {
+        statements.delete(sql); // re-inserted below: most recently used last
+      } else {
+        statement = connection.prepare(sql);
+        if (statements.size >= STATEMENT_CACHE_SIZE) statements.delete(statements.keys().next().value!);
+      }
+      statements.set(sql, statement);
+      return statement;
+    },
+  };
 }
 
 const PG_INT8 = 20;
