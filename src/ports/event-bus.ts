@@ -35,6 +35,13 @@ export interface PublishOptions {
   readonly partition?: number;
 }
 
+export interface OutgoingMessage {
+  readonly topic: string;
+  readonly key: string;
+  readonly headers: MessageHeaders;
+  readonly envelope: EventEnvelope;
+}
+
 export interface PublishedPosition {
   readonly partition: number;
   readonly offset: number;
@@ -62,6 +69,8 @@ export interface EventBus {
     envelope: EventEnvelope,
     options?: PublishOptions,
   ): Promise<PublishedPosition>;
+  /** Publishes several messages, in order; durable once resolved (the outbox relay's batches). */
+  publishAll(messages: readonly OutgoingMessage[]): Promise<PublishedPosition[]>;
   subscribe(options: SubscribeOptions): Promise<Subscription>;
   /** Moves `group` so that its next message in `partition` of `topic` is the one at `offset`. */
   seek(group: string, topic: string, partition: number, offset: number): Promise<void>;

@@ -6,6 +6,7 @@ import type {
   BusMessage,
   EventBus,
   PublishedPosition,
+  OutgoingMessage,
   PublishOptions,
   SubscribeOptions,
   Subscription,
@@ -26,6 +27,9 @@ export interface EmbeddedLogOptions {
 }
 
 type Row = EventTables['event_log'];
+
+/** How long a consumer woken by a publish waits for more before it reads. */
+const WAKE_LINGER_MS = 5;
 
 /**
  * The embedded event bus: a partitioned log in the service's own database. Consumer groups share
@@ -56,47 +60,79 @@ export class EmbeddedLogEventBus implements EventBus {
     envelope: EventEnvelope,
     options: PublishOptions = {},
   ): Promise<PublishedPosition> {
-    const partition = options.partition ?? partitionFor(key, this.partitions);
-    const messageId = options.messageId ?? envelope.event_id;
     let position: PublishedPosition;
     try {
-      // A repeated message id fails the unique insert below and is answered from the log.
-      position = await this.db.transaction().execute(async (trx) => {
-        await trx
-          .insertInto('event_partitions')
-          .values({ topic, partition_no: partition, next_offset: 0 })
-          .onConflict((oc) => oc.columns(['topic', 'partition_no']).doNothing())
-          .execute();
-        const { next_offset } = await trx
-          .updateTable('event_partitions')
-          .set((eb) => ({ next_offset: eb('next_offset', '+', 1) }))
-          .where('topic', '=', topic)
-          .where('partition_no', '=', partition)
-          .returning('next_offset')
-          .executeTakeFirstOrThrow();
-        const offset = Number(next_offset) - 1;
-        await trx
-          .insertInto('event_log')
-          .values({
-            topic,
-            partition_no: partition,
-            log_offset: offset,
-            message_id: messageId,
-            headers: JSON.stringify(headers),
-            envelope: JSON.stringify(envelope),
-            created_at: this.now(),
-          })
-          .execute();
-        return { partition, offset };
-      });
+      position = await this.db
+        .transaction()
+        .execute((trx) => this.append(trx, topic, key, headers, envelope, options));
     } catch (error) {
-      // The same event published twice at once: the other insert won, which is the point.
+      // The same message published twice: the other insert won, which is the point.
+      const messageId = options.messageId ?? envelope.event_id;
       const existing = isUniqueViolation(error) ? await this.positionOf(messageId, this.db) : undefined;
       if (!existing) throw error;
       position = existing;
     }
     this.wake.emit(topic);
     return position;
+  }
+
+  /** Appends one message to its partition inside `trx`; a repeated message id fails the unique insert. */
+  private async append(
+    trx: Kysely<EventTables>,
+    topic: string,
+    key: string,
+    headers: MessageHeaders,
+    envelope: EventEnvelope,
+    options: PublishOptions,
+  ): Promise<PublishedPosition> {
+    const partition = options.partition ?? partitionFor(key, this.partitions);
+    await trx
+      .insertInto('event_partitions')
+      .values({ topic, partition_no: partition, next_offset: 0 })
+      .onConflict((oc) => oc.columns(['topic', 'partition_no']).doNothing())
+      .execute();
+    const { next_offset } = await trx
+      .updateTable('event_partitions')
+      .set((eb) => ({ next_offset: eb('next_offset', '+', 1) }))
+      .where('topic', '=', topic)
+      .where('partition_no', '=', partition)
+      .returning('next_offset')
+      .executeTakeFirstOrThrow();
+    const offset = Number(next_offset) - 1;
+    await trx
+      .insertInto('event_log')
+      .values({
+        topic,
+        partition_no: partition,
+        log_offset: offset,
+        message_id: options.messageId ?? envelope.event_id,
+        headers: JSON.stringify(headers),
+        envelope: JSON.stringify(envelope),
+        created_at: this.now(),
+      })
+      .execute();
+    return { partition, offset };
+  }
+
+  async publishAll(messages: readonly OutgoingMessage[]): Promise<PublishedPosition[]> {
+    if (messages.length === 0) return [];
+    let positions: PublishedPosition[];
+    try {
+      // One transaction for the batch: one commit instead of one per message.
+      positions = await this.db.transaction().execute(async (trx) => {
+        const written: PublishedPosition[] = [];
+        for (const m of messages) written.push(await this.append(trx, m.topic, m.key, m.headers, m.envelope, {}));
+        return written;
+      });
+    } catch (error) {
+      if (!isUniqueViolation(error)) throw error;
+      // A message of the batch was there already: take them one by one, each answering for itself.
+      positions = [];
+      for (const m of messages) positions.push(await this.publish(m.topic, m.key, m.headers, m.envelope));
+      return positions;
+    }
+    for (const topic of new Set(messages.map((m) => m.topic))) this.wake.emit(topic);
+    return positions;
   }
 
   async subscribe(options: SubscribeOptions): Promise<Subscription> {
@@ -318,15 +354,18 @@ class GroupConsumer {
           await this.idle();
           continue;
         }
+        // Handle the batch in order; commit the position once for what was handled.
+        const from = next;
+        let failed = false;
         for (const row of rows) {
-          if (!this.running || !this.owned.has(p)) return;
-          const delivered = await this.deliver(row);
-          if (!delivered) {
-            next = undefined; // read the committed position again, then retry this message
-            await sleep(this.options.retryDelayMs);
+          if (!this.running || !this.owned.has(p)) break;
+          if (!(await this.deliver(row))) {
+            failed = true;
             break;
           }
           next = Number(row.log_offset) + 1;
+        }
+        if (next > from) {
           await this.db
             .updateTable('consumer_offsets')
             .set({ next_offset: next })
@@ -334,6 +373,10 @@ class GroupConsumer {
             .where('topic', '=', topic)
             .where('partition_no', '=', p)
             .execute();
+        }
+        if (failed) {
+          next = undefined; // read the committed position again, then retry the message that failed
+          await sleep(this.options.retryDelayMs);
         }
       } catch {
         next = undefined;
@@ -363,15 +406,25 @@ class GroupConsumer {
     }
   }
 
+  /**
+   * Waits for a publish to this topic (or the poll interval). After a wake-up it lingers a
+   * moment, so that under load one read takes a batch instead of one message.
+   */
   private idle(): Promise<void> {
     return new Promise((resolve) => {
+      const topic = this.subscription.topic;
       const done = () => {
         clearTimeout(timer);
-        this.wake.off(this.subscription.topic, done);
+        this.wake.off(topic, woken);
         resolve();
       };
+      const woken = () => {
+        this.wake.off(topic, woken);
+        clearTimeout(timer);
+        setTimeout(done, this.running ? WAKE_LINGER_MS : 0);
+      };
       const timer = setTimeout(done, this.options.pollMs);
-      this.wake.on(this.subscription.topic, done);
+      this.wake.on(topic, woken);
     });
   }
 }

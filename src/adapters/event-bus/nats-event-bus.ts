@@ -18,6 +18,7 @@ import type {
   BusMessage,
   EventBus,
   PublishedPosition,
+  OutgoingMessage,
   PublishOptions,
   SubscribeOptions,
   Subscription,
@@ -127,6 +128,11 @@ export class NatsEventBus implements EventBus {
       headers: h,
     });
     return { partition, offset: ack.seq };
+  }
+
+  /** The publishes go out together and their acknowledgements are awaited together. */
+  publishAll(messages: readonly OutgoingMessage[]): Promise<PublishedPosition[]> {
+    return Promise.all(messages.map((m) => this.publish(m.topic, m.key, m.headers, m.envelope)));
   }
 
   async subscribe(options: SubscribeOptions): Promise<Subscription> {

@@ -79,6 +79,8 @@ export interface RelayLogger {
 }
 
 const RELAY_GROUP = '__outbox_relay';
+/** How long the relay, woken by a new row, waits for more before it reads. */
+const WAKE_LINGER_MS = 5;
 const RELAY_TOPIC = '__outbox';
 
 /**
@@ -115,7 +117,9 @@ export class OutboxRelay {
     this.running = true;
     this.unsubscribe = this.outbox.onAppend(() => {
       this.woken = true;
-      this.wakeUp?.();
+      // Linger a moment after a wake-up, so that under load one batch carries many rows.
+      const wakeUp = this.wakeUp;
+      if (wakeUp) setTimeout(wakeUp, WAKE_LINGER_MS);
     });
     this.loop = this.run();
   }
@@ -165,19 +169,18 @@ export class OutboxRelay {
       .orderBy('id')
       .limit(this.options.batchSize)
       .execute();
-    let published = 0;
-    try {
-      for (const row of rows) {
-        const envelope = JSON.parse(row.envelope) as EventEnvelope;
-        await this.bus.publish(row.topic, row.message_key, JSON.parse(row.headers) as MessageHeaders, envelope);
-        this.onPublished(row.topic, envelope);
-        published++;
-      }
-    } finally {
-      const last = rows[published - 1];
-      if (last) await this.db.deleteFrom('event_outbox').where('id', '<=', last.id).execute();
-    }
-    return published;
+    if (rows.length === 0) return 0;
+    const messages = rows.map((row) => ({
+      topic: row.topic,
+      key: row.message_key,
+      headers: JSON.parse(row.headers) as MessageHeaders,
+      envelope: JSON.parse(row.envelope) as EventEnvelope,
+    }));
+    // The whole batch at once; if it fails, all of it is handed over again (the bus drops repeats).
+    await this.bus.publishAll(messages);
+    await this.db.deleteFrom('event_outbox').where('id', '<=', rows[rows.length - 1]!.id).execute();
+    for (const m of messages) this.onPublished(m.topic, m.envelope);
+    return rows.length;
   }
 
   private async holdLease(): Promise<boolean> {
