@@ -67,7 +67,10 @@ describe.each(VARIANTS)('cache invalidation across two instances on PostgreSQL +
   it.skipIf(!ok)('a code B looked up as unknown resolves on B within 1 s of its creation through A', async () => {
     const code = nextCode();
     expect((await resolve(b, code)).statusCode).toBe(404); // now cached as unknown on B
-    await createMapping(a.app, newMapping(() => code, { url: 'https://example.com/born' }));
+    await createMapping(
+      a.app,
+      newMapping(() => code, { url: 'https://example.com/born' }),
+    );
     await within(async () => expectRedirect(await resolve(b, code), 'https://example.com/born'));
   });
 

@@ -62,9 +62,7 @@ export class EmbeddedLogEventBus implements EventBus {
   ): Promise<PublishedPosition> {
     let position: PublishedPosition;
     try {
-      position = await this.db
-        .transaction()
-        .execute((trx) => this.append(trx, topic, key, headers, envelope, options));
+      position = await this.db.transaction().execute((trx) => this.append(trx, topic, key, headers, envelope, options));
     } catch (error) {
       // The same message published twice: the other insert won, which is the point.
       const messageId = options.messageId ?? envelope.event_id;

@@ -178,7 +178,10 @@ export class OutboxRelay {
     }));
     // The whole batch at once; if it fails, all of it is handed over again (the bus drops repeats).
     await this.bus.publishAll(messages);
-    await this.db.deleteFrom('event_outbox').where('id', '<=', rows[rows.length - 1]!.id).execute();
+    await this.db
+      .deleteFrom('event_outbox')
+      .where('id', '<=', rows[rows.length - 1]!.id)
+      .execute();
     for (const m of messages) this.onPublished(m.topic, m.envelope);
     return rows.length;
   }
