@@ -189,6 +189,8 @@ describe('two API instances and one worker on PostgreSQL, Redis and NATS', async
     // What makes the test above meaningful: with CACHE_TTL_MS=60000, only the event can stop B.
     const mapping = newMapping(nextCode);
     expect((await request(apiA, 'POST', '/shorten', { body: mapping })).status).toBe(201);
+    // Let B take in the url.created event (which drops whatever B cached for the code) first.
+    await new Promise((resolve) => setTimeout(resolve, 1200));
     expect((await request(apiB, 'GET', `/${mapping.code}`)).status).toBe(302);
     const client = new pg.Client({ connectionString: database!.databaseUrl });
     await client.connect();

@@ -255,6 +255,7 @@ describe('requests with tracing at a rate that keeps no new trace', () => {
     // Injected after an await: the non-recording span is still the active one, and says "not sampled".
     expect(headers.traceparent).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-00$`));
     await tracing.forceFlush();
-    expect(exporter.getFinishedSpans()).toEqual([]);
+    // Nothing of this trace is recorded (consumer spans of an earlier test's trace may still end now).
+    expect(exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId)).toEqual([]);
   });
 });
