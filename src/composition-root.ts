@@ -33,7 +33,7 @@ import { RateLimitPolicies } from './services/rate-limit-policies.js';
 import { QuickJsSandbox } from './adapters/sandbox/quickjs-sandbox.js';
 import { KyselyExecutionRepository } from './adapters/storage/kysely-execution-repository.js';
 import { KyselyNotificationRepository } from './adapters/storage/kysely-notification-repository.js';
-import { lateLogger } from './adapters/logging/late-logger.js';
+import { type BackgroundLogger, lateLogger } from './adapters/logging/late-logger.js';
 import { composeEventBackbone, type EventBackbone } from './composition-events.js';
 import { cacheInvalidationConsumer } from './consumers/cache-invalidation.js';
 import { eventStoreConsumer } from './consumers/event-store.js';
@@ -70,14 +70,18 @@ export interface ComposeOptions {
 }
 
 /** The account side: counters, runtime settings, users, tokens, and the ADMIN_* administrator. */
-async function composeAccounts(config: Config, database: Database, metrics: Metrics, options: ComposeOptions) {
+async function composeAccounts(
+  config: Config,
+  database: Database,
+  metrics: Metrics,
+  log: BackgroundLogger,
+  options: ComposeOptions,
+) {
   const clock = options.clock ?? systemClock;
   // Shared Redis when configured, so lockouts, revocations and setting changes reach every instance.
   const counters: Counters = config.redisUrl
     ? new RedisCounters(connectRedis(config.redisUrl, 'counters'), config.redisKeyPrefix)
     : new MemoryCounters(clock);
-  // Logs go to the app's logger, which exists only once the app is built.
-  let log: FastifyInstance['log'] | undefined;
   try {
     const runtimeSettings = new RuntimeSettings({
       // Account settings and rate-limit values (design: admin settings), env values until changed.
@@ -87,10 +91,7 @@ async function composeAccounts(config: Config, database: Database, metrics: Metr
       counters,
       clock,
       pollIntervalMs: options.settingsPollIntervalMs ?? 250,
-      logger: {
-        warn: (object, message) => log?.warn(object, message),
-        error: (object, message) => log?.error(object, message),
-      },
+      logger: log,
     });
     await runtimeSettings.start();
     const secretKey = resolveSecretKey(config.auth);
@@ -111,11 +112,7 @@ async function composeAccounts(config: Config, database: Database, metrics: Metr
       username !== undefined && email !== undefined && password !== undefined
         ? await auth.ensureAdmin({ username, email, password })
         : false;
-    const attachLogger = (logger: FastifyInstance['log']) => {
-      log = logger;
-      if (adminCreated) logger.info({ username }, 'administrator created from ADMIN_USERNAME');
-    };
-    return { counters, runtimeSettings, securityMetrics, auth, attachLogger };
+    return { counters, runtimeSettings, securityMetrics, auth, adminCreated: adminCreated ? username : undefined };
   } catch (error) {
     await counters.close();
     throw error;
@@ -171,7 +168,7 @@ export async function compose(config: Config, options: ComposeOptions = {}): Pro
   });
   let accounts: Awaited<ReturnType<typeof composeAccounts>>;
   try {
-    accounts = await composeAccounts(config, database, metrics, options);
+    accounts = await composeAccounts(config, database, metrics, log, options);
   } catch (error) {
     await backbone.close();
     await database.close();
@@ -245,7 +242,8 @@ export async function compose(config: Config, options: ComposeOptions = {}): Pro
       logger: options.logger,
     });
     log.attach(app.log);
-    accounts.attachLogger(app.log);
+    if (accounts.adminCreated)
+      log.info({ username: accounts.adminCreated }, 'administrator created from ADMIN_USERNAME');
     clicks.start(app.log);
     await backbone.start(consumers, { prune: worker });
   } catch (error) {
