@@ -8,6 +8,7 @@ import {
   TIMEOUT_DEFAULT_MS,
 } from '../domain/execution.js';
 import type { ExecutionRepository } from '../ports/execution-repository.js';
+import { fetchPage } from './paging.js';
 
 export interface Caller {
   readonly userId: number;
@@ -47,9 +48,9 @@ export class ExecutionService {
 
   /** The caller's executions, newest first; `nextBefore` is set when older ones exist. */
   async list(caller: Caller, options: { limit: number; before?: string }) {
-    const rows = await this.executions.listByUser(caller.userId, { ...options, limit: options.limit + 1 });
-    const more = rows.length > options.limit;
-    const executions = more ? rows.slice(0, options.limit) : rows;
+    const { items: executions, more } = await fetchPage(options.limit, (limit) =>
+      this.executions.listByUser(caller.userId, { ...options, limit: limit! }),
+    );
     return more ? { executions, nextBefore: executions[executions.length - 1]!.id } : { executions };
   }
 }

@@ -13,6 +13,7 @@ import {
 import type { UrlEventFactory } from '../domain/url-events.js';
 import type { ListOptions, UrlMappingRepository } from '../ports/url-mapping-repository.js';
 import type { ClickBuffer } from './click-buffer.js';
+import { fetchPage } from './paging.js';
 import type { CachedTarget, RedirectCache } from './redirect-cache.js';
 
 export interface UrlMappingServiceOptions {
@@ -67,10 +68,8 @@ export class UrlMappingService {
 
   /** Mappings in id order; `nextAfter` is set when rows beyond this page exist. */
   async list(options: ListOptions): Promise<{ mappings: UrlMapping[]; nextAfter?: number }> {
-    const { limit } = options;
-    const rows = await this.repository.list(limit === undefined ? options : { ...options, limit: limit + 1 });
-    const more = limit !== undefined && rows.length > limit;
-    const mappings = (more ? rows.slice(0, limit) : rows).map((row) => this.withPendingClicks(row));
+    const { items, more } = await fetchPage(options.limit, (limit) => this.repository.list({ ...options, limit }));
+    const mappings = items.map((row) => this.withPendingClicks(row));
     return more ? { mappings, nextAfter: mappings[mappings.length - 1]!.id } : { mappings };
   }
 
