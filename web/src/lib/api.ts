@@ -11,45 +11,15 @@ export type RegisterBody = JsonBody<operations['register']['requestBody']>;
 /** The runtime settings named in the API document, and any others the server adds. */
 export type Settings = JsonBody<operations['get_settings']['responses'][200]> & Record<string, number>;
 
-// Not in the OpenAPI document yet (their routes are being built): the shapes agreed for them.
-export type ExecutionStatus = 'queued' | 'running' | 'completed' | 'failed' | 'timed_out';
-export interface Execution {
-  id: string;
-  status: ExecutionStatus;
-  language: string;
-  script: string;
-  timeout_ms: number;
-  output: string;
-  result: unknown;
-  error: string | null;
-  duration_ms: number | null;
-  created_at: string;
-  started_at: string | null;
-  finished_at: string | null;
-}
-export interface Channel {
-  id: string | number;
-  type: 'webhook' | 'chat';
-  name: string;
-  url: string;
-  created_at: string;
-  secret?: string;
-}
-export type DeadLetterStatus = 'retrying' | 'retried' | 'parked' | 'discarded';
-export interface DeadLetter {
-  id: string | number;
-  event_id: string;
-  event_type: string;
-  topic: string;
-  group: string;
-  status: DeadLetterStatus;
-  attempts: number;
-  error: string | null;
-  created_at: string;
-  updated_at: string;
-  headers: Record<string, string>;
-  envelope: unknown;
-}
+type Ok<O extends keyof operations, S extends number = 200> = JsonBody<
+  operations[O]['responses'] extends Record<S, infer R> ? R : never
+>;
+export type Execution = Ok<'get_execution'>;
+export type ExecutionStatus = Execution['status'];
+/** A channel as listed; `secret` only in the answer to its creation. */
+export type Channel = Ok<'list_channels'>[number] & { secret?: string };
+export type DeadLetter = Ok<'get_dead_letter'>;
+export type DeadLetterStatus = DeadLetter['status'];
 
 export const FINAL_STATUSES: ReadonlySet<ExecutionStatus> = new Set(['completed', 'failed', 'timed_out']);
 
