@@ -95,6 +95,24 @@ describe.each(BACKENDS)('notification channels API on $name', (backend) => {
     },
   );
 
+  it.skipIf(!backend.available)('lists channels in creation order, however close together they were made', async () => {
+    const before = (await list(open.app, { cookie: alice.cookie })).json<ChannelBody[]>().map((c) => c.id);
+    const made: string[] = [];
+    // Many within the same few milliseconds: timestamps whose trimmed fractions (.12Z, .123Z)
+    // do not sort as text must not decide the order.
+    for (let i = 0; i < 25; i++) {
+      const created = await create(open.app, alice.headers, {
+        type: 'chat',
+        name: `o${i}`,
+        url: 'http://127.0.0.1:9/o',
+      });
+      expect(created.statusCode, created.body).toBe(201);
+      made.push(created.json<ChannelBody>().id);
+    }
+    const after = (await list(open.app, { cookie: alice.cookie })).json<ChannelBody[]>().map((c) => c.id);
+    expect(after).toEqual([...before, ...made]);
+  });
+
   it.skipIf(!backend.available)('each webhook gets its own secret', async () => {
     const secrets = new Set<string>();
     for (let i = 0; i < 3; i++) {

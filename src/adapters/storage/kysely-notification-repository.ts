@@ -87,7 +87,8 @@ export class KyselyNotificationRepository implements NotificationRepository {
       .selectFrom('notification_channels')
       .selectAll()
       .where('user_id', '=', userId)
-      .orderBy('created_at')
+      // Ids are UUIDv7, so id order is creation order. Not `created_at`: on SQLite it is canonical
+      // RFC 3339 text, whose trimmed fractions (`.12Z`, `.123Z`) do not sort as time.
       .orderBy('id')
       .execute();
     return rows.map(toChannel);
