@@ -1,7 +1,9 @@
 import type { Registry } from 'prom-client';
 import { EmbeddedLogEventBus } from './adapters/event-bus/embedded-log-event-bus.js';
 import { NatsEventBus } from './adapters/event-bus/nats-event-bus.js';
-import { OutboxRelay, TransactionalOutbox } from './adapters/event-bus/outbox.js';
+import { groupCommitOn, OutboxRelay, TransactionalOutbox } from './adapters/event-bus/outbox.js';
+import { GroupCommit } from './adapters/storage/group-commit.js';
+import type { EventEnvelope } from './domain/events.js';
 import type { Database } from './adapters/storage/database.js';
 import { createEventMetrics, type EventMetrics } from './adapters/telemetry/event-metrics.js';
 import type { EventsConfig } from './config/config.js';
@@ -55,14 +57,21 @@ export async function composeEventBackbone(
         batchSize: 100,
       });
   const metrics = createEventMetrics(registry);
-  const outbox = new TransactionalOutbox(serviceName);
+  const published = (topic: string, envelope: EventEnvelope) => metrics.published(topic, envelope.event_type);
+  const outbox = new TransactionalOutbox(serviceName, {
+    // SQLite has one writer, and a commit costs more than a write: writes arriving together share one.
+    transactions: database.dialect === 'sqlite' ? groupCommitOn(new GroupCommit(database.db)) : undefined,
+    // The embedded bus is a log in this same database: the log is the outbox.
+    log: bus instanceof EmbeddedLogEventBus ? bus : undefined,
+    onPublished: published,
+  });
   const relay = new OutboxRelay(
     database.db,
     bus,
     outbox,
     { pollMs: config.pollMs, batchSize: 200, leaseMs: config.leaseMs, retryDelayMs: 500 },
     logger,
-    (topic, envelope) => metrics.published(topic, envelope.event_type),
+    published,
   );
   const runner = new ConsumerRunner(
     bus,

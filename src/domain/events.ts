@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { randomFillSync } from 'node:crypto';
 
 /** Topics and the event types they carry (design "Events"). */
 export const TOPICS = {
@@ -52,8 +52,23 @@ export type MessageHeaders = Readonly<Record<string, string>>;
 let lastMs = 0;
 let sequence = 0;
 
+/** Random bytes drawn from the system in blocks: one system call per 256 identifiers, not one each. */
+const entropy = Buffer.alloc(16 * 256);
+let entropyUsed = entropy.length;
+
+function randomBlock(): Buffer {
+  if (entropyUsed === entropy.length) {
+    randomFillSync(entropy);
+    entropyUsed = 0;
+  }
+  const block = entropy.subarray(entropyUsed, entropyUsed + 16);
+  entropyUsed += 16;
+  return block;
+}
+
 /** A UUIDv7 (RFC 9562): 48-bit Unix milliseconds, then a counter and randomness; sorts by time. */
 export function uuidv7(now = Date.now()): string {
+  const bytes = Buffer.from(randomBlock());
   // Monotonic within a process: the same millisecond bumps a 12-bit counter.
   if (now <= lastMs) {
     sequence = (sequence + 1) & 0xfff;
@@ -61,9 +76,8 @@ export function uuidv7(now = Date.now()): string {
     now = lastMs;
   } else {
     lastMs = now;
-    sequence = randomBytes(2).readUInt16BE(0) & 0x7ff;
+    sequence = bytes.readUInt16BE(0) & 0x7ff;
   }
-  const bytes = randomBytes(16);
   bytes.writeUIntBE(now, 0, 6);
   bytes[6] = 0x70 | (sequence >> 8);
   bytes[7] = sequence & 0xff;

@@ -12,6 +12,8 @@ import type {
   Subscription,
 } from '../../ports/event-bus.js';
 import { isUniqueViolation, type AnyKysely } from '../storage/database.js';
+import { PreparedQuery } from '../storage/prepared-query.js';
+import type { TransactionalLog } from './outbox.js';
 import type { EventTables } from './event-tables.js';
 
 export interface EmbeddedLogOptions {
@@ -28,6 +30,38 @@ export interface EmbeddedLogOptions {
 
 type Row = EventTables['event_log'];
 
+/** The statements of every append, built once (appends are on the write path of every change). */
+function logStatements(db: Kysely<EventTables>) {
+  return {
+    takeOffset: new PreparedQuery(db, (db, p) =>
+      db
+        .updateTable('event_partitions')
+        .set((eb) => ({ next_offset: eb('next_offset', '+', 1) }))
+        .where('topic', '=', p('topic'))
+        .where('partition_no', '=', p('partition'))
+        .returning('next_offset'),
+    ),
+    createPartition: new PreparedQuery(db, (db, p) =>
+      db
+        .insertInto('event_partitions')
+        .values({ topic: p('topic'), partition_no: p('partition'), next_offset: 0 })
+        .onConflict((oc) => oc.columns(['topic', 'partition_no']).doNothing()),
+    ),
+    insertEntry: new PreparedQuery(db, (db, p) =>
+      db.insertInto('event_log').values({
+        topic: p('topic'),
+        partition_no: p('partition'),
+        log_offset: p('offset'),
+        message_id: p('messageId'),
+        headers: p('headers'),
+        envelope: p('envelope'),
+        created_at: p('createdAt'),
+      }),
+    ),
+  };
+}
+type LogStatements = ReturnType<typeof logStatements>;
+
 /** How long a consumer woken by a publish waits for more before it reads. */
 const WAKE_LINGER_MS = 5;
 
@@ -36,9 +70,10 @@ const WAKE_LINGER_MS = 5;
  * the partitions through leases, so several processes on one PostgreSQL database also work;
  * a group's position is committed after each handled message (at least once).
  */
-export class EmbeddedLogEventBus implements EventBus {
+export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
   readonly partitions: number;
   private readonly db: Kysely<EventTables>;
+  private readonly statements: LogStatements;
   private readonly wake = new EventEmitter();
   private readonly subscriptions = new Set<Subscription>();
   private readonly now: () => number;
@@ -49,6 +84,7 @@ export class EmbeddedLogEventBus implements EventBus {
   ) {
     this.db = db as Kysely<EventTables>;
     this.partitions = options.partitions;
+    this.statements = logStatements(this.db);
     this.now = options.clock ?? Date.now;
     this.wake.setMaxListeners(0);
   }
@@ -84,32 +120,64 @@ export class EmbeddedLogEventBus implements EventBus {
     options: PublishOptions,
   ): Promise<PublishedPosition> {
     const partition = options.partition ?? partitionFor(key, this.partitions);
-    await trx
-      .insertInto('event_partitions')
-      .values({ topic, partition_no: partition, next_offset: 0 })
-      .onConflict((oc) => oc.columns(['topic', 'partition_no']).doNothing())
-      .execute();
-    const { next_offset } = await trx
-      .updateTable('event_partitions')
-      .set((eb) => ({ next_offset: eb('next_offset', '+', 1) }))
-      .where('topic', '=', topic)
-      .where('partition_no', '=', partition)
-      .returning('next_offset')
-      .executeTakeFirstOrThrow();
-    const offset = Number(next_offset) - 1;
-    await trx
-      .insertInto('event_log')
-      .values({
-        topic,
-        partition_no: partition,
-        log_offset: offset,
-        message_id: options.messageId ?? envelope.event_id,
-        headers: JSON.stringify(headers),
-        envelope: JSON.stringify(envelope),
-        created_at: this.now(),
-      })
-      .execute();
+    const offset = await this.appendEntry(
+      trx,
+      topic,
+      partition,
+      options.messageId ?? envelope.event_id,
+      headers,
+      envelope,
+    );
     return { partition, offset };
+  }
+
+  private async appendEntry(
+    trx: Kysely<EventTables>,
+    topic: string,
+    partition: number,
+    messageId: string,
+    headers: MessageHeaders,
+    envelope: EventEnvelope,
+  ): Promise<number> {
+    const at = { topic, partition };
+    let [row] = (await this.statements.takeOffset.run(trx, at)).rows;
+    if (row === undefined) {
+      // The partition's first message ever: its counter row, then the same again.
+      await this.statements.createPartition.run(trx, at);
+      [row] = (await this.statements.takeOffset.run(trx, at)).rows;
+    }
+    const offset = Number(row!.next_offset) - 1;
+    await this.statements.insertEntry.run(trx, {
+      topic,
+      partition,
+      offset,
+      messageId,
+      headers: JSON.stringify(headers),
+      envelope: JSON.stringify(envelope),
+      createdAt: this.now(),
+    });
+    return offset;
+  }
+
+  /**
+   * The outbox's way in (TransactionalLog): appends inside the caller's transaction, so the
+   * change and its events commit together. Partitions are taken in order, so two transactions
+   * never wait for each other's partitions in opposite orders (PostgreSQL row locks).
+   */
+  async appendInTransaction(trx: AnyKysely, messages: readonly OutgoingMessage[]): Promise<void> {
+    const placed = messages.map((message) => ({ message, partition: partitionFor(message.key, this.partitions) }));
+    // Stable: messages of one partition keep their order.
+    placed.sort((a, b) =>
+      a.message.topic === b.message.topic ? a.partition - b.partition : a.message.topic < b.message.topic ? -1 : 1,
+    );
+    for (const { message, partition } of placed) {
+      const { topic, headers, envelope } = message;
+      await this.appendEntry(trx as Kysely<EventTables>, topic, partition, envelope.event_id, headers, envelope);
+    }
+  }
+
+  committed(messages: readonly OutgoingMessage[]): void {
+    for (const topic of new Set(messages.map((m) => m.topic))) this.wake.emit(topic);
   }
 
   async publishAll(messages: readonly OutgoingMessage[]): Promise<PublishedPosition[]> {

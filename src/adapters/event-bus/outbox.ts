@@ -2,42 +2,98 @@ import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import type { Kysely } from 'kysely';
 import type { EventEnvelope, EventsFor, MessageHeaders, OutgoingEvent } from '../../domain/events.js';
-import type { EventBus } from '../../ports/event-bus.js';
+import type { EventBus, OutgoingMessage } from '../../ports/event-bus.js';
 import { producerHeaders } from '../telemetry/message-tracing.js';
 import type { EventTables } from './event-tables.js';
 import type { AnyKysely } from '../storage/database.js';
+import type { GroupCommit, TransactionWork } from '../storage/group-commit.js';
+
+/**
+ * Appends messages to the bus's own log inside a transaction of the service's database: when the
+ * bus is that log (the embedded bus), the log is the outbox, and the relay has nothing to move.
+ */
+export interface TransactionalLog {
+  appendInTransaction(trx: AnyKysely, messages: readonly OutgoingMessage[]): Promise<void>;
+  /** After the transaction that appended `messages` committed: wake the consumers. */
+  committed(messages: readonly OutgoingMessage[]): void;
+}
+
+export interface TransactionalOutboxOptions {
+  /** Runs the write transactions on the service's database; one each by default. */
+  readonly transactions?: TransactionRunner;
+  /** When set, events go straight into this log instead of the outbox table. */
+  readonly log?: TransactionalLog;
+  /** Told of each event the outbox hands over itself (with `log`; otherwise the relay tells). */
+  readonly onPublished?: (topic: string, envelope: EventEnvelope) => void;
+  readonly now?: () => number;
+}
+
+/** Runs `work` in a write transaction on `db`; a runner may share one transaction among several callers. */
+export type TransactionRunner = <DB, T>(db: Kysely<DB>, work: TransactionWork<DB, T>) => Promise<T>;
+
+/** One transaction per call. */
+export const eachInItsOwnTransaction: TransactionRunner = (db, work) => db.transaction().execute(work);
+
+/** Group commit for `group.db` (see GroupCommit); a transaction of its own on any other handle. */
+export function groupCommitOn<G>(group: GroupCommit<G>): TransactionRunner {
+  return <DB, T>(db: Kysely<DB>, work: TransactionWork<DB, T>) =>
+    (db as unknown) === group.db
+      ? group.run(work as unknown as TransactionWork<G, T>)
+      : eachInItsOwnTransaction(db, work);
+}
 
 /**
  * The transactional outbox: events are written in the same database transaction as the change
  * they describe, so an acknowledged change always has its event, even if the process dies right
- * after answering or the broker is away. The relay below hands them to the bus.
+ * after answering or the broker is away. The relay below hands them to the bus. With the
+ * embedded bus, the events go into its log directly, in that same transaction.
  */
 export class TransactionalOutbox {
   private readonly appended = new EventEmitter();
+  private readonly transactions: TransactionRunner;
+  private readonly log: TransactionalLog | undefined;
+  private readonly onPublished: (topic: string, envelope: EventEnvelope) => void;
+  private readonly now: () => number;
 
   constructor(
     private readonly service: string,
-    private readonly now: () => number = Date.now,
-  ) {}
+    options: TransactionalOutboxOptions = {},
+  ) {
+    this.transactions = options.transactions ?? eachInItsOwnTransaction;
+    this.log = options.log;
+    this.onPublished = options.onPublished ?? (() => undefined);
+    this.now = options.now ?? Date.now;
+  }
 
   /** Records `events` inside `trx`; the producer span and trace headers are made now, in the caller's span. */
-  async append(trx: AnyKysely, events: readonly OutgoingEvent[]): Promise<void> {
-    if (events.length === 0) return;
-    const rows = events.map((event) => ({
+  async append(trx: AnyKysely, events: readonly OutgoingEvent[]): Promise<readonly OutgoingMessage[]> {
+    if (events.length === 0) return [];
+    const messages = events.map((event) => ({
       topic: event.topic,
-      message_key: event.key,
-      event_id: event.envelope.event_id,
-      headers: JSON.stringify(producerHeaders(event, this.service)),
-      envelope: JSON.stringify(event.envelope),
+      key: event.key,
+      headers: producerHeaders(event, this.service),
+      envelope: event.envelope,
+    }));
+    if (this.log) {
+      await this.log.appendInTransaction(trx, messages);
+      return messages;
+    }
+    const rows = messages.map((message) => ({
+      topic: message.topic,
+      message_key: message.key,
+      event_id: message.envelope.event_id,
+      headers: JSON.stringify(message.headers),
+      envelope: JSON.stringify(message.envelope),
       created_at: this.now(),
     }));
     await (trx as Kysely<EventTables>).insertInto('event_outbox').values(rows).execute();
+    return messages;
   }
 
   /**
-   * Runs `change` in a transaction together with the outbox rows of its events, then wakes the
-   * relay. Nothing is recorded when the change wrote nothing (`undefined`); without `events`
-   * the change runs on its own.
+   * Runs `change` in a transaction together with its events, then wakes the relay (or the
+   * consumers of the log). Nothing is recorded when the change wrote nothing (`undefined`);
+   * without `events` the change runs on its own.
    */
   async transact<DB, T>(
     db: Kysely<DB>,
@@ -45,13 +101,20 @@ export class TransactionalOutbox {
     change: (db: Kysely<DB>) => Promise<T>,
   ): Promise<T> {
     if (!events) return change(db);
-    const result = await db.transaction().execute(async (trx) => {
+    let appended: readonly OutgoingMessage[] = [];
+    const result = await this.transactions(db, async (trx) => {
       const written = await change(trx);
-      if (written !== undefined && written !== null) await this.append(trx, events(written));
+      if (written !== undefined && written !== null) appended = await this.append(trx, events(written));
       return written;
     });
-    if (result !== undefined && result !== null) this.notify();
+    if (appended.length > 0) this.handedOver(appended);
     return result;
+  }
+
+  private handedOver(messages: readonly OutgoingMessage[]): void {
+    if (!this.log) return this.notify();
+    this.log.committed(messages);
+    for (const message of messages) this.onPublished(message.topic, message.envelope);
   }
 
   /** Tells the relay of this process that rows are waiting (call after the transaction commits). */

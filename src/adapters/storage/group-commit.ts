@@ -1,0 +1,93 @@
+import { CompiledQuery, type Kysely } from 'kysely';
+
+/** A unit of work of one write transaction: everything it writes commits together, or nothing does. */
+export type TransactionWork<DB, T> = (trx: Kysely<DB>) => Promise<T>;
+
+interface Unit<DB> {
+  readonly work: TransactionWork<DB, unknown>;
+  readonly resolve: (value: unknown) => void;
+  readonly reject: (error: unknown) => void;
+}
+
+const SAVEPOINT = CompiledQuery.raw('SAVEPOINT group_unit');
+const RELEASE = CompiledQuery.raw('RELEASE SAVEPOINT group_unit');
+const ROLLBACK_TO = CompiledQuery.raw('ROLLBACK TO SAVEPOINT group_unit');
+
+/**
+ * Group commit for a single-writer database (SQLite): write transactions that arrive together,
+ * during one turn of the event loop or while the previous group commits, share one transaction
+ * and so one commit, which costs more than the writes themselves. Each unit runs inside its own
+ * savepoint, so a unit that fails (a taken code) is rolled back alone and its caller alone sees
+ * the error. A unit's promise resolves only once the shared transaction has committed: nothing is
+ * acknowledged before it is durable.
+ *
+ * @example
+ *   const writes = new GroupCommit(db);
+ *   const row = await writes.run((trx) => trx.insertInto('url_mappings').values(mapping).executeTakeFirstOrThrow());
+ */
+export class GroupCommit<DB> {
+  private queue: Unit<DB>[] = [];
+  private draining = false;
+
+  constructor(
+    readonly db: Kysely<DB>,
+    /** Most units one transaction takes; the rest wait for the next. */
+    private readonly maxUnits = 256,
+  ) {}
+
+  run<T>(work: TransactionWork<DB, T>): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.queue.push({ work, resolve: resolve as (value: unknown) => void, reject });
+      if (!this.draining) {
+        this.draining = true;
+        // After this turn's other requests have queued theirs.
+        setImmediate(() => void this.drain());
+      }
+    });
+  }
+
+  private async drain(): Promise<void> {
+    while (this.queue.length > 0) {
+      const units = this.queue.length <= this.maxUnits ? this.queue : this.queue.slice(0, this.maxUnits);
+      this.queue = this.queue.length <= this.maxUnits ? [] : this.queue.slice(this.maxUnits);
+      await (units.length === 1 ? this.commitOne(units[0]!) : this.commitGroup(units));
+    }
+    this.draining = false;
+  }
+
+  private async commitOne(unit: Unit<DB>): Promise<void> {
+    try {
+      unit.resolve(await this.db.transaction().execute(unit.work));
+    } catch (error) {
+      unit.reject(error);
+    }
+  }
+
+  private async commitGroup(units: readonly Unit<DB>[]): Promise<void> {
+    const succeeded: { unit: Unit<DB>; value: unknown }[] = [];
+    const failed: { unit: Unit<DB>; error: unknown }[] = [];
+    try {
+      await this.db.transaction().execute(async (trx) => {
+        for (const unit of units) {
+          await trx.executeQuery(SAVEPOINT);
+          try {
+            succeeded.push({ unit, value: await unit.work(trx) });
+          } catch (error) {
+            await trx.executeQuery(ROLLBACK_TO);
+            failed.push({ unit, error });
+          }
+          await trx.executeQuery(RELEASE);
+        }
+      });
+    } catch (error) {
+      // The shared transaction did not commit: no unit wrote anything, and none that had not
+      // failed on its own may be acknowledged.
+      const settled = new Set(failed.map((f) => f.unit));
+      for (const unit of units) if (!settled.has(unit)) unit.reject(error);
+      for (const { unit, error: own } of failed) unit.reject(own);
+      return;
+    }
+    for (const { unit, value } of succeeded) unit.resolve(value);
+    for (const { unit, error } of failed) unit.reject(error);
+  }
+}
