@@ -16,10 +16,11 @@ const ROLLBACK_TO = CompiledQuery.raw('ROLLBACK TO SAVEPOINT group_unit');
 /**
  * Group commit for a single-writer database (SQLite): write transactions that arrive together,
  * during one turn of the event loop or while the previous group commits, share one transaction
- * and so one commit, which costs more than the writes themselves. Each unit runs inside its own
- * savepoint, so a unit that fails (a taken code) is rolled back alone and its caller alone sees
- * the error. A unit's promise resolves only once the shared transaction has committed: nothing is
- * acknowledged before it is durable.
+ * and so one commit, which costs more than the writes themselves. A unit that fails (a taken
+ * code) is rolled back alone and its caller alone sees the error: the group then runs again with
+ * a savepoint around each unit, so a unit's work must do nothing outside the transaction that
+ * cannot be done twice. A unit's promise resolves only once the shared transaction has
+ * committed: nothing is acknowledged before it is durable.
  *
  * @example
  *   const writes = new GroupCommit(db);
@@ -63,7 +64,26 @@ export class GroupCommit<DB> {
     }
   }
 
+  /**
+   * The group in one transaction, optimistically without savepoints (they cost two statements a
+   * unit); when a unit fails, the whole attempt is rolled back and the group runs again with a
+   * savepoint around each unit, so the failure stays its own.
+   */
   private async commitGroup(units: readonly Unit<DB>[]): Promise<void> {
+    let values: unknown[];
+    try {
+      values = await this.db.transaction().execute(async (trx) => {
+        const results: unknown[] = [];
+        for (const unit of units) results.push(await unit.work(trx));
+        return results;
+      });
+    } catch {
+      return this.commitWithSavepoints(units);
+    }
+    units.forEach((unit, i) => unit.resolve(values[i]));
+  }
+
+  private async commitWithSavepoints(units: readonly Unit<DB>[]): Promise<void> {
     const succeeded: { unit: Unit<DB>; value: unknown }[] = [];
     const failed: { unit: Unit<DB>; error: unknown }[] = [];
     try {
