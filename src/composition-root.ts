@@ -119,6 +119,9 @@ async function composeAccounts(
   }
 }
 
+/** How often a SQLite database's WAL is checkpointed in the background. */
+const SQLITE_CHECKPOINT_INTERVAL_MS = 100;
+
 /** How long "no such code" is cached: a code created elsewhere shows up here within this even without its event. */
 const UNKNOWN_CODE_TTL_MS = 1000;
 
@@ -128,10 +131,11 @@ export async function compose(config: Config, options: ComposeOptions = {}): Pro
   const databaseTracing = config.tracing.enabled
     ? new KyselyTracingPlugin({ dialect: config.database.kind })
     : undefined;
-  const database = openDatabase(
-    config.database,
-    databaseTracing ? { plugins: [databaseTracing], log: databaseTracing.log } : {},
-  );
+  const database = openDatabase(config.database, {
+    ...(databaseTracing ? { plugins: [databaseTracing], log: databaseTracing.log } : {}),
+    // SQLite: the WAL is copied into the database file off the event loop.
+    checkpointIntervalMs: SQLITE_CHECKPOINT_INTERVAL_MS,
+  });
   try {
     await migrateToLatest(database.db, database.dialect);
   } catch (error) {

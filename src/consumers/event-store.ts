@@ -6,6 +6,7 @@ import type { BusMessage } from '../ports/event-bus.js';
 import { BatchWriter } from '../services/batch-writer.js';
 import type { ConsumerDefinition } from '../services/consumer-runner.js';
 import type { AnyKysely } from '../adapters/storage/database.js';
+import { PreparedQuery } from '../adapters/storage/prepared-query.js';
 
 export interface EventStoreOptions {
   readonly batchSize: number;
@@ -21,17 +22,39 @@ function executionIdOf(message: BusMessage): string | null {
 
 /**
  * Persists every event of every topic, in batches, once per event id (a redelivery or a
- * re-published retry is stored once).
+ * re-published retry is stored once). Order does not matter to it, so the bus hands it a
+ * partition's messages a batch at a time, and the batch is one transaction.
  */
 export function eventStoreConsumer(db: AnyKysely, options: EventStoreOptions): ConsumerDefinition {
   const store = db as Kysely<EventTables>;
   const now = options.clock ?? Date.now;
+  // One prepared row statement, run for each event in one transaction: a multi-row insert would
+  // be a different statement for every batch size, each prepared anew.
+  const insert = new PreparedQuery<EventTables, unknown, EventTables['event_store']>(store, (db, p) =>
+    db
+      .insertInto('event_store')
+      .values({
+        event_id: p('event_id'),
+        event_type: p('event_type'),
+        event_version: p('event_version'),
+        topic: p('topic'),
+        partition_no: p('partition_no'),
+        log_offset: p('log_offset'),
+        execution_id: p('execution_id'),
+        service: p('service'),
+        occurred_at: p('occurred_at'),
+        payload: p('payload'),
+        headers: p('headers'),
+        stored_at: p('stored_at'),
+      })
+      .onConflict((oc) => oc.column('event_id').doNothing()),
+  );
   const writer = new BatchWriter<{ message: BusMessage; span: Span }>(
     async (items) => {
-      await store
-        .insertInto('event_store')
-        .values(
-          items.map(({ message }) => ({
+      const storedAt = now();
+      await store.transaction().execute(async (trx) => {
+        for (const { message } of items) {
+          await insert.run(trx, {
             event_id: message.envelope.event_id,
             event_type: message.envelope.event_type,
             event_version: message.envelope.event_version,
@@ -43,11 +66,10 @@ export function eventStoreConsumer(db: AnyKysely, options: EventStoreOptions): C
             occurred_at: message.envelope.occurred_at,
             payload: JSON.stringify(message.envelope.payload),
             headers: JSON.stringify(message.headers),
-            stored_at: now(),
-          })),
-        )
-        .onConflict((oc) => oc.column('event_id').doNothing())
-        .execute();
+            stored_at: storedAt,
+          });
+        }
+      });
       for (const { message, span } of items) {
         const executionId = executionIdOf(message);
         span.setAttributes({
@@ -64,6 +86,7 @@ export function eventStoreConsumer(db: AnyKysely, options: EventStoreOptions): C
   return {
     group: 'event-store',
     topics: [TOPICS.url, TOPICS.execution, TOPICS.notification, TOPICS.deadLetter],
+    ordered: false,
     handle: (message, span) => writer.add({ message, span }),
   };
 }

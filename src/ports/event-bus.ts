@@ -22,6 +22,11 @@ export interface SubscribeOptions {
   readonly handler: MessageHandler;
   /** Where a group that has never consumed starts: the whole log (default) or only what comes next. */
   readonly startAt?: 'earliest' | 'latest';
+  /**
+   * False when the handler does not need a partition's messages one after the other (the event
+   * store): the bus may then hand over a batch at once. Ordered by default.
+   */
+  readonly ordered?: boolean;
 }
 
 export interface Subscription {

@@ -9,6 +9,8 @@ export interface ConsumerDefinition {
   readonly group: string;
   readonly topics: readonly string[];
   readonly startAt?: 'earliest' | 'latest';
+  /** False when the handler does not need messages one after the other (see SubscribeOptions). */
+  readonly ordered?: boolean;
   /** The consumer span's name; `<topic> process` when absent. */
   readonly spanName?: string;
   /** When false, a failing message is retried for ever instead of being dead-lettered. */
@@ -62,6 +64,7 @@ export class ConsumerRunner {
           group: consumer.group,
           topic,
           startAt: consumer.startAt,
+          ordered: consumer.ordered,
           handler: (message) => this.handle(consumer, message),
         }),
       );

@@ -181,4 +181,47 @@ describe.each(BUS_KINDS)('EventBus on $name', (kind) => {
     await sub.close();
     expect(c.ids()).toEqual([fresh.id]);
   });
+
+  it.skipIf(!ok)('keeps partition order when several processes publish to it in turn', async () => {
+    const t = topic();
+    const other = await family.connect(); // a second process, writing between this one's messages
+    const c = collector();
+    const sub = await bus.subscribe({ group: 'interleaved', topic: t, handler: c.handler });
+    const sent = [];
+    for (let n = 0; n < 30; n++) {
+      const through = n % 3 === 2 ? other : bus;
+      const e = event('shared', n);
+      const position = await through.publish(t, 'shared', HEADERS, e.envelope);
+      sent.push({ ...position, id: e.envelope.event_id });
+    }
+    await eventually(() => expect(c.received).toHaveLength(30));
+    await sub.close();
+    expect(c.ids()).toEqual(sent.map((s) => s.id));
+    expect(c.received.map((m) => m.offset)).toEqual(sent.map((s) => s.offset));
+  });
+
+  it.skipIf(!ok)('hands an unordered group a batch at once, and delivers a failed message again', async () => {
+    const t = topic();
+    const sent: { partition: number; offset: number; id: string }[] = [];
+    for (let n = 0; n < 50; n++) sent.push(await publish(t, 'one-partition', n));
+    let inFlight = 0;
+    let mostInFlight = 0;
+    let failed = false;
+    const c = collector(async (m) => {
+      inFlight++;
+      mostInFlight = Math.max(mostInFlight, inFlight);
+      await new Promise((resolve) => setTimeout(resolve, 5));
+      inFlight--;
+      if (m.envelope.event_id === sent[9]!.id && !failed) {
+        failed = true;
+        throw new Error('handler failed once');
+      }
+    });
+    const sub = await bus.subscribe({ group: 'unordered', topic: t, ordered: false, handler: c.handler });
+    await eventually(() => expect(new Set(c.ids())).toEqual(new Set(sent.map((s) => s.id))));
+    await sub.close();
+    expect(mostInFlight).toBeGreaterThan(1);
+    const again = c.received.filter((m) => m.envelope.event_id === sent[9]!.id);
+    expect(again.map((m) => m.deliveryCount)).toContain(2);
+  });
 });

@@ -29,6 +29,8 @@ export interface EmbeddedLogOptions {
 }
 
 type Row = EventTables['event_log'];
+/** A log entry, with its headers and envelope as objects when this process wrote it (no parsing them back). */
+type Entry = Row & { readonly decoded?: { readonly headers: MessageHeaders; readonly envelope: EventEnvelope } };
 
 /** The statements of every append, built once (appends are on the write path of every change). */
 function logStatements(db: Kysely<EventTables>) {
@@ -47,20 +49,62 @@ function logStatements(db: Kysely<EventTables>) {
         .values({ topic: p('topic'), partition_no: p('partition'), next_offset: 0 })
         .onConflict((oc) => oc.columns(['topic', 'partition_no']).doNothing()),
     ),
-    insertEntry: new PreparedQuery(db, (db, p) =>
+    insertEntry: new PreparedQuery<EventTables, unknown, Row>(db, (db, p) =>
       db.insertInto('event_log').values({
         topic: p('topic'),
-        partition_no: p('partition'),
-        log_offset: p('offset'),
-        message_id: p('messageId'),
+        partition_no: p('partition_no'),
+        log_offset: p('log_offset'),
+        message_id: p('message_id'),
         headers: p('headers'),
         envelope: p('envelope'),
-        created_at: p('createdAt'),
+        created_at: p('created_at'),
       }),
     ),
   };
 }
 type LogStatements = ReturnType<typeof logStatements>;
+
+const positionOf = (entry: Row): PublishedPosition => ({ partition: entry.partition_no, offset: entry.log_offset });
+
+/** Entries kept per partition for this process's consumers. */
+const RECENT_PER_PARTITION = 512;
+
+/**
+ * The entries this process committed lately, per partition, in a contiguous run of offsets, so
+ * that its own consumers take them from memory instead of reading them back. Only committed
+ * entries enter, at their offsets; an entry that does not follow the run (another process wrote
+ * the ones between) starts a new run. A read answers only from a run that holds the offset asked
+ * for, so it returns exactly what the table holds there, and anything else is read from the table.
+ */
+class RecentEntries {
+  private readonly runs = new Map<string, { first: number; entries: Entry[] }>();
+
+  add(entry: Entry): void {
+    const key = `${entry.topic}\u0000${entry.partition_no}`;
+    let run = this.runs.get(key);
+    if (run === undefined || run.first + run.entries.length !== entry.log_offset) {
+      run = { first: entry.log_offset, entries: [] };
+      this.runs.set(key, run);
+    }
+    run.entries.push(entry);
+    if (run.entries.length > RECENT_PER_PARTITION) {
+      const excess = run.entries.length - RECENT_PER_PARTITION / 2;
+      run.entries.splice(0, excess);
+      run.first += excess;
+    }
+  }
+
+  /**
+   * Up to `limit` entries from offset `from` on, or none when `from` is not in memory; `atEnd`
+   * when `from` is just past the last entry this process wrote there (nothing newer from here).
+   */
+  read(topic: string, partition: number, from: number, limit: number): { entries: Entry[]; atEnd: boolean } {
+    const run = this.runs.get(`${topic}\u0000${partition}`);
+    const end = run === undefined ? -1 : run.first + run.entries.length;
+    if (run === undefined || from < run.first || from >= end) return { entries: [], atEnd: from === end };
+    return { entries: run.entries.slice(from - run.first, from - run.first + limit), atEnd: false };
+  }
+}
 
 /**
  * How long a consumer woken by a publish waits for more before it reads: under load, one read
@@ -77,6 +121,7 @@ export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
   readonly partitions: number;
   private readonly db: Kysely<EventTables>;
   private readonly statements: LogStatements;
+  private readonly recent = new RecentEntries();
   private readonly wake = new EventEmitter();
   private readonly subscriptions = new Set<Subscription>();
   private readonly now: () => number;
@@ -99,18 +144,19 @@ export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
     envelope: EventEnvelope,
     options: PublishOptions = {},
   ): Promise<PublishedPosition> {
-    let position: PublishedPosition;
+    let entry: Row;
     try {
-      position = await this.db.transaction().execute((trx) => this.append(trx, topic, key, headers, envelope, options));
+      entry = await this.db.transaction().execute((trx) => this.append(trx, topic, key, headers, envelope, options));
     } catch (error) {
       // The same message published twice: the other insert won, which is the point.
       const messageId = options.messageId ?? envelope.event_id;
       const existing = isUniqueViolation(error) ? await this.positionOf(messageId, this.db) : undefined;
       if (!existing) throw error;
-      position = existing;
+      this.wake.emit(topic);
+      return existing;
     }
-    this.wake.emit(topic);
-    return position;
+    this.committed([entry]);
+    return positionOf(entry);
   }
 
   /** Appends one message to its partition inside `trx`; a repeated message id fails the unique insert. */
@@ -121,17 +167,9 @@ export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
     headers: MessageHeaders,
     envelope: EventEnvelope,
     options: PublishOptions,
-  ): Promise<PublishedPosition> {
+  ): Promise<Row> {
     const partition = options.partition ?? partitionFor(key, this.partitions);
-    const offset = await this.appendEntry(
-      trx,
-      topic,
-      partition,
-      options.messageId ?? envelope.event_id,
-      headers,
-      envelope,
-    );
-    return { partition, offset };
+    return this.appendEntry(trx, topic, partition, options.messageId ?? envelope.event_id, headers, envelope);
   }
 
   private async appendEntry(
@@ -141,7 +179,7 @@ export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
     messageId: string,
     headers: MessageHeaders,
     envelope: EventEnvelope,
-  ): Promise<number> {
+  ): Promise<Entry> {
     const at = { topic, partition };
     let [row] = (await this.statements.takeOffset.run(trx, at)).rows;
     if (row === undefined) {
@@ -149,17 +187,18 @@ export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
       await this.statements.createPartition.run(trx, at);
       [row] = (await this.statements.takeOffset.run(trx, at)).rows;
     }
-    const offset = Number(row!.next_offset) - 1;
-    await this.statements.insertEntry.run(trx, {
+    const entry: Row = {
       topic,
-      partition,
-      offset,
-      messageId,
+      partition_no: partition,
+      log_offset: Number(row!.next_offset) - 1,
+      message_id: messageId,
       headers: JSON.stringify(headers),
       envelope: JSON.stringify(envelope),
-      createdAt: this.now(),
-    });
-    return offset;
+      created_at: this.now(),
+    };
+    await this.statements.insertEntry.run(trx, entry);
+    // Delivered as they are to every group of this process: frozen, so no handler changes another's.
+    return { ...entry, decoded: { headers: deepFreeze(headers), envelope: deepFreeze(envelope) } };
   }
 
   /**
@@ -167,45 +206,51 @@ export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
    * change and its events commit together. Partitions are taken in order, so two transactions
    * never wait for each other's partitions in opposite orders (PostgreSQL row locks).
    */
-  async appendInTransaction(trx: AnyKysely, messages: readonly OutgoingMessage[]): Promise<void> {
+  async appendInTransaction(trx: AnyKysely, messages: readonly OutgoingMessage[]): Promise<() => void> {
     const placed = messages.map((message) => ({ message, partition: partitionFor(message.key, this.partitions) }));
     // Stable: messages of one partition keep their order.
     placed.sort((a, b) =>
       a.message.topic === b.message.topic ? a.partition - b.partition : a.message.topic < b.message.topic ? -1 : 1,
     );
+    const entries: Row[] = [];
     for (const { message, partition } of placed) {
       const { topic, headers, envelope } = message;
-      await this.appendEntry(trx as Kysely<EventTables>, topic, partition, envelope.event_id, headers, envelope);
+      entries.push(
+        await this.appendEntry(trx as Kysely<EventTables>, topic, partition, envelope.event_id, headers, envelope),
+      );
     }
+    return () => this.committed(entries);
   }
 
-  committed(messages: readonly OutgoingMessage[]): void {
-    for (const topic of new Set(messages.map((m) => m.topic))) this.wake.emit(topic);
+  /** After the transaction that wrote `entries` committed: keep them for this process's consumers, and wake those. */
+  private committed(entries: readonly Row[]): void {
+    for (const entry of entries) this.recent.add(entry);
+    for (const topic of new Set(entries.map((e) => e.topic))) this.wake.emit(topic);
   }
 
   async publishAll(messages: readonly OutgoingMessage[]): Promise<PublishedPosition[]> {
     if (messages.length === 0) return [];
-    let positions: PublishedPosition[];
+    let entries: Row[];
     try {
       // One transaction for the batch: one commit instead of one per message.
-      positions = await this.db.transaction().execute(async (trx) => {
-        const written: PublishedPosition[] = [];
+      entries = await this.db.transaction().execute(async (trx) => {
+        const written: Row[] = [];
         for (const m of messages) written.push(await this.append(trx, m.topic, m.key, m.headers, m.envelope, {}));
         return written;
       });
     } catch (error) {
       if (!isUniqueViolation(error)) throw error;
       // A message of the batch was there already: take them one by one, each answering for itself.
-      positions = [];
+      const positions: PublishedPosition[] = [];
       for (const m of messages) positions.push(await this.publish(m.topic, m.key, m.headers, m.envelope));
       return positions;
     }
-    for (const topic of new Set(messages.map((m) => m.topic))) this.wake.emit(topic);
-    return positions;
+    this.committed(entries);
+    return entries.map(positionOf);
   }
 
   async subscribe(options: SubscribeOptions): Promise<Subscription> {
-    const consumer = new GroupConsumer(this.db, this.wake, this.options, this.now, options);
+    const consumer = new GroupConsumer(this.db, this.wake, this.recent, this.options, this.now, options);
     await consumer.start();
     const subscription: Subscription = {
       close: async () => {
@@ -248,7 +293,10 @@ class GroupConsumer {
   private readonly member = randomUUID();
   private readonly owned = new Set<number>();
   private readonly workers = new Map<number, Promise<void>>();
-  private readonly attempts = new Map<string, number>();
+  /** Failed deliveries so far, by offset × 65,536 + partition. */
+  private readonly failures = new Map<number, number>();
+  /** When each partition was last read from the table. */
+  private readonly tableReads = new Map<number, number>();
   private running = true;
   private timer: NodeJS.Timeout | undefined;
   private rebalancing: Promise<void> | undefined;
@@ -256,6 +304,7 @@ class GroupConsumer {
   constructor(
     private readonly db: Kysely<EventTables>,
     private readonly wake: EventEmitter,
+    private readonly recent: RecentEntries,
     private readonly options: EmbeddedLogOptions,
     private readonly now: () => number,
     private readonly subscription: SubscribeOptions,
@@ -410,30 +459,16 @@ class GroupConsumer {
               .executeTakeFirstOrThrow()
           ).next_offset,
         );
-        const rows = await this.db
-          .selectFrom('event_log')
-          .selectAll()
-          .where('topic', '=', topic)
-          .where('partition_no', '=', p)
-          .where('log_offset', '>=', next)
-          .orderBy('log_offset')
-          .limit(this.options.batchSize)
-          .execute();
+        const rows = await this.read(p, next);
         if (rows.length === 0) {
           await this.idle();
           continue;
         }
-        // Handle the batch in order; commit the position once for what was handled.
+        // Handle the batch; commit the position once for what was handled.
         const from = next;
-        let failed = false;
-        for (const row of rows) {
-          if (!this.running || !this.owned.has(p)) break;
-          if (!(await this.deliver(row))) {
-            failed = true;
-            break;
-          }
-          next = Number(row.log_offset) + 1;
-        }
+        const handled = await this.deliverAll(p, rows);
+        if (handled > 0) next = Number(rows[handled - 1]!.log_offset) + 1;
+        const failed = handled < rows.length && this.running && this.owned.has(p);
         if (next > from) {
           await this.db
             .updateTable('consumer_offsets')
@@ -454,23 +489,68 @@ class GroupConsumer {
     }
   }
 
-  private async deliver(row: Row): Promise<boolean> {
-    const id = `${row.partition_no}:${row.log_offset}`;
-    const deliveryCount = (this.attempts.get(id) ?? 0) + 1;
-    this.attempts.set(id, deliveryCount);
+  /**
+   * The batch from `next` on: from this process's recent entries when it has them, else from the
+   * table. Past the last entry written here, the table is read at most once a poll interval (as
+   * often as other processes' writes would be seen anyway); this process's own wake us at once.
+   */
+  private async read(p: number, next: number): Promise<Row[]> {
+    const { topic } = this.key;
+    const recent = this.recent.read(topic, p, next, this.options.batchSize);
+    if (recent.entries.length > 0) return recent.entries;
+    const now = this.now();
+    const lastRead = this.tableReads.get(p) ?? -Infinity;
+    if (recent.atEnd && now - lastRead < this.options.pollMs) return [];
+    this.tableReads.set(p, now);
+    return this.db
+      .selectFrom('event_log')
+      .selectAll()
+      .where('topic', '=', topic)
+      .where('partition_no', '=', p)
+      .where('log_offset', '>=', next)
+      .orderBy('log_offset')
+      .limit(this.options.batchSize)
+      .execute();
+  }
+
+  /**
+   * Delivers `rows` and returns how many, from the first, were handled. In order, one after the
+   * other, unless the subscription is unordered: then all at once, and the count stops at the
+   * first failure (those after it that succeeded come again: handlers are idempotent).
+   */
+  private async deliverAll(p: number, rows: readonly Row[]): Promise<number> {
+    if (this.subscription.ordered === false) {
+      if (!this.running || !this.owned.has(p)) return 0;
+      const outcomes = await Promise.all(rows.map((row) => this.deliver(row)));
+      const failure = outcomes.indexOf(false);
+      return failure === -1 ? rows.length : failure;
+    }
+    let handled = 0;
+    for (const row of rows) {
+      if (!this.running || !this.owned.has(p) || !(await this.deliver(row))) break;
+      handled++;
+    }
+    return handled;
+  }
+
+  private async deliver(row: Entry): Promise<boolean> {
+    const offset = Number(row.log_offset);
+    const key = offset * 65_536 + row.partition_no;
+    const failures = this.failures.get(key) ?? 0;
     const message: BusMessage = {
       topic: row.topic,
       partition: row.partition_no,
-      offset: Number(row.log_offset),
-      headers: JSON.parse(row.headers) as MessageHeaders,
-      envelope: JSON.parse(row.envelope) as EventEnvelope,
-      deliveryCount,
+      offset,
+      headers: row.decoded?.headers ?? (JSON.parse(row.headers) as MessageHeaders),
+      envelope: row.decoded?.envelope ?? (JSON.parse(row.envelope) as EventEnvelope),
+      deliveryCount: failures + 1,
     };
     try {
       await this.subscription.handler(message);
-      this.attempts.delete(id);
+      if (failures > 0) this.failures.delete(key);
       return true;
     } catch {
+      this.failures.set(key, failures + 1);
       return false;
     }
   }
@@ -496,6 +576,15 @@ class GroupConsumer {
       this.wake.on(topic, woken);
     });
   }
+}
+
+/** Freezes `value` and everything it holds. */
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const child of Object.values(value)) deepFreeze(child);
+  }
+  return value;
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

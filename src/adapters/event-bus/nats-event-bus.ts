@@ -2,6 +2,7 @@ import {
   AckPolicy,
   connect,
   type ConsumerConfig,
+  type ConsumerInfo,
   DeliverPolicy,
   headers as natsHeaders,
   type JetStreamClient,
@@ -57,6 +58,11 @@ interface Connection {
 const PUBLISH_WAIT_MS = 2000;
 /** How long a consumer loop waits for the broker before it looks again whether it should stop. */
 const CONSUMER_WAIT_MS = 1000;
+/** Messages an unordered group (SubscribeOptions.ordered false) takes, and has in flight, at once. */
+const UNORDERED_BATCH = 100;
+
+/** Ordered groups have one message in flight per partition, so order holds; unordered ones a batch. */
+const maxAckPending = (options: SubscribeOptions) => (options.ordered === false ? UNORDERED_BATCH : 1);
 
 export class NatsEventBus implements EventBus {
   readonly partitions: number;
@@ -223,12 +229,17 @@ export class NatsEventBus implements EventBus {
     return ready;
   }
 
-  private consumerConfig(topic: string, partition: number, durable: string): Partial<ConsumerConfig> {
+  private consumerConfig(
+    topic: string,
+    partition: number,
+    durable: string,
+    maxAckPending = 1,
+  ): Partial<ConsumerConfig> {
     return {
       durable_name: durable,
       ack_policy: AckPolicy.Explicit,
       filter_subject: this.subject(topic, partition),
-      max_ack_pending: 1,
+      max_ack_pending: maxAckPending,
       ack_wait: nanos(this.options.ackWaitMs),
       max_deliver: -1,
     };
@@ -238,12 +249,21 @@ export class NatsEventBus implements EventBus {
     const stream = this.stream(options.topic);
     const durable = this.durable(options.group, partition);
     const { jsm } = await this.connected();
+    let info: ConsumerInfo | undefined;
     try {
-      await jsm.consumers.info(stream, durable);
+      info = await jsm.consumers.info(stream, durable);
     } catch {
+      info = undefined;
+    }
+    if (info !== undefined) {
+      // A group that became (un)ordered since its consumer was made: how many may be in flight.
+      if (info.config.max_ack_pending !== maxAckPending(options)) {
+        await jsm.consumers.update(stream, durable, { max_ack_pending: maxAckPending(options) });
+      }
+    } else {
       const latest = options.startAt === 'latest';
       await jsm.consumers.add(stream, {
-        ...this.consumerConfig(options.topic, partition, durable),
+        ...this.consumerConfig(options.topic, partition, durable, maxAckPending(options)),
         deliver_policy: latest ? DeliverPolicy.New : DeliverPolicy.All,
         ...(latest ? { inactive_threshold: nanos(LATEST_GROUP_IDLE_MS) } : {}),
       });
@@ -260,8 +280,16 @@ export class NatsEventBus implements EventBus {
         const durable = await this.ensureConsumer(options, partition);
         const consumer = await js.consumers.get(stream, durable);
         while (state.running) {
-          const message = await consumer.next({ expires: 1000 });
-          if (message) await this.deliver(options, message);
+          if (options.ordered === false) {
+            // A batch at a time, handled all at once; each message is acknowledged on its own.
+            const batch = await consumer.fetch({ max_messages: UNORDERED_BATCH, expires: CONSUMER_WAIT_MS });
+            const handled: Promise<void>[] = [];
+            for await (const message of batch) handled.push(this.deliver(options, message));
+            await Promise.all(handled);
+          } else {
+            const message = await consumer.next({ expires: CONSUMER_WAIT_MS });
+            if (message) await this.deliver(options, message);
+          }
         }
       } catch {
         // Disconnected, or the consumer was replaced (seek): get it again after a pause.

@@ -13,9 +13,8 @@ import type { GroupCommit, TransactionWork } from '../storage/group-commit.js';
  * bus is that log (the embedded bus), the log is the outbox, and the relay has nothing to move.
  */
 export interface TransactionalLog {
-  appendInTransaction(trx: AnyKysely, messages: readonly OutgoingMessage[]): Promise<void>;
-  /** After the transaction that appended `messages` committed: wake the consumers. */
-  committed(messages: readonly OutgoingMessage[]): void;
+  /** Appends inside `trx`; the returned function is to be called once `trx` has committed. */
+  appendInTransaction(trx: AnyKysely, messages: readonly OutgoingMessage[]): Promise<() => void>;
 }
 
 export interface TransactionalOutboxOptions {
@@ -26,6 +25,12 @@ export interface TransactionalOutboxOptions {
   /** Told of each event the outbox hands over itself (with `log`; otherwise the relay tells). */
   readonly onPublished?: (topic: string, envelope: EventEnvelope) => void;
   readonly now?: () => number;
+}
+
+/** What one change appended, and what to do once its transaction has committed. */
+interface Appended {
+  readonly messages: readonly OutgoingMessage[];
+  readonly committed: () => void;
 }
 
 /** Runs `work` in a write transaction on `db`; a runner may share one transaction among several callers. */
@@ -66,18 +71,15 @@ export class TransactionalOutbox {
   }
 
   /** Records `events` inside `trx`; the producer span and trace headers are made now, in the caller's span. */
-  async append(trx: AnyKysely, events: readonly OutgoingEvent[]): Promise<readonly OutgoingMessage[]> {
-    if (events.length === 0) return [];
+  async append(trx: AnyKysely, events: readonly OutgoingEvent[]): Promise<Appended | undefined> {
+    if (events.length === 0) return undefined;
     const messages = events.map((event) => ({
       topic: event.topic,
       key: event.key,
       headers: producerHeaders(event, this.service),
       envelope: event.envelope,
     }));
-    if (this.log) {
-      await this.log.appendInTransaction(trx, messages);
-      return messages;
-    }
+    if (this.log) return { messages, committed: await this.log.appendInTransaction(trx, messages) };
     const rows = messages.map((message) => ({
       topic: message.topic,
       message_key: message.key,
@@ -87,7 +89,7 @@ export class TransactionalOutbox {
       created_at: this.now(),
     }));
     await (trx as Kysely<EventTables>).insertInto('event_outbox').values(rows).execute();
-    return messages;
+    return { messages, committed: () => this.notify() };
   }
 
   /**
@@ -101,20 +103,18 @@ export class TransactionalOutbox {
     change: (db: Kysely<DB>) => Promise<T>,
   ): Promise<T> {
     if (!events) return change(db);
-    let appended: readonly OutgoingMessage[] = [];
+    let appended: Appended | undefined;
     const result = await this.transactions(db, async (trx) => {
       const written = await change(trx);
       if (written !== undefined && written !== null) appended = await this.append(trx, events(written));
       return written;
     });
-    if (appended.length > 0) this.handedOver(appended);
+    if (appended) {
+      appended.committed();
+      // Straight into the log: handed over now (otherwise the relay says so when it is).
+      if (this.log) for (const m of appended.messages) this.onPublished(m.topic, m.envelope);
+    }
     return result;
-  }
-
-  private handedOver(messages: readonly OutgoingMessage[]): void {
-    if (!this.log) return this.notify();
-    this.log.committed(messages);
-    for (const message of messages) this.onPublished(message.topic, message.envelope);
   }
 
   /** Tells the relay of this process that rows are waiting (call after the transaction commits). */

@@ -14,6 +14,7 @@ import pg from 'pg';
 import type { DatabaseConfig } from '../../config/config.js';
 import { canonicalTimestamp } from '../../domain/timestamp.js';
 import type { DatabaseSchema } from './schema.js';
+import { FALLBACK_AUTOCHECKPOINT_PAGES, SqliteCheckpointer } from './sqlite-checkpointer.js';
 
 export type Dialect = DatabaseConfig['kind'];
 
@@ -37,6 +38,8 @@ export interface Database {
 export interface OpenDatabaseOptions {
   readonly plugins?: readonly KyselyPlugin[];
   readonly log?: KyselyConfig['log'];
+  /** SQLite file: checkpoint the WAL from a thread of its own this often (see SqliteCheckpointer). */
+  readonly checkpointIntervalMs?: number;
 }
 
 export function openDatabase(config: DatabaseConfig, options: OpenDatabaseOptions = {}): Database {
@@ -72,11 +75,26 @@ function openSqlite(file: string, options: OpenDatabaseOptions): Database {
   // A larger page cache and memory-mapped reads: a million mappings stay in memory.
   connection.pragma('cache_size = -65536');
   connection.pragma('mmap_size = 268435456');
+  // WAL files grown under a burst are cut back to this when they restart.
+  connection.pragma('journal_size_limit = 67108864');
+  const checkpointer =
+    options.checkpointIntervalMs === undefined || file === ':memory:'
+      ? undefined
+      : new SqliteCheckpointer(file, options.checkpointIntervalMs);
+  if (checkpointer) connection.pragma(`wal_autocheckpoint = ${FALLBACK_AUTOCHECKPOINT_PAGES}`);
   const db = new Kysely<DatabaseSchema>({
     dialect: new SqliteDialect({ database: withStatementCache(connection) }),
     ...kyselyOptions(options),
   });
-  return withPing(db, 'sqlite');
+  const database = withPing(db, 'sqlite');
+  if (!checkpointer) return database;
+  return {
+    ...database,
+    close: async () => {
+      await checkpointer.stop();
+      await database.close();
+    },
+  };
 }
 
 /** Prepared statements kept per SQLite connection (the hot queries repeat; IN-lists and batches vary). */

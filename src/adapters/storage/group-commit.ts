@@ -1,3 +1,4 @@
+import { type Context, context } from '@opentelemetry/api';
 import { CompiledQuery, type Kysely } from 'kysely';
 
 /** A unit of work of one write transaction: everything it writes commits together, or nothing does. */
@@ -5,9 +6,13 @@ export type TransactionWork<DB, T> = (trx: Kysely<DB>) => Promise<T>;
 
 interface Unit<DB> {
   readonly work: TransactionWork<DB, unknown>;
+  /** The caller's trace context: the unit's statements and events belong to its request. */
+  readonly context: Context;
   readonly resolve: (value: unknown) => void;
   readonly reject: (error: unknown) => void;
 }
+
+const runIn = <DB>(unit: Unit<DB>, trx: Kysely<DB>) => context.with(unit.context, () => unit.work(trx));
 
 const SAVEPOINT = CompiledQuery.raw('SAVEPOINT group_unit');
 const RELEASE = CompiledQuery.raw('RELEASE SAVEPOINT group_unit');
@@ -38,7 +43,7 @@ export class GroupCommit<DB> {
 
   run<T>(work: TransactionWork<DB, T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.queue.push({ work, resolve: resolve as (value: unknown) => void, reject });
+      this.queue.push({ work, context: context.active(), resolve: resolve as (value: unknown) => void, reject });
       if (!this.draining) {
         this.draining = true;
         // After this turn's other requests have queued theirs.
@@ -58,7 +63,7 @@ export class GroupCommit<DB> {
 
   private async commitOne(unit: Unit<DB>): Promise<void> {
     try {
-      unit.resolve(await this.db.transaction().execute(unit.work));
+      unit.resolve(await this.db.transaction().execute((trx) => runIn(unit, trx)));
     } catch (error) {
       unit.reject(error);
     }
@@ -74,7 +79,7 @@ export class GroupCommit<DB> {
     try {
       values = await this.db.transaction().execute(async (trx) => {
         const results: unknown[] = [];
-        for (const unit of units) results.push(await unit.work(trx));
+        for (const unit of units) results.push(await runIn(unit, trx));
         return results;
       });
     } catch {
@@ -91,7 +96,7 @@ export class GroupCommit<DB> {
         for (const unit of units) {
           await trx.executeQuery(SAVEPOINT);
           try {
-            succeeded.push({ unit, value: await unit.work(trx) });
+            succeeded.push({ unit, value: await runIn(unit, trx) });
           } catch (error) {
             await trx.executeQuery(ROLLBACK_TO);
             failed.push({ unit, error });

@@ -9,6 +9,23 @@ export interface EventMetrics {
   retried(topic: string): void;
 }
 
+/** The counter's child for two label values, kept once made. */
+function childrenOf<L extends string>(
+  counter: Counter<L>,
+  labels: (a: string, b: string) => Partial<Record<L, string>>,
+): (a: string, b: string) => { inc(): void } {
+  const children = new Map<string, { inc(): void }>();
+  return (a, b) => {
+    const key = `${a}\u0000${b}`;
+    let child = children.get(key);
+    if (child === undefined) {
+      child = counter.labels(labels(a, b));
+      children.set(key, child);
+    }
+    return child;
+  };
+}
+
 export function createEventMetrics(registry: Registry): EventMetrics {
   const registers = [registry];
   const published = new Counter({
@@ -41,9 +58,12 @@ export function createEventMetrics(registry: Registry): EventMetrics {
     labelNames: ['topic'],
     registers,
   });
+  // Counted for every event: each label set's child is looked up once, not hashed at every count.
+  const publishedBy = childrenOf(published, (topic: string, eventType: string) => ({ topic, event_type: eventType }));
+  const consumedBy = childrenOf(consumed, (topic: string, group: string) => ({ topic, group }));
   return {
-    published: (topic, eventType) => published.inc({ topic, event_type: eventType }),
-    consumed: (topic, group) => consumed.inc({ topic, group }),
+    published: (topic, eventType) => publishedBy(topic, eventType).inc(),
+    consumed: (topic, group) => consumedBy(topic, group).inc(),
     failed: (topic, group) => failed.inc({ topic, group }),
     deadLettered: (topic, group) => deadLettered.inc({ topic, group }),
     retried: (topic) => retried.inc({ topic }),
