@@ -1,18 +1,40 @@
-import { context, propagation, ROOT_CONTEXT, type Span, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+import {
+  context,
+  INVALID_SPAN_CONTEXT,
+  propagation,
+  ProxyTracerProvider,
+  ROOT_CONTEXT,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
+  trace,
+} from '@opentelemetry/api';
 import type { MessageHeaders, OutgoingEvent } from '../../domain/events.js';
 import type { BusMessage } from '../../ports/event-bus.js';
 
 /**
  * Trace context over message headers (spec §6.1, §6.2 rules 3–6): the publisher injects the
  * current context, a consumer extracts it and works inside a consumer span that is its child.
- * With no tracer provider registered, spans are no-ops and the trace headers stay empty.
+ * With no tracer provider registered, spans are no-ops and the trace headers stay empty: then
+ * none is made at all (this runs for every event, on the write path and in every consumer).
  */
 const tracer = trace.getTracer('urlshortener.events');
+
+/** What the global provider delegates to while none is registered. */
+const NO_PROVIDER = new ProxyTracerProvider().getDelegate();
+const NO_SPAN = trace.wrapSpanContext(INVALID_SPAN_CONTEXT);
+
+/** Whether a tracer provider is registered (tracing on), so that spans are worth making. */
+function tracing(): boolean {
+  const provider = trace.getTracerProvider();
+  return !(provider instanceof ProxyTracerProvider) || provider.getDelegate() !== NO_PROVIDER;
+}
 
 export const MESSAGING_SYSTEM = 'urlshortener';
 
 /** Starts and ends a producer span under the active context; returns the message headers carrying it. */
 export function producerHeaders(event: OutgoingEvent, service: string): MessageHeaders {
+  if (!tracing()) return { event_type: event.envelope.event_type, service, traceparent: '', tracestate: '' };
   return tracer.startActiveSpan(
     `${event.topic} publish`,
     {
@@ -58,6 +80,7 @@ export function inMessageSpan<T>(
   attributes: Record<string, string | number>,
   work: (span: Span) => Promise<T>,
 ): Promise<T> {
+  if (!tracing()) return work(NO_SPAN);
   return tracer.startActiveSpan(
     name,
     {
