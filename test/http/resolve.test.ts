@@ -198,6 +198,29 @@ describe.each(BACKENDS)('GET /{code} on $name', (backend) => {
       expect((await findListed(app, created.code))?.click_count).toBe(9);
     });
 
+    test('folding the written clicks into the stored counts changes no count', async () => {
+      const created = await createMapping(app, mapping({ click_count: 2 }));
+      for (let i = 0; i < 3; i++) expect((await get(`/${created.code}`)).statusCode).toBe(302);
+      await main!.service.clicks.flush();
+      await main!.service.clicks.compact();
+      const row = await main!.service.database.db
+        .selectFrom('url_mappings')
+        .select('click_count')
+        .where('id', '=', created.id)
+        .executeTakeFirstOrThrow();
+      expect(row.click_count).toBe(5);
+      expect(await storedClicks(created.code)).toBe(5);
+      expect((await findListed(app, created.code))?.click_count).toBe(5);
+
+      expect((await get(`/${created.code}`)).statusCode).toBe(302);
+      await main!.service.clicks.compact();
+      expect((await findListed(app, created.code))?.click_count).toBe(6);
+      await main!.service.clicks.flush();
+      await main!.service.clicks.compact();
+      expect(await storedClicks(created.code)).toBe(6);
+      expect((await findListed(app, created.code))?.click_count).toBe(6);
+    });
+
     test('concurrent GETs on a code not yet cached all redirect and all count', async () => {
       const created = await createMapping(app, mapping({ url: 'https://example.com/burst' }));
       const responses = await Promise.all(Array.from({ length: 25 }, () => get(`/${created.code}`)));
