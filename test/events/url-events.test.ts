@@ -135,22 +135,6 @@ describe.each(BACKENDS)('URL events on $name (embedded bus)', (backend) => {
     expect(batch.topic).toBe('url_events');
   });
 
-  it.skipIf(!backend.available)('a flush of more mappings than one batch holds records a batch per 100', async () => {
-    const made = [];
-    for (let i = 0; i < 120; i++) made.push(await createMapping(t.service.app, newMapping(nextCode)));
-    for (const m of made) expect((await t.service.app.inject({ url: `/${m.code}` })).statusCode).toBe(302);
-    const before = new Set((await storedOfType('url.clicked')).map((r) => r.event_id));
-    await t.service.clicks.flush();
-
-    const batches = await eventually(async () => {
-      const fresh = (await storedOfType('url.clicked')).filter((r) => !before.has(r.event_id));
-      expect(fresh).toHaveLength(2);
-      return fresh.map((r) => (JSON.parse(r.payload) as { clicks: { id: number; count: number }[] }).clicks);
-    });
-    expect(batches.map((clicks) => clicks.length).sort((x, y) => x - y)).toEqual([20, 100]);
-    expect(batches.flat().sort((x, y) => x.id - y.id)).toEqual(made.map((m) => ({ id: m.id, count: 1 })));
-  });
-
   it.skipIf(!backend.available)(
     'the event is in the outbox when the answer leaves, and reaches the store once the relay runs',
     async () => {
