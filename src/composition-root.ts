@@ -157,7 +157,14 @@ export async function compose(config: Config, options: ComposeOptions = {}): Pro
   const routes = new RouteTable();
   const cache = new RedirectCache(config.redirect.cacheMaxEntries, config.redirect.cacheTtlMs, UNKNOWN_CODE_TTL_MS);
 
-  const clicks = new ClickBuffer(repository, config.redirect.clickFlushIntervalMs, urlEventFactory.clicked);
+  const clicks = new ClickBuffer(
+    repository,
+    {
+      flushIntervalMs: config.redirect.clickFlushIntervalMs,
+      compactIntervalMs: config.redirect.clickCompactIntervalMs,
+    },
+    urlEventFactory.clicked,
+  );
   const urlMappings = new UrlMappingService(repository, cache, clicks, {
     rules: config.urls,
     reservedCodes: () => routes.reservedCodes(),

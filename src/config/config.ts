@@ -37,6 +37,7 @@ export interface Config {
     readonly cacheMaxEntries: number;
     readonly cacheTtlMs: number;
     readonly clickFlushIntervalMs: number;
+    readonly clickCompactIntervalMs: number;
   };
   /** `redis://…` when a shared Redis is in use (counters, rate limits); undefined: in-process memory. */
   readonly redisUrl: string | undefined;
@@ -342,6 +343,13 @@ export const SETTINGS = {
     description: 'How often buffered clicks are written to the database; a `kill -9` loses at most this much.',
     parse: integer(10, 60_000),
   },
+  CLICK_COMPACT_INTERVAL_MS: {
+    name: 'CLICK_COMPACT_INTERVAL_MS',
+    default: '60000',
+    description:
+      'How often written clicks are folded into the stored counts, and sooner once this instance has written clicks for 100,000 mappings. Until then they wait in a narrow table (a row per mapping) that every read of a count includes; folding is what writes to the wide mappings table.',
+    parse: integer(100, 3_600_000),
+  },
   REDIS_URL: {
     name: 'REDIS_URL',
     default: '',
@@ -637,6 +645,7 @@ export function loadConfig(env: Env = process.env): Config {
       cacheMaxEntries: read('CACHE_MAX_ENTRIES'),
       cacheTtlMs: read('CACHE_TTL_MS'),
       clickFlushIntervalMs: read('CLICK_FLUSH_INTERVAL_MS'),
+      clickCompactIntervalMs: read('CLICK_COMPACT_INTERVAL_MS'),
     },
     redisUrl: read('REDIS_URL'),
     redisKeyPrefix: read('REDIS_KEY_PREFIX'),

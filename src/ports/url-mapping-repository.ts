@@ -13,6 +13,20 @@ export interface ListOptions {
   readonly limit?: number;
 }
 
+export interface CompactOptions {
+  /** Only the deltas of mappings with an id greater than this (the previous chunk's `next`). */
+  readonly after?: number;
+  /** At most this many mappings' deltas. */
+  readonly limit: number;
+}
+
+export interface ClickCompaction {
+  /** Mappings whose deltas were folded (or dropped, when the mapping is gone). */
+  readonly folded: number;
+  /** `after` for the next chunk; undefined when this chunk reached the last pending delta. */
+  readonly next?: number;
+}
+
 /**
  * Where URL mappings live. Every adapter passes `test/contract/url-mapping-repository.contract.ts`.
  *
@@ -32,9 +46,23 @@ export interface UrlMappingRepository {
   update(code: string, changes: UrlMappingChanges, events?: EventsFor<UrlMapping>): Promise<UrlMapping | undefined>;
   /** Deletes the mapping and returns its id, or undefined when there was none. */
   delete(code: string, events?: EventsFor<number>): Promise<number | undefined>;
-  /** Adds click deltas, `[id, delta]`, in one transaction; unknown ids are ignored. */
+  /**
+   * Adds click deltas, `[id, delta]`, in one transaction; unknown ids are ignored. Every read
+   * counts them at once; they may be kept apart from the mappings until `compactClicks`.
+   */
   addClicks(
     deltas: ReadonlyArray<readonly [id: number, delta: number]>,
     events?: EventsFor<ReadonlyArray<readonly [id: number, delta: number]>>,
   ): Promise<void>;
+  /**
+   * Folds pending click deltas into the mappings' stored counts, one chunk in id order per call
+   * and transaction; no read sees a count change. Each delta is folded once, even when several
+   * instances compact at the same time.
+   *
+   * @example
+   *   let after: number | undefined;
+   *   do ({ next: after } = await repo.compactClicks({ after, limit: 5000 }));
+   *   while (after !== undefined);
+   */
+  compactClicks(options: CompactOptions): Promise<ClickCompaction>;
 }

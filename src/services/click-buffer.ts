@@ -1,43 +1,73 @@
 import type { OutgoingEvent } from '../domain/events.js';
 import type { UrlMappingRepository } from '../ports/url-mapping-repository.js';
 
-/** Mappings per flush transaction: small enough that a write never holds the event loop for long. */
-const CHUNK = 100;
+/**
+ * Mappings per flush transaction, each one statement and one `url.clicked` event: fewer, larger
+ * transactions write fewer pages and events, while one still holds the event loop (SQLite) for
+ * only a few milliseconds, and its event stays well under a broker's message size (~25 KB).
+ */
+const CHUNK = 1_000;
+/** Mappings whose clicks are folded per compaction transaction (the event loop is let go in between). */
+const COMPACT_CHUNK = 500;
+/**
+ * Mappings this instance writes clicks for before it compacts, whatever the interval: it bounds
+ * the rows waiting to be folded (one per mapping), so that the pages a flush writes stay few.
+ */
+const COMPACT_AFTER_MAPPINGS = 100_000;
 
 export interface ClickBufferLogger {
   error(object: unknown, message: string): void;
 }
 
+export interface ClickBufferOptions {
+  /** How often buffered clicks are written. */
+  readonly flushIntervalMs: number;
+  /** How often written clicks are folded into the mappings' counts (`compactClicks`). */
+  readonly compactIntervalMs: number;
+}
+
+const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+
 /**
  * Counts clicks in memory and writes them to the database in batches, so that the redirect
  * path never waits on a write. `pending(id)` gives the clicks not yet visible in the database,
- * so that reads on this instance can add them and see every click at once.
+ * so that reads on this instance can add them and see every click at once. Now and then it has
+ * the repository fold the written clicks into the stored counts, in chunks.
  */
 export class ClickBuffer {
   private buffered = new Map<number, number>();
   private inFlight = new Map<number, number>();
   private flushing: Promise<void> | undefined;
+  private compacting: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
+  private stopping = false;
+  /** Mappings this instance wrote clicks for since it last compacted (at most COMPACT_AFTER_MAPPINGS). */
+  private written = new Set<number>();
+  private lastCompaction = Date.now();
   private logger: ClickBufferLogger = { error: () => undefined };
 
   constructor(
-    private readonly repository: Pick<UrlMappingRepository, 'addClicks'>,
-    private readonly intervalMs: number,
+    private readonly repository: Pick<UrlMappingRepository, 'addClicks' | 'compactClicks'>,
+    private readonly options: ClickBufferOptions,
     /** The `url.clicked` batch event of a flush, recorded with it. */
     private readonly clickedEvent?: (clicks: ReadonlyArray<readonly [id: number, count: number]>) => OutgoingEvent,
   ) {}
 
-  /** Starts flushing every interval; failures are logged to `logger` and retried. */
+  /** Starts flushing every interval, and compacting when due; failures are logged to `logger` and retried. */
   start(logger: ClickBufferLogger): void {
     this.logger = logger;
-    this.timer ??= setInterval(() => void this.flush(), this.intervalMs);
+    this.stopping = false;
+    this.lastCompaction = Date.now();
+    this.timer ??= setInterval(() => void this.tick(), this.options.flushIntervalMs);
     this.timer.unref();
   }
 
-  /** Stops the timer and writes everything still buffered. */
+  /** Stops the timer, lets a compaction under way end after its current chunk, and writes everything still buffered. */
   async stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
+    this.stopping = true;
+    await this.compacting;
     await this.flush();
     if (this.buffered.size > 0) await this.flush();
   }
@@ -82,15 +112,48 @@ export class ClickBuffer {
     return this.flushing;
   }
 
+  /**
+   * Folds every click written so far (by any instance) into the stored counts, a chunk of
+   * mappings per transaction, letting waiting requests in between. Concurrent calls share it.
+   */
+  compact(): Promise<void> {
+    this.compacting ??= this.compactAll()
+      .catch((error: unknown) => this.logger.error({ err: error }, 'click compaction failed; will retry'))
+      .finally(() => {
+        this.compacting = undefined;
+      });
+    return this.compacting;
+  }
+
+  private async tick(): Promise<void> {
+    await this.flush();
+    const due =
+      this.written.size >= COMPACT_AFTER_MAPPINGS || Date.now() - this.lastCompaction >= this.options.compactIntervalMs;
+    if (due && !this.stopping) void this.compact();
+  }
+
+  private async compactAll(): Promise<void> {
+    this.written = new Set();
+    this.lastCompaction = Date.now();
+    let after: number | undefined;
+    do {
+      ({ next: after } = await this.repository.compactClicks({ after, limit: COMPACT_CHUNK }));
+      if (after !== undefined) await nextTurn();
+    } while (after !== undefined && !this.stopping);
+  }
+
   private async writeInFlight(): Promise<void> {
     const event = this.clickedEvent;
-    // In id order: neighbouring rows share pages, so each chunk touches fewer of them.
+    // In id order: each chunk's rows lie together in the deltas table, which is keyed by id.
     const deltas = [...this.inFlight].sort((a, b) => a[0] - b[0]);
     for (let start = 0; start < deltas.length; start += CHUNK) {
       const chunk = deltas.slice(start, start + CHUNK);
       await this.repository.addClicks(chunk, event && ((written) => [event(written)]));
-      for (const [id] of chunk) this.inFlight.delete(id);
-      if (start + CHUNK < deltas.length) await new Promise((resolve) => setImmediate(resolve));
+      for (const [id] of chunk) {
+        this.inFlight.delete(id);
+        if (this.written.size < COMPACT_AFTER_MAPPINGS) this.written.add(id);
+      }
+      if (start + CHUNK < deltas.length) await nextTurn();
     }
   }
 }

@@ -14,6 +14,7 @@ import {
   postShorten,
   HTTP_TEST_ENV,
 } from '../helpers/http.js';
+import { storedClicks as storedClicksOf } from '../helpers/stored-clicks.js';
 
 /** Spec §4.1 (resolve, rules 2–4), §8; design §2: clicks, HEAD, cache, Cache-Control. */
 describe.each(BACKENDS)('GET /{code} on $name', (backend) => {
@@ -38,14 +39,7 @@ describe.each(BACKENDS)('GET /{code} on $name', (backend) => {
   const get = (path: string) => app.inject({ method: 'GET', url: path });
   const head = (path: string) => app.inject({ method: 'HEAD', url: path });
   /** click_count as the database holds it, without this instance's buffered clicks. */
-  const storedClicks = async (value: string) =>
-    (
-      await main!.service.database.db
-        .selectFrom('url_mappings')
-        .select('click_count')
-        .where('code', '=', value)
-        .executeTakeFirstOrThrow()
-    ).click_count;
+  const storedClicks = (value: string) => storedClicksOf(main!.service.database.db, { code: value });
 
   describe('redirect', () => {
     test('302 with Location exactly the stored url, Cache-Control private, max-age=0, and no body', async () => {
@@ -202,6 +196,29 @@ describe.each(BACKENDS)('GET /{code} on $name', (backend) => {
       await main!.service.clicks.flush();
       expect(await storedClicks(created.code)).toBe(9);
       expect((await findListed(app, created.code))?.click_count).toBe(9);
+    });
+
+    test('folding the written clicks into the stored counts changes no count', async () => {
+      const created = await createMapping(app, mapping({ click_count: 2 }));
+      for (let i = 0; i < 3; i++) expect((await get(`/${created.code}`)).statusCode).toBe(302);
+      await main!.service.clicks.flush();
+      await main!.service.clicks.compact();
+      const row = await main!.service.database.db
+        .selectFrom('url_mappings')
+        .select('click_count')
+        .where('id', '=', created.id)
+        .executeTakeFirstOrThrow();
+      expect(row.click_count).toBe(5);
+      expect(await storedClicks(created.code)).toBe(5);
+      expect((await findListed(app, created.code))?.click_count).toBe(5);
+
+      expect((await get(`/${created.code}`)).statusCode).toBe(302);
+      await main!.service.clicks.compact();
+      expect((await findListed(app, created.code))?.click_count).toBe(6);
+      await main!.service.clicks.flush();
+      await main!.service.clicks.compact();
+      expect(await storedClicks(created.code)).toBe(6);
+      expect((await findListed(app, created.code))?.click_count).toBe(6);
     });
 
     test('concurrent GETs on a code not yet cached all redirect and all count', async () => {

@@ -16,6 +16,7 @@ import {
   patchMapping,
   HTTP_TEST_ENV,
 } from '../helpers/http.js';
+import { storedClicks as storedClicksOf } from '../helpers/stored-clicks.js';
 
 /** Spec §4.1 (delete, rules 2, 3, 5), §2.1 UrlMappingUpdate, §8; design §2: PATCH, invalidation. */
 describe.each(BACKENDS)('DELETE and PATCH /{code} on $name', (backend) => {
@@ -37,14 +38,7 @@ describe.each(BACKENDS)('DELETE and PATCH /{code} on $name', (backend) => {
   const get = (path: string) => app.inject({ method: 'GET', url: path });
   const del = (path: string) => app.inject({ method: 'DELETE', url: path });
   const flush = () => main!.service.clicks.flush();
-  const storedClicks = async (id: number) =>
-    (
-      await main!.service.database.db
-        .selectFrom('url_mappings')
-        .select('click_count')
-        .where('id', '=', id)
-        .executeTakeFirstOrThrow()
-    ).click_count;
+  const storedClicks = (id: number) => storedClicksOf(main!.service.database.db, { id });
 
   describe('DELETE', () => {
     test('204 with an empty body; the mapping is gone', async () => {

@@ -1,22 +1,42 @@
-import { type Kysely, sql } from 'kysely';
+import { type Compilable, type Kysely, sql } from 'kysely';
 import { errors } from '../../domain/errors.js';
 import type { NewUrlMapping, UrlMapping, UrlMappingChanges } from '../../domain/url-mapping.js';
 import type { EventsFor } from '../../domain/events.js';
-import type { ListOptions, RedirectTarget, UrlMappingRepository } from '../../ports/url-mapping-repository.js';
+import type {
+  ClickCompaction,
+  CompactOptions,
+  ListOptions,
+  RedirectTarget,
+  UrlMappingRepository,
+} from '../../ports/url-mapping-repository.js';
 import type { TransactionalOutbox } from '../event-bus/outbox.js';
 import { type Dialect, isUniqueViolation } from './database.js';
 import { PreparedQuery } from './prepared-query.js';
 import type { DatabaseSchema } from './schema.js';
 
 const COLUMNS = ['id', 'code', 'url', 'created_at', 'click_count'] as const;
-/** Rows per UPDATE statement on PostgreSQL. */
-const PG_CLICK_ROWS = 500;
+/** A mapping's count as every read shows it: what is folded into its row plus its pending deltas. */
+const CLICK_COUNT = sql<number>`url_mappings.click_count + COALESCE(
+  (SELECT d.delta FROM url_click_deltas AS d WHERE d.url_id = url_mappings.id), 0)`.as('click_count');
+const READ_COLUMNS = ['id', 'code', 'url', 'created_at', CLICK_COUNT] as const;
+/**
+ * PostgreSQL advisory lock (any constant of our own) between compaction, which holds it alone,
+ * and the updates and deletes of mappings, which share it: a compaction that folds a mapping's
+ * deltas must not interleave with a change that replaces or drops them (or reads them back).
+ */
+const PG_COUNTS_LOCK = 0x75726c636c6b; // "urlclk"
 
 type ClickDeltas = ReadonlyArray<readonly [id: number, delta: number]>;
 
 /**
  * URL mappings in SQLite or PostgreSQL through one Kysely query set. With an outbox, the events
  * of each change are written in the change's own transaction.
+ *
+ * Clicks are added to the narrow `url_click_deltas` table (a row of two integers per mapping
+ * clicked since the last compaction), so that a flush writes a few pages of it however many
+ * mappings there are, rather than a row on a page of its own of the wide `url_mappings` for every
+ * mapping clicked; `compactClicks` folds them into `click_count` now and then, a range of ids at a
+ * time.
  */
 export class KyselyUrlMappingRepository implements UrlMappingRepository {
   /** The insert of `POST /shorten`, built once: building it cost more than running it. */
@@ -27,19 +47,26 @@ export class KyselyUrlMappingRepository implements UrlMappingRepository {
     private readonly dialect: Dialect,
     private readonly outbox?: TransactionalOutbox,
   ) {
-    this.insert = new PreparedQuery(db, (db, p) =>
-      db
+    this.insert = new PreparedQuery(db, (db, p) => {
+      const insert = db
         .insertInto('url_mappings')
-        .values({ code: p('code'), url: p('url'), created_at: p('created_at'), click_count: p('click_count') })
-        .returning(COLUMNS),
-    );
+        .values({ code: p('code'), url: p('url'), created_at: p('created_at'), click_count: p('click_count') });
+      // SQLite answers no row, only the id it gave (see `create`).
+      return dialect === 'sqlite' ? (insert as unknown as Compilable<UrlMapping>) : insert.returning(COLUMNS);
+    });
   }
 
   create(mapping: NewUrlMapping, events?: EventsFor<UrlMapping>): Promise<UrlMapping> {
     return this.write(events, async (db) => {
       try {
-        const { rows } = await this.insert.run(db, mapping);
-        return rows[0]!;
+        // A new id has no deltas: ids are never reused (AUTOINCREMENT, identity).
+        const result = await this.insert.run(db, mapping);
+        // SQLite: the row is what was written, with the id it got (RETURNING costs as much as the insert).
+        if (this.dialect === 'sqlite') {
+          const { code, url, created_at, click_count } = mapping;
+          return { id: Number(result.insertId), code, url, created_at, click_count };
+        }
+        return result.rows[0]!;
       } catch (error) {
         if (isUniqueViolation(error)) throw errors.codeConflict();
         throw error;
@@ -48,7 +75,7 @@ export class KyselyUrlMappingRepository implements UrlMappingRepository {
   }
 
   findByCode(code: string): Promise<UrlMapping | undefined> {
-    return this.db.selectFrom('url_mappings').select(COLUMNS).where('code', '=', code).executeTakeFirst();
+    return this.db.selectFrom('url_mappings').select(READ_COLUMNS).where('code', '=', code).executeTakeFirst();
   }
 
   findTarget(code: string): Promise<RedirectTarget | undefined> {
@@ -56,7 +83,7 @@ export class KyselyUrlMappingRepository implements UrlMappingRepository {
   }
 
   list(options: ListOptions = {}): Promise<UrlMapping[]> {
-    let query = this.db.selectFrom('url_mappings').select(COLUMNS).orderBy('id');
+    let query = this.db.selectFrom('url_mappings').select(READ_COLUMNS).orderBy('id');
     if (options.after !== undefined) query = query.where('id', '>', options.after);
     if (options.limit !== undefined) query = query.limit(options.limit);
     return query.execute();
@@ -67,59 +94,127 @@ export class KyselyUrlMappingRepository implements UrlMappingRepository {
       Object.entries(changes).filter(([, value]) => value !== null && value !== undefined),
     );
     if (Object.keys(values).length === 0) return this.findByCode(code);
-    return this.write(events, async (db) => {
-      try {
-        return await db
-          .updateTable('url_mappings')
-          .set(values)
-          .where('code', '=', code)
-          .returning(COLUMNS)
-          .executeTakeFirst();
-      } catch (error) {
-        if (isUniqueViolation(error)) throw errors.codeConflict();
-        throw error;
-      }
-    });
+    return this.write(
+      events,
+      async (db) => {
+        await this.shareCountsLock(db);
+        try {
+          if (values.click_count !== undefined) {
+            // The count set replaces the pending clicks too (first, so the write lock is taken at once).
+            await db
+              .deleteFrom('url_click_deltas')
+              .where('url_id', 'in', db.selectFrom('url_mappings').select('id').where('code', '=', code))
+              .execute();
+          }
+          return await db
+            .updateTable('url_mappings')
+            .set(values)
+            .where('code', '=', code)
+            .returning(READ_COLUMNS)
+            .executeTakeFirst();
+        } catch (error) {
+          if (isUniqueViolation(error)) throw errors.codeConflict();
+          throw error;
+        }
+      },
+      true,
+    );
   }
 
   delete(code: string, events?: EventsFor<number>): Promise<number | undefined> {
-    return this.write(events, async (db) => {
-      const row = await db.deleteFrom('url_mappings').where('code', '=', code).returning('id').executeTakeFirst();
-      return row?.id;
-    });
+    return this.write(
+      events,
+      async (db) => {
+        await this.shareCountsLock(db);
+        const row = await db.deleteFrom('url_mappings').where('code', '=', code).returning('id').executeTakeFirst();
+        if (row) await db.deleteFrom('url_click_deltas').where('url_id', '=', row.id).execute();
+        return row?.id;
+      },
+      true,
+    );
   }
 
+  /**
+   * One upsert of all the deltas, its SQL the same whatever their number (a JSON text or two
+   * arrays as its parameters). Unknown ids are not looked up: no read shows their deltas (reads
+   * start from `url_mappings`, and ids are never reused), and compaction drops them.
+   */
   async addClicks(deltas: ClickDeltas, events?: EventsFor<ClickDeltas>): Promise<void> {
     if (deltas.length === 0) return;
     await this.write(events, async (db) => {
       if (this.dialect === 'sqlite') {
-        // Primary-key updates one by one: SQLite plans an UPDATE … FROM a VALUES list as a scan.
-        for (const [id, delta] of deltas) {
-          await db
-            .updateTable('url_mappings')
-            .set((eb) => ({ click_count: eb('click_count', '+', delta) }))
-            .where('id', '=', id)
-            .execute();
-        }
+        // `WHERE true`: without it SQLite would read ON CONFLICT as a join constraint.
+        await sql`
+          INSERT INTO url_click_deltas (url_id, delta)
+          SELECT value ->> 0, value ->> 1 FROM json_each(${JSON.stringify(deltas)}) WHERE true
+          ON CONFLICT (url_id) DO UPDATE SET delta = delta + excluded.delta`.execute(db);
       } else {
-        for (let start = 0; start < deltas.length; start += PG_CLICK_ROWS) {
-          const rows = deltas
-            .slice(start, start + PG_CLICK_ROWS)
-            .map(([id, delta]) => sql`(CAST(${id} AS BIGINT), CAST(${delta} AS BIGINT))`);
-          await sql`
-            WITH deltas(id, delta) AS (VALUES ${sql.join(rows)})
-            UPDATE url_mappings SET click_count = url_mappings.click_count + deltas.delta
-            FROM deltas WHERE url_mappings.id = deltas.id`.execute(db);
-        }
+        // Summed per id (one statement may not update a row twice), in id order (rows are
+        // locked in the same order by every instance).
+        const ids = deltas.map(([id]) => id);
+        const counts = deltas.map(([, n]) => n);
+        await sql`
+          INSERT INTO url_click_deltas (url_id, delta)
+          SELECT id, SUM(n) FROM unnest(CAST(${ids} AS BIGINT[]), CAST(${counts} AS BIGINT[])) AS t(id, n)
+          GROUP BY id ORDER BY id
+          ON CONFLICT (url_id) DO UPDATE SET delta = url_click_deltas.delta + EXCLUDED.delta`.execute(db);
       }
       return deltas;
     });
   }
 
+  async compactClicks(options: CompactOptions): Promise<ClickCompaction> {
+    const after = options.after ?? Number.MIN_SAFE_INTEGER;
+    // The limit-th mapping with deltas past `after` (read outside the transaction: only a bound).
+    const last = await this.db
+      .selectFrom('url_click_deltas')
+      .select('url_id')
+      .where('url_id', '>', after)
+      .orderBy('url_id')
+      .limit(1)
+      .offset(Math.max(options.limit, 1) - 1)
+      .executeTakeFirst();
+    const upTo = last?.url_id;
+    const range = upTo === undefined ? sql`url_id > ${after}` : sql`url_id > ${after} AND url_id <= ${upTo}`;
+    const folded = await this.db.transaction().execute(async (trx) => {
+      if (this.dialect === 'sqlite') {
+        // One writer at a time: no delta can arrive or go between these two statements.
+        await sql`
+          UPDATE url_mappings
+          SET click_count = click_count + (SELECT d.delta FROM url_click_deltas AS d WHERE d.url_id = url_mappings.id)
+          WHERE id IN (SELECT url_id FROM url_click_deltas WHERE ${range})`.execute(trx);
+        const deleted = await sql`DELETE FROM url_click_deltas WHERE ${range}`.execute(trx);
+        return Number(deleted.numAffectedRows ?? 0);
+      }
+      await sql`SELECT pg_advisory_xact_lock(${PG_COUNTS_LOCK})`.execute(trx);
+      // One statement, so what is folded is exactly what is deleted, whatever flushes commit
+      // meanwhile; rows locked in id order, as flushes lock them, so that neither waits in a cycle.
+      const { rows } = await sql<{ folded: number }>`
+        WITH claimed AS (
+            DELETE FROM url_click_deltas
+            WHERE url_id IN (SELECT url_id FROM url_click_deltas WHERE ${range} ORDER BY url_id FOR UPDATE)
+            RETURNING url_id, delta),
+          folded AS (
+            UPDATE url_mappings SET click_count = url_mappings.click_count + claimed.delta
+            FROM claimed WHERE url_mappings.id = claimed.url_id)
+        SELECT COUNT(*) AS folded FROM claimed`.execute(trx);
+      return Number(rows[0]?.folded ?? 0);
+    });
+    return upTo === undefined ? { folded } : { folded, next: upTo };
+  }
+
+  /** See PG_COUNTS_LOCK; SQLite's single writer already keeps compaction apart. */
+  private async shareCountsLock(db: Kysely<DatabaseSchema>): Promise<void> {
+    if (this.dialect === 'postgres') await sql`SELECT pg_advisory_xact_lock_shared(${PG_COUNTS_LOCK})`.execute(db);
+  }
+
+  /** Runs `change` with its events in one transaction; in one even without events when `atomic`. */
   private write<T>(
     events: EventsFor<NonNullable<T>> | undefined,
     change: (db: Kysely<DatabaseSchema>) => Promise<T>,
+    atomic = false,
   ): Promise<T> {
-    return this.outbox ? this.outbox.transact(this.db, events, change) : change(this.db);
+    if (this.outbox && events) return this.outbox.transact(this.db, events, change);
+    return atomic ? this.db.transaction().execute(change) : change(this.db);
   }
 }

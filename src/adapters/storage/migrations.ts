@@ -81,6 +81,20 @@ function migrations(dialect: Dialect): Record<string, Migration> {
         await db.schema.dropTable('settings').execute();
       },
     },
+    // Click flushes add here instead of updating `url_mappings` rows all over its B-tree;
+    // compaction folds these into `click_count` now and then (KyselyUrlMappingRepository).
+    '0040_url_click_deltas': {
+      async up(db: AnyKysely) {
+        await db.schema
+          .createTable('url_click_deltas')
+          .addColumn('url_id', pg ? 'bigint' : 'integer', (c) => c.primaryKey())
+          .addColumn('delta', pg ? 'bigint' : 'integer', (c) => c.notNull().check(sql`delta > 0`))
+          .execute();
+      },
+      async down(db: AnyKysely) {
+        await db.schema.dropTable('url_click_deltas').execute();
+      },
+    },
   };
 }
 

@@ -9,6 +9,15 @@ export interface UrlMappingsTable {
   click_count: number;
 }
 
+/**
+ * Clicks written but not yet folded into `url_mappings.click_count`: one narrow row per mapping.
+ * A mapping's count is its `click_count` plus the `delta` of the row with its id as `url_id`.
+ */
+export interface UrlClickDeltasTable {
+  url_id: number;
+  delta: number;
+}
+
 export interface UsersTable {
   id: Generated<number>;
   username: string;
@@ -30,6 +39,7 @@ export interface SettingsTable {
 
 export interface DatabaseSchema {
   url_mappings: UrlMappingsTable;
+  url_click_deltas: UrlClickDeltasTable;
   users: UsersTable;
   settings: SettingsTable;
 }

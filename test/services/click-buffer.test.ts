@@ -1,0 +1,132 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import type { OutgoingEvent } from '../../src/domain/events.js';
+import { urlEvents } from '../../src/domain/url-events.js';
+import type { ClickCompaction, CompactOptions, UrlMappingRepository } from '../../src/ports/url-mapping-repository.js';
+import { ClickBuffer } from '../../src/services/click-buffer.js';
+
+type Clicks = ReadonlyArray<readonly [id: number, count: number]>;
+
+/** What the buffer asks of its repository, recorded; `compactClicks` answers from `chunks`. */
+class FakeRepository implements Pick<UrlMappingRepository, 'addClicks' | 'compactClicks'> {
+  readonly writes: { clicks: Clicks; events: readonly OutgoingEvent[] }[] = [];
+  readonly compactions: CompactOptions[] = [];
+  failNextWrite = false;
+  /** The `next` of successive compaction chunks; one call past the end answers done. */
+  chunks: (number | undefined)[] = [];
+  /** When set, a compaction chunk waits for it. */
+  gate: Promise<void> | undefined;
+
+  async addClicks(clicks: Clicks, events?: (written: Clicks) => readonly OutgoingEvent[]): Promise<void> {
+    if (this.failNextWrite) {
+      this.failNextWrite = false;
+      throw new Error('database away');
+    }
+    this.writes.push({ clicks, events: events ? events(clicks) : [] });
+  }
+
+  async compactClicks(options: CompactOptions): Promise<ClickCompaction> {
+    this.compactions.push(options);
+    await this.gate;
+    const next = this.chunks.shift();
+    return next === undefined ? { folded: 1 } : { folded: 1, next };
+  }
+}
+
+const { clicked } = urlEvents('test');
+
+describe('ClickBuffer', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('writes a flush in id order, 1,000 mappings a transaction, with one url.clicked event each', async () => {
+    const repository = new FakeRepository();
+    const buffer = new ClickBuffer(repository, { flushIntervalMs: 500, compactIntervalMs: 60_000 }, clicked);
+    for (let id = 2500; id >= 1; id--) buffer.record(id);
+    buffer.record(7);
+    await buffer.flush();
+
+    expect(repository.writes.map((w) => w.clicks.length)).toEqual([1000, 1000, 500]);
+    const written = repository.writes.flatMap((w) => w.clicks);
+    expect(written.map(([id]) => id)).toEqual(Array.from({ length: 2500 }, (_, i) => i + 1));
+    expect(written.find(([id]) => id === 7)).toEqual([7, 2]);
+    for (const write of repository.writes) {
+      expect(write.events).toHaveLength(1);
+      expect(write.events[0]!.envelope.payload).toEqual({
+        clicks: write.clicks.map(([id, count]) => ({ id, count })),
+      });
+    }
+    expect(buffer.pending(7)).toBe(0);
+  });
+
+  it('keeps the clicks of a failed write for the next flush', async () => {
+    const repository = new FakeRepository();
+    const buffer = new ClickBuffer(repository, { flushIntervalMs: 500, compactIntervalMs: 60_000 });
+    buffer.record(1);
+    repository.failNextWrite = true;
+    await buffer.flush();
+    expect(buffer.pending(1)).toBe(1);
+    buffer.record(1);
+    await buffer.flush();
+    expect(repository.writes.map((w) => w.clicks)).toEqual([[[1, 2]]]);
+  });
+
+  it('compacts chunk after chunk from where the last ended; calls meanwhile share the run', async () => {
+    const repository = new FakeRepository();
+    repository.chunks = [40, 90];
+    const buffer = new ClickBuffer(repository, { flushIntervalMs: 500, compactIntervalMs: 60_000 });
+    await Promise.all([buffer.compact(), buffer.compact()]);
+    expect(repository.compactions).toEqual([
+      { after: undefined, limit: 500 },
+      { after: 40, limit: 500 },
+      { after: 90, limit: 500 },
+    ]);
+  });
+
+  it('on stop, lets a compaction under way end after its current chunk, then writes what is buffered', async () => {
+    const repository = new FakeRepository();
+    repository.chunks = [10, 20, 30];
+    let open!: () => void;
+    repository.gate = new Promise((resolve) => (open = resolve));
+    const buffer = new ClickBuffer(repository, { flushIntervalMs: 500, compactIntervalMs: 60_000 });
+    const compacting = buffer.compact();
+    buffer.record(5);
+    const stopped = buffer.stop();
+    open();
+    await Promise.all([compacting, stopped]);
+    expect(repository.compactions).toHaveLength(1);
+    expect(repository.writes.map((w) => w.clicks)).toEqual([[[5, 1]]]);
+  });
+
+  it('flushes every interval and compacts once the compaction interval has passed', async () => {
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval', 'Date'] });
+    const repository = new FakeRepository();
+    const buffer = new ClickBuffer(repository, { flushIntervalMs: 500, compactIntervalMs: 2_000 });
+    buffer.start({ error: () => undefined });
+    buffer.record(1);
+    await vi.advanceTimersByTimeAsync(500);
+    await buffer.flush();
+    expect(repository.writes).toHaveLength(1);
+    expect(repository.compactions).toHaveLength(0);
+    await vi.advanceTimersByTimeAsync(1_500);
+    expect(repository.compactions).toHaveLength(1);
+    await buffer.stop();
+  });
+
+  it('compacts after writing clicks for 100,000 mappings, before the interval', async () => {
+    vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval', 'Date'] });
+    const repository = new FakeRepository();
+    const buffer = new ClickBuffer(repository, { flushIntervalMs: 500, compactIntervalMs: 3_600_000 });
+    buffer.start({ error: () => undefined });
+    for (let id = 1; id < 100_000; id++) buffer.record(id);
+    await buffer.flush();
+    await vi.advanceTimersByTimeAsync(500);
+    expect(repository.compactions).toHaveLength(0);
+    buffer.record(1);
+    buffer.record(100_000);
+    await buffer.flush();
+    await vi.advanceTimersByTimeAsync(500);
+    expect(repository.compactions).toHaveLength(1);
+    await buffer.stop();
+  });
+});
