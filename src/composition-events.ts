@@ -1,7 +1,13 @@
 import type { Registry } from 'prom-client';
 import { EmbeddedLogEventBus } from './adapters/event-bus/embedded-log-event-bus.js';
 import { NatsEventBus } from './adapters/event-bus/nats-event-bus.js';
-import { groupCommitOn, OutboxRelay, TransactionalOutbox } from './adapters/event-bus/outbox.js';
+import {
+  eachInItsOwnTransaction,
+  groupCommitOn,
+  OutboxRelay,
+  TransactionalOutbox,
+  type TransactionRunner,
+} from './adapters/event-bus/outbox.js';
 import { GroupCommit } from './adapters/storage/group-commit.js';
 import type { EventEnvelope } from './domain/events.js';
 import type { Database } from './adapters/storage/database.js';
@@ -20,6 +26,8 @@ export interface BackboneLogger {
 export interface EventBackbone {
   readonly bus: EventBus;
   readonly outbox: TransactionalOutbox;
+  /** How write transactions run on the service's database (group commit on SQLite). */
+  readonly transactions: TransactionRunner;
   readonly relay: OutboxRelay;
   readonly deadLetters: DeadLetterManager;
   readonly metrics: EventMetrics;
@@ -58,9 +66,11 @@ export async function composeEventBackbone(
       });
   const metrics = createEventMetrics(registry);
   const published = (topic: string, envelope: EventEnvelope) => metrics.published(topic, envelope.event_type);
+  // SQLite has one writer, and a commit costs more than a write: writes arriving together share one.
+  const transactions =
+    database.dialect === 'sqlite' ? groupCommitOn(new GroupCommit(database.db)) : eachInItsOwnTransaction;
   const outbox = new TransactionalOutbox(serviceName, {
-    // SQLite has one writer, and a commit costs more than a write: writes arriving together share one.
-    transactions: database.dialect === 'sqlite' ? groupCommitOn(new GroupCommit(database.db)) : undefined,
+    transactions,
     // The embedded bus is a log in this same database: the log is the outbox.
     log: bus instanceof EmbeddedLogEventBus ? bus : undefined,
     onPublished: published,
@@ -92,6 +102,7 @@ export async function composeEventBackbone(
   return {
     bus,
     outbox,
+    transactions,
     relay,
     deadLetters,
     metrics,

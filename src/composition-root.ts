@@ -206,7 +206,7 @@ export async function compose(config: Config, options: ComposeOptions = {}): Pro
   if (config.role !== 'worker') consumers.push(cacheInvalidationConsumer(cache));
   if (sandbox) {
     consumers.push(
-      eventStoreConsumer(database.db, { batchSize: 100, maxWaitMs: 20 }),
+      eventStoreConsumer(database.db, { batchSize: 100, maxWaitMs: 20, transactions: backbone.transactions }),
       backbone.deadLetters.consumer(),
       executorConsumer(executionRepository, sandbox, executionEventFactory, config.sandbox),
       notificationFanOut(notificationRepository, serviceName),

@@ -13,8 +13,19 @@ function daysInMonth(year: number, month: number): number {
   return [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][month - 1] ?? 0;
 }
 
+/** The last answer: a body's timestamp is checked by validation, then normalised, one after the other. */
+let lastText: string | undefined;
+let lastCanonical: string | undefined;
+
 /** Returns the canonical UTC form, or undefined when the text is not a valid date-time. */
 export function canonicalTimestamp(text: string): string | undefined {
+  if (text === lastText) return lastCanonical;
+  lastCanonical = parseTimestamp(text);
+  lastText = text;
+  return lastCanonical;
+}
+
+function parseTimestamp(text: string): string | undefined {
   const m = DATE_TIME.exec(text);
   if (!m) return undefined;
   const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number) as [

@@ -66,8 +66,11 @@ type LogStatements = ReturnType<typeof logStatements>;
 
 const positionOf = (entry: Row): PublishedPosition => ({ partition: entry.partition_no, offset: entry.log_offset });
 
-/** Entries kept per partition for this process's consumers. */
-const RECENT_PER_PARTITION = 512;
+/**
+ * Entries kept per partition for this process's consumers: enough for a consumer's linger under
+ * load; kept short-lived, so they die young instead of filling the old generation.
+ */
+const RECENT_PER_PARTITION = 256;
 
 /**
  * The entries this process committed lately, per partition, in a contiguous run of offsets, so

@@ -31,13 +31,73 @@ export class PreparedQuery<DB, Row, Params extends object = Record<string, unkno
 
   /** Runs the statement on `db` (the database or a transaction) with `params`. */
   run(db: Kysely<DB>, params: Params): Promise<QueryResult<Row>> {
-    const executor = db.getExecutor();
-    const queryId = createQueryId();
-    const query = executor.transformQuery(this.compiled.query, queryId);
-    if (query !== this.compiled.query) throw new Error('a prepared query cannot run through a plugin that rewrites it');
     const parameters = this.bindings.map((binding) =>
       binding instanceof Slot ? (params as Record<string, unknown>)[binding.name] : binding,
     );
-    return executor.executeQuery<Row>({ query, queryId, sql: this.compiled.sql, parameters });
+    return execute(db, this.compiled, parameters);
   }
+}
+
+/** Stands for one column of one row of a multi-row insert while it is built. */
+class RowSlot {
+  constructor(
+    readonly row: number,
+    readonly column: string,
+  ) {}
+}
+
+/**
+ * A multi-row statement (an INSERT of many rows) built once for each of a few row counts; `run`
+ * covers any number of rows with the fewest statements, largest first. One statement for a batch
+ * of a hundred rows instead of a hundred, without a statement of its own for every batch size.
+ *
+ * @example
+ *   const insert = new PreparedRows(db, [100, 10, 1], (db, count, slot) =>
+ *     db.insertInto('items').values(Array.from({ length: count }, (_, i) => ({ name: slot(i, 'name') }))),
+ *   );
+ *   await insert.run(trx, [{ name: 'a' }, { name: 'b' }]);
+ */
+export class PreparedRows<DB, Row extends object> {
+  private readonly statements: readonly { readonly count: number; readonly compiled: CompiledQuery }[];
+
+  constructor(
+    db: Kysely<DB>,
+    counts: readonly number[],
+    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a slot goes where any value of any column goes
+    build: (db: Kysely<DB>, count: number, slot: (row: number, column: keyof Row & string) => any) => Compilable<unknown>,
+  ) {
+    const plain = db.withoutPlugins();
+    const sorted = [...new Set(counts)].sort((a, b) => b - a);
+    if (sorted.at(-1) !== 1) throw new Error('PreparedRows needs a statement for one row');
+    this.statements = sorted.map((count) => ({
+      count,
+      compiled: build(plain, count, (row, column) => new RowSlot(row, column)).compile(),
+    }));
+  }
+
+  async run(db: Kysely<DB>, rows: readonly Row[]): Promise<void> {
+    let start = 0;
+    for (const { count, compiled } of this.statements) {
+      for (; rows.length - start >= count; start += count) {
+        const offset = start;
+        const parameters = compiled.parameters.map((binding) =>
+          binding instanceof RowSlot ? (rows[offset + binding.row] as Record<string, unknown>)[binding.column] : binding,
+        );
+        await execute(db, compiled, parameters);
+      }
+    }
+  }
+}
+
+/** Runs a compiled statement with new parameters; the plugins see the run (see PreparedQuery). */
+function execute<DB, Row>(
+  db: Kysely<DB>,
+  compiled: CompiledQuery<Row>,
+  parameters: readonly unknown[],
+): Promise<QueryResult<Row>> {
+  const executor = db.getExecutor();
+  const queryId = createQueryId();
+  const query = executor.transformQuery(compiled.query, queryId);
+  if (query !== compiled.query) throw new Error('a prepared query cannot run through a plugin that rewrites it');
+  return executor.executeQuery<Row>({ query, queryId, sql: compiled.sql, parameters });
 }
