@@ -38,6 +38,8 @@ export interface EventBackbone {
 }
 
 const PRUNE_EVERY_MS = 60 * 60 * 1000;
+/** Messages an embedded-log consumer reads (and an unordered one is handed) at once. */
+export const CONSUMER_BATCH = 250;
 
 /** Part of the composition root: picks the bus adapter (NATS when `NATS_URL` is set) and wires the rest. */
 export async function composeEventBackbone(
@@ -47,6 +49,9 @@ export async function composeEventBackbone(
   registry: Registry,
   logger: BackboneLogger,
 ): Promise<EventBackbone> {
+  // SQLite has one writer, and a commit costs more than a write: writes arriving together share one.
+  const transactions =
+    database.dialect === 'sqlite' ? groupCommitOn(new GroupCommit(database.db)) : eachInItsOwnTransaction;
   const bus: EventBus = config.natsUrl
     ? NatsEventBus.open({
         url: config.natsUrl,
@@ -62,13 +67,11 @@ export async function composeEventBackbone(
         leaseMs: config.leaseMs,
         pollMs: config.pollMs,
         retryDelayMs: config.retryBackoffMs,
-        batchSize: 100,
+        batchSize: CONSUMER_BATCH,
+        transactions: database.dialect === 'sqlite' ? transactions : undefined,
       });
   const metrics = createEventMetrics(registry);
   const published = (topic: string, envelope: EventEnvelope) => metrics.published(topic, envelope.event_type);
-  // SQLite has one writer, and a commit costs more than a write: writes arriving together share one.
-  const transactions =
-    database.dialect === 'sqlite' ? groupCommitOn(new GroupCommit(database.db)) : eachInItsOwnTransaction;
   const outbox = new TransactionalOutbox(serviceName, {
     transactions,
     // The embedded bus is a log in this same database: the log is the outbox.

@@ -34,7 +34,7 @@ import { QuickJsSandbox } from './adapters/sandbox/quickjs-sandbox.js';
 import { KyselyExecutionRepository } from './adapters/storage/kysely-execution-repository.js';
 import { KyselyNotificationRepository } from './adapters/storage/kysely-notification-repository.js';
 import { type BackgroundLogger, lateLogger } from './adapters/logging/late-logger.js';
-import { composeEventBackbone, type EventBackbone } from './composition-events.js';
+import { CONSUMER_BATCH, composeEventBackbone, type EventBackbone } from './composition-events.js';
 import { cacheInvalidationConsumer } from './consumers/cache-invalidation.js';
 import { eventStoreConsumer } from './consumers/event-store.js';
 import { executorConsumer } from './consumers/executor.js';
@@ -206,7 +206,11 @@ export async function compose(config: Config, options: ComposeOptions = {}): Pro
   if (config.role !== 'worker') consumers.push(cacheInvalidationConsumer(cache));
   if (sandbox) {
     consumers.push(
-      eventStoreConsumer(database.db, { batchSize: 100, maxWaitMs: 20, transactions: backbone.transactions }),
+      eventStoreConsumer(database.db, {
+        batchSize: CONSUMER_BATCH,
+        maxWaitMs: 20,
+        transactions: backbone.transactions,
+      }),
       backbone.deadLetters.consumer(),
       executorConsumer(executionRepository, sandbox, executionEventFactory, config.sandbox),
       notificationFanOut(notificationRepository, serviceName),

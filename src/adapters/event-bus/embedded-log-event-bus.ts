@@ -13,7 +13,7 @@ import type {
 } from '../../ports/event-bus.js';
 import { isUniqueViolation, type AnyKysely } from '../storage/database.js';
 import { PreparedQuery } from '../storage/prepared-query.js';
-import type { TransactionalLog } from './outbox.js';
+import type { TransactionalLog, TransactionRunner } from './outbox.js';
 import type { EventTables } from './event-tables.js';
 
 export interface EmbeddedLogOptions {
@@ -26,6 +26,8 @@ export interface EmbeddedLogOptions {
   readonly retryDelayMs: number;
   readonly batchSize: number;
   readonly clock?: () => number;
+  /** How a group's position commit runs (SQLite: in the group commit of the service's writes); alone by default. */
+  readonly transactions?: TransactionRunner;
 }
 
 type Row = EventTables['event_log'];
@@ -48,6 +50,14 @@ function logStatements(db: Kysely<EventTables>) {
         .insertInto('event_partitions')
         .values({ topic: p('topic'), partition_no: p('partition'), next_offset: 0 })
         .onConflict((oc) => oc.columns(['topic', 'partition_no']).doNothing()),
+    ),
+    commitPosition: new PreparedQuery(db, (db, p) =>
+      db
+        .updateTable('consumer_offsets')
+        .set({ next_offset: p('next_offset') })
+        .where('group_name', '=', p('group_name'))
+        .where('topic', '=', p('topic'))
+        .where('partition_no', '=', p('partition')),
     ),
     insertEntry: new PreparedQuery<EventTables, unknown, Row>(db, (db, p) =>
       db.insertInto('event_log').values({
@@ -253,7 +263,15 @@ export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
   }
 
   async subscribe(options: SubscribeOptions): Promise<Subscription> {
-    const consumer = new GroupConsumer(this.db, this.wake, this.recent, this.options, this.now, options);
+    const consumer = new GroupConsumer(
+      this.db,
+      this.wake,
+      this.recent,
+      this.statements,
+      this.options,
+      this.now,
+      options,
+    );
     await consumer.start();
     const subscription: Subscription = {
       close: async () => {
@@ -308,6 +326,7 @@ class GroupConsumer {
     private readonly db: Kysely<EventTables>,
     private readonly wake: EventEmitter,
     private readonly recent: RecentEntries,
+    private readonly statements: LogStatements,
     private readonly options: EmbeddedLogOptions,
     private readonly now: () => number,
     private readonly subscription: SubscribeOptions,
@@ -473,13 +492,9 @@ class GroupConsumer {
         if (handled > 0) next = Number(rows[handled - 1]!.log_offset) + 1;
         const failed = handled < rows.length && this.running && this.owned.has(p);
         if (next > from) {
-          await this.db
-            .updateTable('consumer_offsets')
-            .set({ next_offset: next })
-            .where('group_name', '=', group_name)
-            .where('topic', '=', topic)
-            .where('partition_no', '=', p)
-            .execute();
+          const position = { group_name, topic, partition: p, next_offset: next };
+          const commit = (db: Kysely<EventTables>) => this.statements.commitPosition.run(db, position);
+          await (this.options.transactions ? this.options.transactions(this.db, commit) : commit(this.db));
         }
         if (failed) {
           next = undefined; // read the committed position again, then retry the message that failed

@@ -64,7 +64,11 @@ export class PreparedRows<DB, Row extends object> {
     db: Kysely<DB>,
     counts: readonly number[],
     // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a slot goes where any value of any column goes
-    build: (db: Kysely<DB>, count: number, slot: (row: number, column: keyof Row & string) => any) => Compilable<unknown>,
+    build: (
+      db: Kysely<DB>,
+      count: number,
+      slot: (row: number, column: keyof Row & string) => any,
+    ) => Compilable<unknown>,
   ) {
     const plain = db.withoutPlugins();
     const sorted = [...new Set(counts)].sort((a, b) => b - a);
@@ -81,7 +85,9 @@ export class PreparedRows<DB, Row extends object> {
       for (; rows.length - start >= count; start += count) {
         const offset = start;
         const parameters = compiled.parameters.map((binding) =>
-          binding instanceof RowSlot ? (rows[offset + binding.row] as Record<string, unknown>)[binding.column] : binding,
+          binding instanceof RowSlot
+            ? (rows[offset + binding.row] as Record<string, unknown>)[binding.column]
+            : binding,
         );
         await execute(db, compiled, parameters);
       }
