@@ -38,6 +38,9 @@ export class PreparedQuery<DB, Row, Params extends object = Record<string, unkno
   }
 }
 
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a slot goes where any value of any column goes
+type RowSlotOf<Row> = (row: number, column: keyof Row & string) => any;
+
 /** Stands for one column of one row of a multi-row insert while it is built. */
 class RowSlot {
   constructor(
@@ -63,12 +66,7 @@ export class PreparedRows<DB, Row extends object> {
   constructor(
     db: Kysely<DB>,
     counts: readonly number[],
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a slot goes where any value of any column goes
-    build: (
-      db: Kysely<DB>,
-      count: number,
-      slot: (row: number, column: keyof Row & string) => any,
-    ) => Compilable<unknown>,
+    build: (db: Kysely<DB>, count: number, slot: RowSlotOf<Row>) => Compilable<unknown>,
   ) {
     const plain = db.withoutPlugins();
     const sorted = [...new Set(counts)].sort((a, b) => b - a);
