@@ -10,7 +10,8 @@
  *   AB_ROUNDS      rounds (default 5), AB_DURATION_S seconds each (default 5), after a 2 s warm-up
  *   AB_PROFILE     variant names: those processes write a .cpuprofile into AB_PROFILE_DIR (default /tmp/ab-prof)
  *   AB_ENV_<NAME>  extra variant: AB_ENV_x='TRACING_SAMPLING_RATE=0.1,FOO=bar' adds variant x; the
- *                  pseudo-variable AB_DIST=<dir> runs that build instead of ./dist (A/B of builds)
+ *                  pseudo-variable AB_DIST=<dir> runs that build instead of ./dist (A/B of builds),
+ *                  and AB_FLAGS='--flag=value ...' adds node options (A/B of runtime flags)
  */
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -28,7 +29,8 @@ function cpuSeconds(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) / 100;
 }
 
-const SERVICE_ARGS = ['--import', './dist/instrumentation.js', 'dist/cli.js', 'serve'];
+/** As `npm start` runs it (see lib/scenarios.ts). */
+const SERVICE_ARGS = ['--max-semi-space-size=32', '--import', './dist/instrumentation.js', 'dist/cli.js', 'serve'];
 
 async function main(): Promise<void> {
   const env = process.env;
@@ -40,7 +42,7 @@ async function main(): Promise<void> {
         (value ?? '')
           .split(',')
           .filter(Boolean)
-          .map((kv) => kv.split('=', 2) as [string, string]),
+          .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)] as [string, string]),
       ),
     }));
   const wanted = (env.AB_VARIANTS ?? '').split(',').filter(Boolean);
@@ -62,12 +64,13 @@ async function main(): Promise<void> {
     copyFileSync(file, copy);
     const profiled = (env.AB_PROFILE ?? '').split(',').includes(variant.name);
     if (profiled) mkdirSync(profileDir, { recursive: true });
-    const { AB_DIST: dist, ...variantEnv } = variant.env as Record<string, string>;
+    const { AB_DIST: dist, AB_FLAGS: flags, ...variantEnv } = variant.env as Record<string, string>;
     const serviceArgs =
       dist === undefined
         ? SERVICE_ARGS
         : SERVICE_ARGS.map((a) => a.replace(/^(\.\/)?dist\//, `./${dist.replace(/^\.\//, '')}/`));
-    const args = profiled ? ['--cpu-prof', '--cpu-prof-dir', profileDir, ...serviceArgs] : serviceArgs;
+    const args0 = profiled ? ['--cpu-prof', '--cpu-prof-dir', profileDir, ...serviceArgs] : serviceArgs;
+    const args = flags ? [...flags.split(' ').filter(Boolean), ...args0] : args0;
     servers.push(
       await startServer(variant.name, args, { ...SERVICE_ENV, DATABASE_URL: `sqlite:${copy}`, ...variantEnv }),
     );
