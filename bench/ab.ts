@@ -13,21 +13,15 @@
  *                  pseudo-variable AB_DIST=<dir> runs that build instead of ./dist (A/B of builds),
  *                  and AB_FLAGS='--flag=value ...' adds node options (A/B of runtime flags)
  */
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cleanUpAll, cleanUpOnSignals, registerCleanup } from './lib/cleanup.js';
 import { sqliteBackend } from './lib/datasets.js';
-import { type ChildServer, startServer } from './lib/processes.js';
+import { type ChildServer, cpuSeconds, startServer } from './lib/processes.js';
 import { median } from './lib/stats.js';
 import { SERVICE_ENV, SERVICE_VARIANTS } from './lib/variants.js';
 import { measure, WORKLOADS } from './lib/workloads.js';
-
-/** CPU seconds (user + system) the process has used, from /proc (clock ticks of 10 ms). */
-function cpuSeconds(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
 
 /** As `npm start` runs it (see lib/scenarios.ts). */
 const SERVICE_ARGS = ['--max-semi-space-size=32', '--import', './dist/instrumentation.js', 'dist/cli.js', 'serve'];

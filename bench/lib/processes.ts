@@ -40,6 +40,29 @@ process.on('exit', () => {
  * The bench's environment without the service's own settings (so a stray CACHE_TTL_MS in the
  * caller's shell cannot skew a run), plus `extra`.
  */
+/** CPU seconds (user + system, all threads) the process has used, from /proc (clock ticks of 10 ms). */
+export function cpuSeconds(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+/**
+ * Waits until the process is idle (under 5% of a core over a quarter second), or `maxMs`: a
+ * service keeps working a moment after its load stops (the last click flush, consumers catching
+ * up, a checkpoint), and that work must not land in the next target's measurement. Returns how
+ * long it took.
+ */
+export async function settle(pid: number, maxMs = 5000): Promise<number> {
+  const started = performance.now();
+  for (;;) {
+    const before = cpuSeconds(pid);
+    await new Promise((resolve) => setTimeout(resolve, 250));
+    const busy = (cpuSeconds(pid) - before) / 0.25;
+    const waited = performance.now() - started;
+    if (busy < 0.05 || waited >= maxMs) return waited;
+  }
+}
+
 export function childEnv(extra: Readonly<Record<string, string>>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env };
   for (const setting of Object.values(SETTINGS)) delete env[setting.name];

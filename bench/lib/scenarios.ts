@@ -5,7 +5,7 @@
  */
 import { loadavg } from 'node:os';
 import type { BackendName, Dataset, IsolatedCopy } from './datasets.js';
-import { type ChildServer, startServer } from './processes.js';
+import { type ChildServer, settle, startServer } from './processes.js';
 import { type BenchSettings, DATASET_SIZES, type DatasetSize } from './settings.js';
 import { median } from './stats.js';
 import { SERVICE_ENV, type ServiceVariant } from './variants.js';
@@ -151,13 +151,18 @@ async function drive(scenario: Scenario, targets: readonly Target[], settings: B
   const load = (target: Target, durationS: number) =>
     measure(workload, target.server.baseUrl, stored, { durationS, connections: settings.connections });
   for (const target of targets) target.probeProblems = await workload.probe(target.server.baseUrl, stored);
-  for (const target of targets) target.warmup = await load(target, settings.warmupS);
+  for (const target of targets) {
+    target.warmup = await load(target, settings.warmupS);
+    await settle(target.server.pid);
+  }
   for (let round = 1; round <= settings.rounds; round++) {
     process.stdout.write(`  round ${round}/${settings.rounds}:`);
     for (const target of targets) {
       const m = await load(target, settings.durationS);
       target.rounds.push(m);
-      process.stdout.write(` ${target.server.name} ${Math.round(m.rps)} req/s;`);
+      // Its work after the load (last flush, consumers catching up) is its own, not the next target's.
+      const settledS = (await settle(target.server.pid)) / 1000;
+      process.stdout.write(` ${target.server.name} ${Math.round(m.rps)} req/s (idle after ${settledS.toFixed(2)} s);`);
     }
     process.stdout.write(` load ${loadavg()[0]!.toFixed(2)}\n`);
   }
