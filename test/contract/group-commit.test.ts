@@ -1,13 +1,19 @@
 /**
  * Group commit on a real SQLite file: units that arrive together share one transaction, each in
- * its own savepoint; a unit's failure is its own; nothing resolves before the commit.
+ * its own savepoint; a unit's failure is its own; nothing resolves before the commit. And the
+ * embedded log's offsets when a transaction that appended is rolled back.
  */
 import { type Generated, type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
 import { GroupCommit } from '../../src/adapters/storage/group-commit.js';
 import { PreparedQuery } from '../../src/adapters/storage/prepared-query.js';
+import { EmbeddedLogEventBus } from '../../src/adapters/event-bus/embedded-log-event-bus.js';
+import type { EventTables } from '../../src/adapters/event-bus/event-tables.js';
+import { migrateToLatest } from '../../src/adapters/storage/migrations.js';
+import { createEvent } from '../../src/domain/events.js';
 import { sqlite, type TestDatabase, testConfig } from '../helpers/backends.js';
+import { FAST_BUS } from '../helpers/event-buses.js';
 
 interface Tables {
   items: { id: Generated<number>; name: string };
@@ -174,5 +180,50 @@ describe('PreparedQuery', () => {
       transformResult: async ({ result }) => result,
     });
     expect(() => count.run(rewriting, {})).toThrow(/rewrites/);
+  });
+});
+
+describe('EmbeddedLogEventBus offsets after a rolled-back append', () => {
+  let file: TestDatabase;
+  let database: Database;
+
+  beforeAll(async () => {
+    file = await sqlite.create();
+    database = openDatabase(testConfig(file.databaseUrl).database);
+    await migrateToLatest(database.db, database.dialect);
+  });
+  afterAll(async () => {
+    await database?.close();
+    await file?.drop();
+  });
+
+  it('takes the offsets a rolled-back transaction had taken again: no gap, no repeat', async () => {
+    const bus = new EmbeddedLogEventBus(database.db, FAST_BUS);
+    const message = (n: number) => {
+      const e = createEvent('test.offsets', { n }, { service: 'urlshortener', topic: 'offsets', key: 'one' });
+      return {
+        topic: 'offsets',
+        key: 'one',
+        headers: { event_type: 'test.offsets', service: 'urlshortener' },
+        envelope: e.envelope,
+      };
+    };
+    const first = await bus.publish('offsets', 'one', message(0).headers, message(0).envelope);
+    await expect(
+      database.db.transaction().execute(async (trx) => {
+        await bus.appendInTransaction(trx, [message(1), message(2)]);
+        throw new Error('rolled back');
+      }),
+    ).rejects.toThrow('rolled back');
+    const after = await bus.publishAll([message(3), message(4)]);
+    expect([first, ...after].map((p) => p.offset)).toEqual([0, 1, 2]);
+    const log = await (database.db as unknown as Kysely<EventTables>)
+      .selectFrom('event_log')
+      .select('log_offset')
+      .where('topic', '=', 'offsets')
+      .orderBy('log_offset')
+      .execute();
+    expect(log.map((r) => Number(r.log_offset))).toEqual([0, 1, 2]);
+    await bus.close();
   });
 });

@@ -45,6 +45,14 @@ function logStatements(db: Kysely<EventTables>) {
         .where('partition_no', '=', p('partition'))
         .returning('next_offset'),
     ),
+    advanceOffset: new PreparedQuery(db, (db, p) =>
+      db
+        .updateTable('event_partitions')
+        .set({ next_offset: p('next') })
+        .where('topic', '=', p('topic'))
+        .where('partition_no', '=', p('partition'))
+        .where('next_offset', '=', p('expected')),
+    ),
     createPartition: new PreparedQuery(db, (db, p) =>
       db
         .insertInto('event_partitions')
@@ -135,6 +143,8 @@ export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
   private readonly db: Kysely<EventTables>;
   private readonly statements: LogStatements;
   private readonly recent = new RecentEntries();
+  /** Per partition, the next offset as this process last saw it (see takeOffset). */
+  private readonly expectedOffsets = new Map<string, number>();
   private readonly wake = new EventEmitter();
   private readonly subscriptions = new Set<Subscription>();
   private readonly now: () => number;
@@ -193,17 +203,11 @@ export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
     headers: MessageHeaders,
     envelope: EventEnvelope,
   ): Promise<Entry> {
-    const at = { topic, partition };
-    let [row] = (await this.statements.takeOffset.run(trx, at)).rows;
-    if (row === undefined) {
-      // The partition's first message ever: its counter row, then the same again.
-      await this.statements.createPartition.run(trx, at);
-      [row] = (await this.statements.takeOffset.run(trx, at)).rows;
-    }
+    const offset = await this.takeOffset(trx, topic, partition);
     const entry: Row = {
       topic,
       partition_no: partition,
-      log_offset: Number(row!.next_offset) - 1,
+      log_offset: offset,
       message_id: messageId,
       headers: JSON.stringify(headers),
       envelope: JSON.stringify(envelope),
@@ -212,6 +216,37 @@ export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
     await this.statements.insertEntry.run(trx, entry);
     // Delivered as they are to every group of this process: frozen, so no handler changes another's.
     return { ...entry, decoded: { headers: deepFreeze(headers), envelope: deepFreeze(envelope) } };
+  }
+
+  /**
+   * The partition's next offset, taken inside `trx`. The offset this process expects is tried
+   * first, with the counter's value as a condition (cheaper than reading the counter back); when
+   * another process appended meanwhile, or a transaction that took one was rolled back, the
+   * condition fails and the counter is read back instead. Only the condition decides: the
+   * expectation is a hint, never trusted.
+   */
+  private async takeOffset(trx: Kysely<EventTables>, topic: string, partition: number): Promise<number> {
+    const key = `${topic}\u0000${partition}`;
+    const expected = this.expectedOffsets.get(key);
+    let offset: number;
+    if (
+      expected !== undefined &&
+      (await this.statements.advanceOffset.run(trx, { topic, partition, expected, next: expected + 1 }))
+        .numAffectedRows === 1n
+    ) {
+      offset = expected;
+    } else {
+      const at = { topic, partition };
+      let [row] = (await this.statements.takeOffset.run(trx, at)).rows;
+      if (row === undefined) {
+        // The partition's first message ever: its counter row, then the same again.
+        await this.statements.createPartition.run(trx, at);
+        [row] = (await this.statements.takeOffset.run(trx, at)).rows;
+      }
+      offset = Number(row!.next_offset) - 1;
+    }
+    this.expectedOffsets.set(key, offset + 1);
+    return offset;
   }
 
   /**
