@@ -50,8 +50,8 @@ export async function composeEventBackbone(
   logger: BackboneLogger,
 ): Promise<EventBackbone> {
   // SQLite has one writer, and a commit costs more than a write: writes arriving together share one.
-  const transactions =
-    database.dialect === 'sqlite' ? groupCommitOn(new GroupCommit(database.db)) : eachInItsOwnTransaction;
+  const groupCommit = database.dialect === 'sqlite' ? groupCommitOn(new GroupCommit(database.db)) : undefined;
+  const transactions = groupCommit ?? eachInItsOwnTransaction;
   const bus: EventBus = config.natsUrl
     ? NatsEventBus.open({
         url: config.natsUrl,
@@ -68,7 +68,7 @@ export async function composeEventBackbone(
         pollMs: config.pollMs,
         retryDelayMs: config.retryBackoffMs,
         batchSize: CONSUMER_BATCH,
-        transactions: database.dialect === 'sqlite' ? transactions : undefined,
+        transactions: groupCommit,
       });
   const metrics = createEventMetrics(registry);
   const published = (topic: string, envelope: EventEnvelope) => metrics.published(topic, envelope.event_type);

@@ -82,6 +82,9 @@ function logStatements(db: Kysely<EventTables>) {
 }
 type LogStatements = ReturnType<typeof logStatements>;
 
+/** One partition of one topic, as a map key. */
+const partitionKey = (topic: string, partition: number) => `${topic}\u0000${partition}`;
+
 const positionOf = (entry: Row): PublishedPosition => ({ partition: entry.partition_no, offset: entry.log_offset });
 
 /**
@@ -101,7 +104,7 @@ class RecentEntries {
   private readonly runs = new Map<string, { first: number; entries: Entry[] }>();
 
   add(entry: Entry): void {
-    const key = `${entry.topic}\u0000${entry.partition_no}`;
+    const key = partitionKey(entry.topic, entry.partition_no);
     let run = this.runs.get(key);
     if (run === undefined || run.first + run.entries.length !== entry.log_offset) {
       run = { first: entry.log_offset, entries: [] };
@@ -120,7 +123,7 @@ class RecentEntries {
    * when `from` is just past the last entry this process wrote there (nothing newer from here).
    */
   read(topic: string, partition: number, from: number, limit: number): { entries: Entry[]; atEnd: boolean } {
-    const run = this.runs.get(`${topic}\u0000${partition}`);
+    const run = this.runs.get(partitionKey(topic, partition));
     const end = run === undefined ? -1 : run.first + run.entries.length;
     if (run === undefined || from < run.first || from >= end) return { entries: [], atEnd: from === end };
     return { entries: run.entries.slice(from - run.first, from - run.first + limit), atEnd: false };
@@ -226,7 +229,7 @@ export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
    * expectation is a hint, never trusted.
    */
   private async takeOffset(trx: Kysely<EventTables>, topic: string, partition: number): Promise<number> {
-    const key = `${topic}\u0000${partition}`;
+    const key = partitionKey(topic, partition);
     const expected = this.expectedOffsets.get(key);
     let offset: number;
     if (
