@@ -37,6 +37,8 @@ export const errors = {
       422,
       `The change is refused: its ${eventType} event would be ${bytes} bytes, over the limit of ${limit} bytes`,
     ),
+  eventRefused: (reason: string) =>
+    new AppError('EVENT_REFUSED', 422, `The event bus can never take this event: ${reason}`),
   rateLimited: (retryAfterSeconds: number) =>
     new AppError('RATE_LIMITED', 429, 'Rate limit exceeded', { 'retry-after': String(retryAfterSeconds) }),
 
