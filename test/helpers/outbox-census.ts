@@ -4,8 +4,13 @@
  * scripts/outbox-check.ts.
  */
 import { randomBytes } from 'node:crypto';
+import type { Kysely } from 'kysely';
 import { AckPolicy, connect, DeliverPolicy, JSONCodec } from 'nats';
 import pg from 'pg';
+import type { EventTables } from '../../src/adapters/event-bus/event-tables.js';
+import { openDatabase } from '../../src/adapters/storage/database.js';
+import { testConfig } from './backends.js';
+import { storedCreatedByCode } from './event-store.js';
 
 /**
  * Fixed settings of a service process in these runs (the same key everywhere, no rate limits;
@@ -167,3 +172,62 @@ export async function outboxEmptied(databaseUrl: string, timeoutMs: number): Pro
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
 }
+
+/** Runs `work` on the service's database at `databaseUrl` (SQLite or PostgreSQL), then closes it. */
+async function withDatabase<T>(databaseUrl: string, work: (db: Kysely<EventTables>) => Promise<T>): Promise<T> {
+  const database = openDatabase(testConfig(databaseUrl).database);
+  try {
+    return await work(database.db as unknown as Kysely<EventTables>);
+  } finally {
+    await database.close();
+  }
+}
+
+/** The `url.created` events in the embedded log, per code. */
+export const createdInLog = (databaseUrl: string): Promise<CreatedByCode> =>
+  withDatabase(databaseUrl, async (db) => {
+    const rows = await db
+      .selectFrom('event_log')
+      .select(['message_id', 'envelope'])
+      .where('topic', '=', 'url_events')
+      .execute();
+    const created: CreatedByCode = new Map();
+    for (const row of rows) {
+      const envelope = JSON.parse(row.envelope) as { event_type: string; payload: { code?: string } };
+      if (envelope.event_type !== 'url.created' || !envelope.payload.code) continue;
+      created.set(envelope.payload.code, [...(created.get(envelope.payload.code) ?? []), row.message_id]);
+    }
+    return created;
+  });
+
+/** The `url.created` events the event store consumer (a worker) stored, per code. */
+export const createdInStore = (databaseUrl: string): Promise<CreatedByCode> =>
+  withDatabase(databaseUrl, (db) => storedCreatedByCode(db));
+
+/**
+ * Per partition of the embedded log's topic: offsets that are missing below the highest one, or
+ * a counter that disagrees with the entries (both must be none: offsets are contiguous).
+ */
+export const logHoles = (databaseUrl: string, topic: string): Promise<string[]> =>
+  withDatabase(databaseUrl, async (db) => {
+    const rows = await db
+      .selectFrom('event_log')
+      .select([
+        'partition_no',
+        (eb) => eb.fn.countAll<string | number>().as('n'),
+        (eb) => eb.fn.max('log_offset').as('top'),
+      ])
+      .where('topic', '=', topic)
+      .groupBy('partition_no')
+      .execute();
+    const counters = await db.selectFrom('event_partitions').selectAll().where('topic', '=', topic).execute();
+    const holes: string[] = [];
+    for (const row of rows) {
+      const next = counters.find((c) => c.partition_no === row.partition_no)?.next_offset;
+      if (Number(row.n) !== Number(row.top) + 1)
+        holes.push(`partition ${row.partition_no}: ${row.n} entries up to offset ${row.top}`);
+      if (Number(next) !== Number(row.n))
+        holes.push(`partition ${row.partition_no}: counter at ${next}, ${row.n} entries`);
+    }
+    return holes;
+  });
