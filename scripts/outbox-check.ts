@@ -93,7 +93,7 @@ async function onTheBus(acknowledged: readonly string[]) {
 }
 
 const processes: ServerProcess[] = [];
-let failed = false;
+let failed: boolean;
 if (!sqliteDir) await withPostgres(postgresUrl, (client) => client.query(`CREATE SCHEMA ${schema}`));
 try {
   const bus: Record<string, string> = nats ? { NATS_URL: natsUrl, NATS_PREFIX: prefix } : { EVENT_POLL_MS: '50' };

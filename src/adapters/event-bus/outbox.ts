@@ -2,7 +2,7 @@ import { EventEmitter } from 'node:events';
 import type { Kysely } from 'kysely';
 import { errors } from '../../domain/errors.js';
 import type { EventEnvelope, EventsFor, OutgoingEvent } from '../../domain/events.js';
-import type { EventBus, OutgoingMessage } from '../../ports/event-bus.js';
+import type { OutgoingMessage } from '../../ports/event-bus.js';
 import { producerHeaders } from '../telemetry/message-tracing.js';
 import type { EventTables } from './event-tables.js';
 import type { AnyKysely } from '../storage/database.js';
@@ -52,8 +52,8 @@ export function groupCommitOn<G>(group: GroupCommit<G>): TransactionRunner {
 /**
  * The transactional outbox: events are written in the same database transaction as the change
  * they describe, so an acknowledged change always has its event, even if the process dies right
- * after answering or the broker is away. The relay below hands them to the bus. With the
- * embedded bus, the events go into its log directly, in that same transaction.
+ * after answering or the broker is away. The relay (outbox-relay.ts) hands them to the bus.
+ * With the embedded bus, the events go into its log directly, in that same transaction.
  */
 export class TransactionalOutbox {
   private readonly appended = new EventEmitter();
