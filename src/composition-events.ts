@@ -4,10 +4,10 @@ import { NatsEventBus } from './adapters/event-bus/nats-event-bus.js';
 import {
   eachInItsOwnTransaction,
   groupCommitOn,
-  OutboxRelay,
   TransactionalOutbox,
   type TransactionRunner,
 } from './adapters/event-bus/outbox.js';
+import { OutboxRelay } from './adapters/event-bus/outbox-relay.js';
 import { GroupCommit } from './adapters/storage/group-commit.js';
 import type { EventEnvelope } from './domain/events.js';
 import type { Database } from './adapters/storage/database.js';
@@ -31,6 +31,11 @@ export interface EventBackbone {
   readonly relay: OutboxRelay;
   readonly deadLetters: DeadLetterManager;
   readonly metrics: EventMetrics;
+  /**
+   * The outbox's backlog for the readiness detail: rows waiting for the bus and the oldest one's
+   * age. With the embedded bus the log is the outbox, so both stay 0.
+   */
+  backlog(): Promise<{ outbox_depth: number; outbox_oldest_age_seconds: number }>;
   /** Starts the relay and the given consumers (and, with `prune`, the retention clean-up). */
   start(consumers: readonly ConsumerDefinition[], options: { prune: boolean }): Promise<void>;
   /** Stops the consumers, hands the outbox's last rows to the bus if it can, closes the bus. */
@@ -70,21 +75,23 @@ export async function composeEventBackbone(
         batchSize: CONSUMER_BATCH,
         transactions: groupCommit,
       });
-  const metrics = createEventMetrics(registry);
+  const metrics = createEventMetrics(registry, () => relay.backlog());
   const published = (topic: string, envelope: EventEnvelope) => metrics.published(topic, envelope.event_type);
   const outbox = new TransactionalOutbox(serviceName, {
     transactions,
     // The embedded bus is a log in this same database: the log is the outbox.
     log: bus instanceof EmbeddedLogEventBus ? bus : undefined,
     onPublished: published,
+    maxEventBytes: config.maxEventBytes,
   });
+  // With the embedded bus too: it moves rows an earlier deployment on NATS left into the log.
   const relay = new OutboxRelay(
     database.db,
     bus,
     outbox,
     { pollMs: config.pollMs, batchSize: 200, leaseMs: config.leaseMs, retryDelayMs: 500 },
     logger,
-    published,
+    { published, deadLettered: (topic, eventType) => metrics.outboxDeadLettered(topic, eventType) },
   );
   const runner = new ConsumerRunner(
     bus,
@@ -109,6 +116,10 @@ export async function composeEventBackbone(
     relay,
     deadLetters,
     metrics,
+    async backlog() {
+      const { depth, oldestAgeSeconds } = await relay.backlog();
+      return { outbox_depth: depth, outbox_oldest_age_seconds: oldestAgeSeconds };
+    },
     async start(consumers, options) {
       relay.start();
       for (const consumer of consumers) await runner.start(consumer);

@@ -195,7 +195,11 @@ export async function compose(config: Config, options: ComposeOptions = {}): Pro
   rateLimitPolicies.follow(runtimeSettings);
   const readiness: ReadinessCheck[] = [
     { name: 'database', check: () => database.ping() },
-    { name: config.events.natsUrl ? 'nats' : 'event_log', check: () => backbone.bus.ping() },
+    {
+      name: config.events.natsUrl ? 'nats' : 'event_log',
+      check: () => backbone.bus.ping(),
+      detail: () => backbone.backlog(),
+    },
   ];
   if (config.redisUrl) readiness.push({ name: 'redis', check: () => rateLimiter.ping() });
 

@@ -111,6 +111,8 @@ export interface EventsConfig {
   readonly pollMs: number;
   readonly leaseMs: number;
   readonly ackWaitMs: number;
+  /** Largest event envelope a change may record (JSON, UTF-8 bytes). */
+  readonly maxEventBytes: number;
 }
 
 export class ConfigError extends Error {
@@ -574,6 +576,13 @@ export const SETTINGS = {
     description: 'NATS: how long a delivered event may stay unacknowledged before it is delivered again.',
     parse: integer(500, 3_600_000),
   },
+  EVENT_MAX_BYTES: {
+    name: 'EVENT_MAX_BYTES',
+    default: String(512 * 1024),
+    description:
+      "Largest event (its JSON envelope, in bytes) a change may record; a change whose event is larger is refused with 422 and nothing is stored. Keep it under NATS's `max_payload` (1 MiB by default), with room for the headers and for the dead-letter envelope that wraps a failed event.",
+    parse: integer(1024, 64 * 1024 * 1024),
+  },
   ROLE: {
     name: 'ROLE',
     default: 'all',
@@ -674,6 +683,7 @@ export function loadConfig(env: Env = process.env): Config {
       pollMs: read('EVENT_POLL_MS'),
       leaseMs: read('EVENT_LEASE_MS'),
       ackWaitMs: read('NATS_ACK_WAIT_MS'),
+      maxEventBytes: read('EVENT_MAX_BYTES'),
     },
     role: read('ROLE'),
     sandbox: { memoryBytes: read('SANDBOX_MEMORY_MB') * 1024 * 1024, outputBytes: 64 * 1024 },

@@ -31,6 +31,14 @@ export const errors = {
       type ? `Unsupported media type: ${type}; use application/json` : 'Missing Content-Type; use application/json',
     ),
   internal: () => new AppError('INTERNAL', 500, 'Internal server error'),
+  eventTooLarge: (eventType: string, bytes: number, limit: number) =>
+    new AppError(
+      'EVENT_TOO_LARGE',
+      422,
+      `The change is refused: its ${eventType} event would be ${bytes} bytes, over the limit of ${limit} bytes`,
+    ),
+  eventRefused: (reason: string) =>
+    new AppError('EVENT_REFUSED', 422, `The event bus can never take this event: ${reason}`),
   rateLimited: (retryAfterSeconds: number) =>
     new AppError('RATE_LIMITED', 429, 'Rate limit exceeded', { 'retry-after': String(retryAfterSeconds) }),
 

@@ -53,6 +53,15 @@ export interface PublishedPosition {
 }
 
 /**
+ * What became of one message given to `publishAll`: where it is stored, or why it is not. A
+ * `permanent` failure can never succeed (larger than the broker takes, not encodable); any other
+ * is transient (the broker away), and the message may be published again later.
+ */
+export type PublishOutcome =
+  | { readonly position: PublishedPosition; readonly error?: undefined }
+  | { readonly position?: undefined; readonly error: Error; readonly permanent: boolean };
+
+/**
  * A durable, partitioned event log with consumer groups: at-least-once delivery, order kept
  * within a partition, redelivery of whatever a crashed consumer had not acknowledged.
  * Every adapter passes `test/contract/event-bus.contract.test.ts`.
@@ -66,6 +75,7 @@ export interface EventBus {
   /**
    * Durable once resolved. `key` picks the partition. A repeated message id (by default the
    * envelope's `event_id`) is stored once; a deliberate re-publication passes a new `messageId`.
+   * Rejects with an error whose `permanent` is true when the bus can never take the message.
    */
   publish(
     topic: string,
@@ -74,8 +84,11 @@ export interface EventBus {
     envelope: EventEnvelope,
     options?: PublishOptions,
   ): Promise<PublishedPosition>;
-  /** Publishes several messages, in order; durable once resolved (the outbox relay's batches). */
-  publishAll(messages: readonly OutgoingMessage[]): Promise<PublishedPosition[]>;
+  /**
+   * Publishes several messages, in order (the outbox relay's batches); never rejects: each
+   * message's outcome, in the same order, says whether it is durable, and if not, why.
+   */
+  publishAll(messages: readonly OutgoingMessage[]): Promise<PublishOutcome[]>;
   subscribe(options: SubscribeOptions): Promise<Subscription>;
   /** Moves `group` so that its next message in `partition` of `topic` is the one at `offset`. */
   seek(group: string, topic: string, partition: number, offset: number): Promise<void>;

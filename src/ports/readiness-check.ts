@@ -9,4 +9,6 @@ export interface ReadinessCheck {
   readonly name: string;
   /** Resolves when the backend answers; rejects (or never settles) when it does not. */
   check(): Promise<void>;
+  /** Figures shown beside the result (the outbox's backlog beside the bus); they never decide readiness. */
+  detail?(): Promise<Readonly<Record<string, number>>>;
 }

@@ -3,7 +3,7 @@ import type { Kysely, Selectable } from 'kysely';
 import type { EventTables } from '../adapters/event-bus/event-tables.js';
 import type { EventMetrics } from '../adapters/telemetry/event-metrics.js';
 import { extractedContext, injectedHeaders } from '../adapters/telemetry/message-tracing.js';
-import { AppError } from '../domain/errors.js';
+import { AppError, errors } from '../domain/errors.js';
 import { type EventEnvelope, type MessageHeaders, TOPICS } from '../domain/events.js';
 import type { BusMessage, EventBus } from '../ports/event-bus.js';
 import type { ConsumerDefinition, DeadLetterPayload } from './consumer-runner.js';
@@ -84,12 +84,19 @@ export class DeadLetterManager {
     return toDeadLetter(row);
   }
 
-  /** Re-publishes a dead letter to its topic now, continuing its original trace. */
+  /**
+   * Re-publishes a dead letter to its topic now, continuing its original trace. One the bus can
+   * never take (EVENT_REFUSED) stays as it is: the publication is direct, so nothing waits behind it.
+   */
   async retry(id: number): Promise<DeadLetter> {
     const letter = await this.get(id);
     await tracer.startActiveSpan('dlq.retry', {}, extractedContext(letter.headers), async (span) => {
       try {
         await this.republish(letter);
+      } catch (error) {
+        // Too large for the broker, say: it stays parked, and the admin is told why.
+        if ((error as { permanent?: unknown }).permanent === true) throw errors.eventRefused((error as Error).message);
+        throw error;
       } finally {
         span.end();
       }

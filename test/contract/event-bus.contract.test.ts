@@ -171,6 +171,33 @@ describe.each(BUS_KINDS)('EventBus on $name', (kind) => {
     expect(c.received).toHaveLength(1);
   });
 
+  it.skipIf(!ok)('publishAll answers for each message: one it can never take is refused, the rest stored', async () => {
+    const t = topic();
+    const message = (key: string, n: number) => {
+      const e = event(key, n);
+      return { topic: t, key, headers: HEADERS, envelope: e.envelope };
+    };
+    const batch = [message('all', 1), message('all', 2), message('all', 3), message('all', 4)];
+    // Not encodable as JSON: no broker can ever take it.
+    const poison = { ...batch[1]!, envelope: { ...batch[1]!.envelope, payload: { n: 10n } } };
+    const outcomes = await bus.publishAll([batch[0]!, poison, batch[2]!, batch[3]!]);
+    expect(outcomes.map((o) => (o.error ? `refused, permanent: ${o.permanent}` : 'stored'))).toEqual([
+      'stored',
+      'refused, permanent: true',
+      'stored',
+      'stored',
+    ]);
+    const c = collector();
+    const sub = await bus.subscribe({ group: 'batch', topic: t, handler: c.handler });
+    await eventually(() => expect(c.received).toHaveLength(3));
+    await sub.close();
+    expect(c.ids()).toEqual([batch[0]!, batch[2]!, batch[3]!].map((m) => m.envelope.event_id));
+    expect(c.received.map((m) => m.offset)).toEqual([0, 2, 3].map((i) => outcomes[i]!.position!.offset));
+    // Published again (the relay after a crash): each answers with the position it already has.
+    const again = await bus.publishAll([batch[0]!, batch[2]!]);
+    expect(again.map((o) => o.position)).toEqual([outcomes[0]!.position, outcomes[2]!.position]);
+  });
+
   it.skipIf(!ok)('starts a new group at the end when asked for the latest only', async () => {
     const t = topic();
     await publish(t, 'late', 1);

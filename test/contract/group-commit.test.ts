@@ -215,8 +215,8 @@ describe('EmbeddedLogEventBus offsets after a rolled-back append', () => {
         throw new Error('rolled back');
       }),
     ).rejects.toThrow('rolled back');
-    const after = await bus.publishAll([message(3), message(4)]);
-    expect([first, ...after].map((p) => p.offset)).toEqual([0, 1, 2]);
+    const after = (await bus.publishAll([message(3), message(4)])).map((outcome) => outcome.position);
+    expect([first, ...after].map((p) => p?.offset)).toEqual([0, 1, 2]);
     const log = await (database.db as unknown as Kysely<EventTables>)
       .selectFrom('event_log')
       .select('log_offset')

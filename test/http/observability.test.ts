@@ -70,7 +70,12 @@ describe('GET /health/ready', () => {
     const service = await start();
     const response = await service.app.inject({ method: 'GET', url: '/health/ready' });
     expect(response.statusCode).toBe(200);
-    expect(response.json()).toEqual({ status: 'ok', checks: { database: 'ok', event_log: 'ok' } });
+    // The embedded log is the outbox: nothing ever waits beside it.
+    expect(response.json()).toEqual({
+      status: 'ok',
+      checks: { database: 'ok', event_log: 'ok' },
+      details: { event_log: { outbox_depth: 0, outbox_oldest_age_seconds: 0 } },
+    });
   });
 
   it('answers 503 naming the backend that does not answer', async () => {
@@ -106,7 +111,11 @@ describe('GET /health/ready', () => {
         REDIS_KEY_PREFIX: prefix,
       });
       const ready = await service.app.inject({ method: 'GET', url: '/health/ready' });
-      expect(ready.json()).toEqual({ status: 'ok', checks: { database: 'ok', event_log: 'ok', redis: 'ok' } });
+      expect(ready.json()).toEqual({
+        status: 'ok',
+        checks: { database: 'ok', event_log: 'ok', redis: 'ok' },
+        details: { event_log: { outbox_depth: 0, outbox_oldest_age_seconds: 0 } },
+      });
 
       const closed = new Promise((resolve) => proxy.close(resolve));
       for (const socket of sockets) socket.destroy();
@@ -116,6 +125,7 @@ describe('GET /health/ready', () => {
       expect(down.json()).toEqual({
         detail: 'redis is not available',
         checks: { database: 'ok', event_log: 'ok', redis: 'unavailable' },
+        details: { event_log: { outbox_depth: 0, outbox_oldest_age_seconds: 0 } },
       });
     } finally {
       proxy.close();

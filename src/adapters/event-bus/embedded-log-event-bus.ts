@@ -8,6 +8,7 @@ import type {
   PublishedPosition,
   OutgoingMessage,
   PublishOptions,
+  PublishOutcome,
   SubscribeOptions,
   Subscription,
 } from '../../ports/event-bus.js';
@@ -15,6 +16,7 @@ import { isUniqueViolation, type AnyKysely } from '../storage/database.js';
 import { PreparedQuery } from '../storage/prepared-query.js';
 import type { TransactionalLog, TransactionRunner } from './outbox.js';
 import type { EventTables } from './event-tables.js';
+import { failure, isPermanent, MessageRefused } from './publish-outcomes.js';
 
 export interface EmbeddedLogOptions {
   readonly partitions: number;
@@ -206,14 +208,19 @@ export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
     headers: MessageHeaders,
     envelope: EventEnvelope,
   ): Promise<Entry> {
+    let encoded: { headers: string; envelope: string };
+    try {
+      encoded = { headers: JSON.stringify(headers), envelope: JSON.stringify(envelope) };
+    } catch (error) {
+      throw new MessageRefused(`the message cannot be encoded as JSON: ${(error as Error).message}`, error);
+    }
     const offset = await this.takeOffset(trx, topic, partition);
     const entry: Row = {
       topic,
       partition_no: partition,
       log_offset: offset,
       message_id: messageId,
-      headers: JSON.stringify(headers),
-      envelope: JSON.stringify(envelope),
+      ...encoded,
       created_at: this.now(),
     };
     await this.statements.insertEntry.run(trx, entry);
@@ -279,7 +286,7 @@ export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
     for (const topic of new Set(entries.map((e) => e.topic))) this.wake.emit(topic);
   }
 
-  async publishAll(messages: readonly OutgoingMessage[]): Promise<PublishedPosition[]> {
+  async publishAll(messages: readonly OutgoingMessage[]): Promise<PublishOutcome[]> {
     if (messages.length === 0) return [];
     let entries: Row[];
     try {
@@ -290,14 +297,18 @@ export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
         return written;
       });
     } catch (error) {
-      if (!isUniqueViolation(error)) throw error;
-      // A message of the batch was there already: take them one by one, each answering for itself.
-      const positions: PublishedPosition[] = [];
-      for (const m of messages) positions.push(await this.publish(m.topic, m.key, m.headers, m.envelope));
-      return positions;
+      if (!isUniqueViolation(error) && !isPermanent(error)) return messages.map(() => failure(error));
+      // A message of the batch was there already, or cannot be taken: one by one, each answering for itself.
+      const outcomes: PublishOutcome[] = [];
+      for (const m of messages) {
+        outcomes.push(
+          await this.publish(m.topic, m.key, m.headers, m.envelope).then((position) => ({ position }), failure),
+        );
+      }
+      return outcomes;
     }
     this.committed(entries);
-    return entries.map(positionOf);
+    return entries.map((entry) => ({ position: positionOf(entry) }));
   }
 
   async subscribe(options: SubscribeOptions): Promise<Subscription> {

@@ -4,6 +4,7 @@ import {
   type ConsumerConfig,
   type ConsumerInfo,
   DeliverPolicy,
+  ErrorCode,
   headers as natsHeaders,
   type JetStreamClient,
   type JetStreamManager,
@@ -11,6 +12,7 @@ import {
   JSONCodec,
   type NatsConnection,
   nanos,
+  NatsError,
   RetentionPolicy,
   StorageType,
 } from 'nats';
@@ -21,9 +23,11 @@ import type {
   PublishedPosition,
   OutgoingMessage,
   PublishOptions,
+  PublishOutcome,
   SubscribeOptions,
   Subscription,
 } from '../../ports/event-bus.js';
+import { MessageRefused, outcomesOf } from './publish-outcomes.js';
 
 export interface NatsEventBusOptions {
   readonly url: string;
@@ -124,21 +128,30 @@ export class NatsEventBus implements EventBus {
     envelope: EventEnvelope,
     options: PublishOptions = {},
   ): Promise<PublishedPosition> {
-    const { js } = await this.connected(PUBLISH_WAIT_MS);
+    const { js, nc } = await this.connected(PUBLISH_WAIT_MS);
     await this.ensureStream(topic);
     const partition = options.partition ?? partitionFor(key, this.partitions);
-    const h = natsHeaders();
-    for (const [name, value] of Object.entries(headers)) h.set(name, value);
-    const ack = await js.publish(this.subject(topic, partition), codec.encode(envelope), {
-      msgID: options.messageId ?? envelope.event_id,
-      headers: h,
-    });
-    return { partition, offset: ack.seq };
+    let data: Uint8Array | undefined;
+    try {
+      data = codec.encode(envelope);
+      const h = natsHeaders();
+      for (const [name, value] of Object.entries(headers)) h.set(name, value);
+      const ack = await js.publish(this.subject(topic, partition), data, {
+        msgID: options.messageId ?? envelope.event_id,
+        headers: h,
+      });
+      return { partition, offset: ack.seq };
+    } catch (error) {
+      throw refusal(error, data?.length, nc.info?.max_payload) ?? error;
+    }
   }
 
-  /** The publishes go out together and their acknowledgements are awaited together. */
-  publishAll(messages: readonly OutgoingMessage[]): Promise<PublishedPosition[]> {
-    return Promise.all(messages.map((m) => this.publish(m.topic, m.key, m.headers, m.envelope)));
+  /**
+   * The publishes go out together, in order, and their acknowledgements are awaited together;
+   * each message's outcome is its own.
+   */
+  publishAll(messages: readonly OutgoingMessage[]): Promise<PublishOutcome[]> {
+    return outcomesOf(messages.map((m) => this.publish(m.topic, m.key, m.headers, m.envelope)));
   }
 
   async subscribe(options: SubscribeOptions): Promise<Subscription> {
@@ -320,6 +333,32 @@ export class NatsEventBus implements EventBus {
       message.nak(this.options.retryDelayMs);
     }
   }
+}
+
+/** Client errors that no retry can cure: the message is larger than the server takes, or not encodable. */
+const REFUSING_CODES: ReadonlySet<string> = new Set([
+  ErrorCode.MaxPayloadExceeded,
+  ErrorCode.BadJson,
+  ErrorCode.BadPayload,
+  ErrorCode.BadHeader,
+  ErrorCode.InvalidPayload,
+]);
+/** JetStream's answer to a message larger than the stream's `max_msg_size`. */
+const MESSAGE_TOO_LARGE_FOR_STREAM = 10054;
+
+/** A MessageRefused for an error that says the broker will never take this message; else undefined. */
+function refusal(
+  error: unknown,
+  bytes: number | undefined,
+  maxPayload: number | undefined,
+): MessageRefused | undefined {
+  if (!(error instanceof NatsError)) return undefined;
+  if (!REFUSING_CODES.has(error.code) && error.api_error?.err_code !== MESSAGE_TOO_LARGE_FOR_STREAM) return undefined;
+  const size =
+    error.code === ErrorCode.MaxPayloadExceeded && bytes !== undefined
+      ? ` (a payload of ${bytes} bytes plus headers; the server's max_payload is ${maxPayload ?? 'unknown'})`
+      : '';
+  return new MessageRefused(`NATS refuses the message: ${error.message}${size}`, error);
 }
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

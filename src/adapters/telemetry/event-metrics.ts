@@ -1,8 +1,11 @@
-import { Counter, type Registry } from 'prom-client';
+import { Counter, Gauge, type Registry } from 'prom-client';
 
 /** Counters of the event backbone, on the process's registry. */
 export interface EventMetrics {
+  /** The bus took the event (counted when it did, never when it was only stored). */
   published(topic: string, eventType: string): void;
+  /** The bus can never take the event; the outbox relay moved it to the dead letters. */
+  outboxDeadLettered(topic: string, eventType: string): void;
   consumed(topic: string, group: string): void;
   failed(topic: string, group: string): void;
   deadLettered(topic: string, group: string): void;
@@ -26,14 +29,60 @@ function childrenOf<L extends string>(
   };
 }
 
-export function createEventMetrics(registry: Registry): EventMetrics {
+/** The outbox's backlog as the gauges show it. */
+export interface OutboxFigures {
+  readonly depth: number;
+  readonly oldestAgeSeconds: number;
+}
+
+/**
+ * `outbox_depth` and `outbox_oldest_age_seconds`, measured at each scrape by `backlog`; when it
+ * fails (the database away), the gauges keep their last values.
+ */
+function outboxGauges(registry: Registry, backlog: () => Promise<OutboxFigures>): void {
+  let latest: Promise<OutboxFigures | undefined> | undefined;
+  // Both gauges are collected in one scrape: one measurement for the two.
+  const measure = () => {
+    latest ??= backlog()
+      .catch(() => undefined)
+      .finally(() => setImmediate(() => (latest = undefined)));
+    return latest;
+  };
+  new Gauge({
+    name: 'outbox_depth',
+    help: 'Events waiting in the transactional outbox for the bus to take them (0 with the embedded bus: its log is the outbox).',
+    registers: [registry],
+    async collect() {
+      const figures = await measure();
+      if (figures) this.set(figures.depth);
+    },
+  });
+  new Gauge({
+    name: 'outbox_oldest_age_seconds',
+    help: 'How long the oldest event waiting in the outbox has waited (0 when none waits).',
+    registers: [registry],
+    async collect() {
+      const figures = await measure();
+      if (figures) this.set(figures.oldestAgeSeconds);
+    },
+  });
+}
+
+export function createEventMetrics(registry: Registry, backlog?: () => Promise<OutboxFigures>): EventMetrics {
   const registers = [registry];
   const published = new Counter({
     name: 'events_published_total',
-    help: 'Events handed to the bus, by topic and event type.',
+    help: 'Events the bus took, by topic and event type (with NATS: acknowledged by the broker).',
     labelNames: ['topic', 'event_type'],
     registers,
   });
+  const outboxDeadLettered = new Counter({
+    name: 'outbox_dead_lettered_total',
+    help: 'Events the bus can never take (too large, not encodable), moved from the outbox to the dead letters.',
+    labelNames: ['topic', 'event_type'],
+    registers,
+  });
+  if (backlog) outboxGauges(registry, backlog);
   const consumed = new Counter({
     name: 'events_consumed_total',
     help: 'Events a consumer group handled successfully.',
@@ -63,6 +112,7 @@ export function createEventMetrics(registry: Registry): EventMetrics {
   const consumedBy = childrenOf(consumed, (topic: string, group: string) => ({ topic, group }));
   return {
     published: (topic, eventType) => publishedBy(topic, eventType).inc(),
+    outboxDeadLettered: (topic, eventType) => outboxDeadLettered.inc({ topic, event_type: eventType }),
     consumed: (topic, group) => consumedBy(topic, group).inc(),
     failed: (topic, group) => failed.inc({ topic, group }),
     deadLettered: (topic, group) => deadLettered.inc({ topic, group }),

@@ -87,6 +87,9 @@ export const deadLetterRoutes: FastifyPluginAsyncTypebox<{ deadLetters: DeadLett
           200: { ...DeadLetter, description: 'Re-published.' },
           ...adminOnly,
           404: errorResponse('No such dead letter.'),
+          422: errorResponse(
+            'The event bus can never take this event (e.g. larger than the broker takes); it stays as it was.',
+          ),
         },
       },
     },

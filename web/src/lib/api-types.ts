@@ -30,7 +30,7 @@ export interface paths {
         };
         /**
          * Readiness probe
-         * @description Checks every backend in use (the database, and Redis when configured), each within 1000 ms.
+         * @description Checks every backend in use (the database, the event bus, and Redis when configured), each within 1000 ms. The outbox's backlog is shown beside the bus but never makes the service unready: while the broker is away, writes are still acknowledged and their events wait in the outbox.
          */
         get: operations["readiness_check"];
         put?: never;
@@ -458,6 +458,12 @@ export interface operations {
                         checks: {
                             [key: string]: "ok" | "unavailable";
                         };
+                        /** @description Figures beside a check, which never decide readiness: beside the event bus, `outbox_depth` (events waiting for the bus) and `outbox_oldest_age_seconds` (how long the oldest has waited; both 0 with the embedded bus, whose log is the outbox). */
+                        details?: {
+                            [key: string]: {
+                                [key: string]: number;
+                            };
+                        };
                     };
                 };
             };
@@ -473,6 +479,12 @@ export interface operations {
                         /** @description Each backend checked, by name. */
                         checks: {
                             [key: string]: "ok" | "unavailable";
+                        };
+                        /** @description Figures beside a check, which never decide readiness: beside the event bus, `outbox_depth` (events waiting for the bus) and `outbox_oldest_age_seconds` (how long the oldest has waited; both 0 with the embedded bus, whose log is the outbox). */
+                        details?: {
+                            [key: string]: {
+                                [key: string]: number;
+                            };
                         };
                     };
                 };
@@ -1309,6 +1321,15 @@ export interface operations {
             };
             /** @description No such dead letter. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The event bus can never take this event (e.g. larger than the broker takes); it stays as it was. */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
