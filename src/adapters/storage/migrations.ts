@@ -1,5 +1,6 @@
 import { type Migration, Migrator, sql } from 'kysely';
 import { eventMigrations } from '../event-bus/event-tables.js';
+import { authStateMigrations } from './kysely-auth-state-store.js';
 import { executionMigrations } from './kysely-execution-repository.js';
 import { notificationMigrations } from './kysely-notification-repository.js';
 import type { Dialect, AnyKysely } from './database.js';
@@ -15,6 +16,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     ...eventMigrations(dialect),
     ...executionMigrations(dialect),
     ...notificationMigrations(dialect),
+    ...authStateMigrations(dialect),
     '0001_url_mappings': {
       async up(db: AnyKysely) {
         await db.schema
