@@ -365,7 +365,7 @@ export const SETTINGS = {
     name: 'REDIS_URL',
     default: '',
     description:
-      'Shared Redis (`redis://host:6379`) for state that every instance must agree on (counters, rate limits). Empty: in-process memory.',
+      'Shared Redis (`redis://host:6379`) for state that every instance must agree on (rate limits, the settings-change signal, a fast copy of revocations and lockouts, which the database keeps). Empty: in-process memory. Run it with `maxmemory-policy noeviction`.',
     parse: optionalUrl(['redis:', 'rediss:']),
   },
   OTEL_SDK_DISABLED: {

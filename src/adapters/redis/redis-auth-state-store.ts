@@ -185,17 +185,25 @@ export class RedisAuthStateStore implements AuthStateStore {
     return reply[1];
   }
 
-  /** Best effort: the database has it; a copy that fails is repaired by the next rebuild. */
+  /**
+   * Best effort: the database has it. A copy that fails leaves the copy incomplete, so it is
+   * marked so (readers ask the database and rebuild it); when Redis cannot even be told, the
+   * rebuild when it is back repairs it.
+   */
   private async copy(key: string, value: string, expiresAtMs: number, count: number): Promise<void> {
     const ttlMs = expiresAtMs - this.clock.now();
     if (ttlMs <= 0) return;
     await this.calls
       .call(() => this.redis.authStateWriteNewer(key, value, expiresAtMs, count, Math.ceil(ttlMs)))
-      .catch(() => undefined);
+      .catch(() => this.distrustCopy());
   }
 
   private async remove(key: string): Promise<void> {
-    await this.calls.call(() => this.redis.del(key)).catch(() => undefined);
+    await this.calls.call(() => this.redis.del(key)).catch(() => this.distrustCopy());
+  }
+
+  private async distrustCopy(): Promise<void> {
+    await this.calls.call(() => this.redis.del(this.marker)).catch(() => undefined);
   }
 
   private revocationKey(kind: RevocationKind, id: string): string {
