@@ -106,13 +106,6 @@ export class RedisLink implements RedisCalls {
     this.backListeners.push(listener);
   }
 
-  /** Waits (at most `maxWaitMs`) until every connection is ready; at start-up, so the first calls find them. */
-  async whenReady(maxWaitMs: number): Promise<void> {
-    const deadline = performance.now() + maxWaitMs;
-    while (!this.allReady() && performance.now() < deadline) await new Promise((r) => setTimeout(r, 10));
-    if (!this.allReady()) this.lost(new Error(`not ready within ${maxWaitMs} ms`));
-  }
-
   /** Closes every connection still open; no more "away" lines after this. */
   async close(): Promise<void> {
     this.closed = true;
