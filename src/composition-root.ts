@@ -77,18 +77,10 @@ export interface ComposeOptions {
 const AUTH_STATE_PRUNE_INTERVAL_MS = 60_000;
 
 /**
- * The account side: Redis (when configured), counters, runtime settings, revocations and
- * lockouts, users, tokens, and the ADMIN_* administrator.
+ * State every instance must agree on: Redis when configured (counters, and a fast copy of the
+ * revocations and lockouts), the revocations and lockouts recorded in the database, and their pruning.
  */
-async function composeAccounts(
-  config: Config,
-  database: Database,
-  metrics: Metrics,
-  log: BackgroundLogger,
-  options: ComposeOptions,
-) {
-  const clock = options.clock ?? systemClock;
-  // Shared Redis when configured, so lockouts, revocations and setting changes reach every instance.
+function composeSharedState(config: Config, database: Database, clock: Clock, log: BackgroundLogger) {
   const redis = config.redisUrl
     ? new RedisLink({ url: config.redisUrl, timeoutMs: config.redisTimeoutMs, logger: log })
     : undefined;
@@ -114,6 +106,20 @@ async function composeAccounts(
     await redis?.close();
     await counters.close();
   };
+  return { redis, counters, authState, pruning, close };
+}
+
+/** The account side: shared state, runtime settings, users, tokens, and the ADMIN_* administrator. */
+async function composeAccounts(
+  config: Config,
+  database: Database,
+  metrics: Metrics,
+  log: BackgroundLogger,
+  options: ComposeOptions,
+) {
+  const clock = options.clock ?? systemClock;
+  // Shared Redis when configured, so lockouts, revocations and setting changes reach every instance.
+  const { redis, counters, authState, pruning, close } = composeSharedState(config, database, clock, log);
   try {
     const runtimeSettings = new RuntimeSettings({
       // Account settings and rate-limit values (design: admin settings), env values until changed.
