@@ -440,7 +440,7 @@ export const SETTINGS = {
     name: 'REDIS_TIMEOUT_MS',
     default: '500',
     description:
-      'Deadline of every Redis command. A command that misses it, or a lost connection, makes Redis count as away: the log says so once, rate limits admit requests (`rate_limit_fail_open_total`), sessions and lockouts are read from the database, and one call a second probes until Redis answers again.',
+      'Deadline of every Redis command. A command that misses it, or a lost connection, makes Redis count as away: the log says so once, rate limits admit requests (`rate_limit_fail_open_total`), sessions and lockouts are read from the database, and a background ping each second notices when it answers again.',
     parse: integer(10, 60_000),
   },
   SECRET_KEY: {

@@ -19,7 +19,7 @@ export interface RedisLinkOptions {
   /** REDIS_TIMEOUT_MS: deadline of every command. */
   readonly timeoutMs: number;
   readonly logger: RedisLinkLogger;
-  /** While Redis is away, one call per interval tries it; the others fail at once. */
+  /** While Redis is away, how often it is pinged in the background to notice that it is back. */
   readonly probeIntervalMs?: number;
 }
 
@@ -36,9 +36,9 @@ export function isRedisAvailabilityError(error: unknown): boolean {
 /**
  * This process's connections to one Redis and what they share. Every command has a deadline;
  * once one fails for want of Redis (or a connection drops), Redis counts as away: calls fail at
- * once with BackendUnavailableError('redis'), but for one probe per interval, until every
- * connection is ready and a call succeeds again. The log says once that Redis is away and once
- * that it is back; `onBack` listeners rebuild what Redis may have lost.
+ * once with BackendUnavailableError('redis') until every connection is ready and a background
+ * ping succeeds again. The log says once that Redis is away and once that it is back;
+ * `onBack` listeners rebuild what Redis may have lost.
  *
  * @example
  *   const link = new RedisLink({ url, timeoutMs: 500, logger });
@@ -50,8 +50,9 @@ export class RedisLink implements RedisCalls {
   private readonly backListeners: Array<() => void> = [];
   private readonly probeIntervalMs: number;
   private away = false;
-  private nextProbeAt = 0;
   private closed = false;
+  private probe: NodeJS.Timeout | undefined;
+  private probing = false;
 
   constructor(private readonly options: RedisLinkOptions) {
     this.probeIntervalMs = options.probeIntervalMs ?? 1000;
@@ -74,11 +75,7 @@ export class RedisLink implements RedisCalls {
   }
 
   async call<T>(operation: () => Promise<T>): Promise<T> {
-    if (this.away) {
-      const now = performance.now();
-      if (now < this.nextProbeAt || !this.allReady()) throw new BackendUnavailableError('redis');
-      this.nextProbeAt = now + this.probeIntervalMs;
-    }
+    if (this.away) throw new BackendUnavailableError('redis');
     try {
       const result = await operation();
       this.regained();
@@ -109,6 +106,7 @@ export class RedisLink implements RedisCalls {
   /** Closes every connection still open; no more "away" lines after this. */
   async close(): Promise<void> {
     this.closed = true;
+    clearInterval(this.probe);
     await Promise.all(
       this.clients.map((client) =>
         client.status === 'end' ? undefined : client.quit().catch(() => client.disconnect()),
@@ -121,19 +119,30 @@ export class RedisLink implements RedisCalls {
   }
 
   private lost(error: Error): void {
-    if (this.closed) return;
-    this.nextProbeAt = performance.now() + this.probeIntervalMs;
-    if (this.away) return;
+    if (this.closed || this.away) return;
     this.away = true;
     this.options.logger.warn(
       { err: error.message },
       'Redis is away: rate limits admit requests; sessions and lockouts are read from the database',
     );
+    // No request waits on a probe: a paused Redis is noticed back by these pings (a restarted
+    // one also by its connections becoming ready).
+    this.probe = setInterval(() => void this.probeOnce(), this.probeIntervalMs);
+    this.probe.unref();
+  }
+
+  private async probeOnce(): Promise<void> {
+    if (this.probing) return;
+    this.probing = true;
+    await this.ping().catch(() => undefined);
+    this.probing = false;
   }
 
   private regained(): void {
     if (!this.away || this.closed || !this.allReady()) return;
     this.away = false;
+    clearInterval(this.probe);
+    this.probe = undefined;
     this.options.logger.info({}, 'Redis is back');
     for (const listener of this.backListeners) listener();
   }
