@@ -16,7 +16,11 @@ import { resolveSecretKey } from './adapters/auth/secret-key.js';
 import { createSecurityMetrics } from './adapters/auth/security-metrics.js';
 import { MemoryCounters } from './adapters/counters/memory-counters.js';
 import { RedisCounters } from './adapters/counters/redis-counters.js';
-import { connectRedis } from './adapters/redis/connect-redis.js';
+import { RedisAuthStateStore } from './adapters/redis/redis-auth-state-store.js';
+import { RedisLink } from './adapters/redis/redis-link.js';
+import { KyselyAuthStateStore } from './adapters/storage/kysely-auth-state-store.js';
+import type { AuthStateStore } from './ports/auth-state-store.js';
+import { PeriodicTask } from './services/periodic-task.js';
 import { KyselySettingsRepository } from './adapters/storage/kysely-settings-repository.js';
 import { KyselyUserRepository } from './adapters/storage/kysely-user-repository.js';
 import { AUTH_SETTINGS, RATE_LIMIT_SETTINGS } from './domain/settings.js';
@@ -69,7 +73,43 @@ export interface ComposeOptions {
   readonly settingsPollIntervalMs?: number;
 }
 
-/** The account side: counters, runtime settings, users, tokens, and the ADMIN_* administrator. */
+/** How often expired revocations and login failures are deleted from the database. */
+const AUTH_STATE_PRUNE_INTERVAL_MS = 60_000;
+
+/**
+ * State every instance must agree on: Redis when configured (counters, and a fast copy of the
+ * revocations and lockouts), the revocations and lockouts recorded in the database, and their pruning.
+ */
+function composeSharedState(config: Config, database: Database, clock: Clock, log: BackgroundLogger) {
+  const redis = config.redisUrl
+    ? new RedisLink({ url: config.redisUrl, timeoutMs: config.redisTimeoutMs, logger: log })
+    : undefined;
+  const counters: Counters = redis
+    ? new RedisCounters(redis.connect('counters'), config.redisKeyPrefix, redis)
+    : new MemoryCounters(clock);
+  // Recorded in the database (kept across restarts); Redis holds a fast copy, rebuilt when it comes back.
+  const durableState = new KyselyAuthStateStore(database.db, clock);
+  const redisState = redis
+    ? new RedisAuthStateStore(durableState, redis.connect('auth-state'), {
+        keyPrefix: config.redisKeyPrefix,
+        calls: redis,
+        clock,
+        onRebuildFailed: (error) => log.warn({ err: error }, 'rebuilding the Redis copy of revocations failed'),
+      })
+    : undefined;
+  redis?.onBack(() => void redisState?.rebuild().catch(() => undefined));
+  const authState: AuthStateStore = redisState ?? durableState;
+  const pruning = new PeriodicTask('auth state pruning', AUTH_STATE_PRUNE_INTERVAL_MS, () => authState.prune(), log);
+  const close = async () => {
+    await pruning.stop();
+    await redisState?.close();
+    await redis?.close();
+    await counters.close();
+  };
+  return { redis, counters, authState, pruning, close };
+}
+
+/** The account side: shared state, runtime settings, users, tokens, and the ADMIN_* administrator. */
 async function composeAccounts(
   config: Config,
   database: Database,
@@ -79,9 +119,7 @@ async function composeAccounts(
 ) {
   const clock = options.clock ?? systemClock;
   // Shared Redis when configured, so lockouts, revocations and setting changes reach every instance.
-  const counters: Counters = config.redisUrl
-    ? new RedisCounters(connectRedis(config.redisUrl, 'counters'), config.redisKeyPrefix)
-    : new MemoryCounters(clock);
+  const { redis, counters, authState, pruning, close } = composeSharedState(config, database, clock, log);
   try {
     const runtimeSettings = new RuntimeSettings({
       // Account settings and rate-limit values (design: admin settings), env values until changed.
@@ -94,12 +132,13 @@ async function composeAccounts(
       logger: log,
     });
     await runtimeSettings.start();
+    pruning.start();
     const secretKey = resolveSecretKey(config.auth);
     const securityMetrics = createSecurityMetrics(metrics.registry);
     const auth = new AuthService({
       users: new KyselyUserRepository(database.db),
       passwords: new BcryptPasswordHasher(config.auth.bcryptRounds),
-      counters,
+      state: authState,
       settings: runtimeSettings,
       tokens: new JwtCodec(secretKey, clock),
       csrf: new CsrfTokens(secretKey),
@@ -112,11 +151,30 @@ async function composeAccounts(
       username !== undefined && email !== undefined && password !== undefined
         ? await auth.ensureAdmin({ username, email, password })
         : false;
-    return { counters, runtimeSettings, securityMetrics, auth, adminCreated: adminCreated ? username : undefined };
+    return {
+      redis,
+      counters,
+      runtimeSettings,
+      securityMetrics,
+      auth,
+      adminCreated: adminCreated ? username : undefined,
+      close,
+    };
   } catch (error) {
-    await counters.close();
+    await close();
     throw error;
   }
+}
+
+/** Calls `log` at most once per 10 s: a restart breaks every pooled connection at once. */
+function everyFewSeconds(log: (error: Error) => void): (error: Error) => void {
+  let last = -Infinity;
+  return (error) => {
+    const now = performance.now();
+    if (now - last < 10_000) return;
+    last = now;
+    log(error);
+  };
 }
 
 /** How often a SQLite database's WAL is checkpointed in the background. */
@@ -131,10 +189,14 @@ export async function compose(config: Config, options: ComposeOptions = {}): Pro
   const databaseTracing = config.tracing.enabled
     ? new KyselyTracingPlugin({ dialect: config.database.kind })
     : undefined;
+  const log = lateLogger();
   const database = openDatabase(config.database, {
     ...(databaseTracing ? { plugins: [databaseTracing], log: databaseTracing.log } : {}),
     // SQLite: the WAL is copied into the database file off the event loop.
     checkpointIntervalMs: SQLITE_CHECKPOINT_INTERVAL_MS,
+    onConnectionLost: everyFewSeconds((error) =>
+      log.warn({ err: error.message }, 'database connection lost; the pool opens a new one when next needed'),
+    ),
   });
   try {
     await migrateToLatest(database.db, database.dialect);
@@ -143,7 +205,6 @@ export async function compose(config: Config, options: ComposeOptions = {}): Pro
     throw error;
   }
   const metrics = createMetrics();
-  const log = lateLogger();
   const serviceName = config.tracing.serviceName;
   let backbone: EventBackbone;
   try {
@@ -185,10 +246,10 @@ export async function compose(config: Config, options: ComposeOptions = {}): Pro
     await database.close();
     throw error;
   }
-  const { auth, counters, runtimeSettings, securityMetrics } = accounts;
+  const { auth, counters, runtimeSettings, securityMetrics, redis } = accounts;
   // Shared Redis when configured, so every instance counts against the same limits.
-  const rateLimiter: RateLimiter = config.redisUrl
-    ? new RedisRateLimiter(connectRedis(config.redisUrl, 'rate-limit'), { keyPrefix: config.redisKeyPrefix })
+  const rateLimiter: RateLimiter = redis
+    ? new RedisRateLimiter(redis.connect('rate-limit'), { keyPrefix: config.redisKeyPrefix, calls: redis })
     : new MemoryRateLimiter(options.clock ? { now: () => options.clock!.now() } : {});
   const rateLimitPolicies = new RateLimitPolicies(config.rateLimit);
   // The stored rate-limit settings now, and every change from any instance from now on.
@@ -201,7 +262,7 @@ export async function compose(config: Config, options: ComposeOptions = {}): Pro
       detail: () => backbone.backlog(),
     },
   ];
-  if (config.redisUrl) readiness.push({ name: 'redis', check: () => rateLimiter.ping() });
+  if (redis) readiness.push({ name: 'redis', check: () => redis.ping() });
 
   // What runs in this process: the API's consumers and the worker's.
   const worker = config.role !== 'api';
@@ -230,7 +291,7 @@ export async function compose(config: Config, options: ComposeOptions = {}): Pro
       ['event backbone', () => backbone.close()],
       ['sandbox', () => sandbox?.close()],
       ['runtime settings', () => runtimeSettings.stop()],
-      ['counters', () => counters.close()],
+      ['accounts', () => accounts.close()],
       ['rate limiter', () => rateLimiter.close()],
       ['database', () => database.close()],
     ];

@@ -17,6 +17,8 @@ export interface DatabaseConfig {
   /** For sqlite: the file path (or `:memory:`); for postgres: the connection string. */
   readonly url: string;
   readonly poolMax: number;
+  /** PostgreSQL: how long a query may wait for a connection before it fails (503). */
+  readonly connectTimeoutMs?: number;
 }
 
 export interface Config {
@@ -43,6 +45,8 @@ export interface Config {
   readonly redisUrl: string | undefined;
   /** Prepended to every Redis key, so several deployments (or test runs) can share one Redis. */
   readonly redisKeyPrefix: string;
+  /** Deadline of every Redis command; beyond it Redis counts as away. */
+  readonly redisTimeoutMs: number;
   readonly auth: AuthConfig;
   readonly tracing: TracingConfig;
   readonly rateLimit: RateLimitConfig;
@@ -289,6 +293,13 @@ export const SETTINGS = {
     description: 'Maximum PostgreSQL connections per process (SQLite always uses one).',
     parse: integer(1, 1000),
   },
+  DB_CONNECT_TIMEOUT_MS: {
+    name: 'DB_CONNECT_TIMEOUT_MS',
+    default: '3000',
+    description:
+      'PostgreSQL: how long a request may wait for a database connection (the server away or restarting, or every pooled connection busy) before it answers 503 `Database unavailable`.',
+    parse: integer(100, 600_000),
+  },
   BODY_LIMIT: {
     name: 'BODY_LIMIT',
     default: '1048576',
@@ -356,7 +367,7 @@ export const SETTINGS = {
     name: 'REDIS_URL',
     default: '',
     description:
-      'Shared Redis (`redis://host:6379`) for state that every instance must agree on (counters, rate limits). Empty: in-process memory.',
+      'Shared Redis (`redis://host:6379`) for state that every instance must agree on (rate limits, the settings-change signal, a fast copy of revocations and lockouts, which the database keeps). Empty: in-process memory. Run it with `maxmemory-policy noeviction`.',
     parse: optionalUrl(['redis:', 'rediss:']),
   },
   OTEL_SDK_DISABLED: {
@@ -426,6 +437,13 @@ export const SETTINGS = {
     default: 'urlshortener:',
     description: 'Prepended to every Redis key this service writes, so several deployments can share one Redis.',
     parse: nonEmpty,
+  },
+  REDIS_TIMEOUT_MS: {
+    name: 'REDIS_TIMEOUT_MS',
+    default: '500',
+    description:
+      'Deadline of every Redis command. A command that misses it, or a lost connection, makes Redis count as away: the log says so once, rate limits admit requests (`rate_limit_fail_open_total`), sessions and lockouts are read from the database, and a background ping each second notices when it answers again.',
+    parse: integer(10, 60_000),
   },
   SECRET_KEY: {
     name: 'SECRET_KEY',
@@ -636,6 +654,7 @@ export function loadConfig(env: Env = process.env): Config {
 
   const database = read('DATABASE_URL');
   const poolMax = read('DB_POOL_MAX');
+  const connectTimeoutMs = read('DB_CONNECT_TIMEOUT_MS');
   const config: Config = {
     nodeEnv: read('NODE_ENV'),
     host: read('HOST'),
@@ -644,7 +663,9 @@ export function loadConfig(env: Env = process.env): Config {
     bodyLimit: read('BODY_LIMIT'),
     trustProxy: read('TRUST_PROXY'),
     shutdownTimeoutMs: read('SHUTDOWN_TIMEOUT_MS'),
-    database: database && { ...database, poolMax: database.kind === 'sqlite' ? 1 : poolMax },
+    database:
+      database &&
+      (database.kind === 'sqlite' ? { ...database, poolMax: 1 } : { ...database, poolMax, connectTimeoutMs }),
     urls: {
       maxLength: read('URL_MAX_LENGTH'),
       allowedSchemes: read('URL_ALLOWED_SCHEMES'),
@@ -658,6 +679,7 @@ export function loadConfig(env: Env = process.env): Config {
     },
     redisUrl: read('REDIS_URL'),
     redisKeyPrefix: read('REDIS_KEY_PREFIX'),
+    redisTimeoutMs: read('REDIS_TIMEOUT_MS'),
     auth: authConfig(read, problems, database),
     tracing: tracingConfig(read),
     rateLimit: {

@@ -14,6 +14,25 @@ export class AppError extends Error {
   }
 }
 
+/** A backend the service shares with other instances. */
+export type Backend = 'database' | 'redis';
+
+/**
+ * A backend that cannot be reached right now (connection lost or refused, deadline passed).
+ * Answered 503 `{detail}`; the caller may retry. Adapters throw it; the error handler maps it.
+ */
+export class BackendUnavailableError extends Error {
+  constructor(
+    readonly backend: Backend,
+    options?: { cause?: unknown },
+  ) {
+    super(`${backend} unavailable`, options);
+    this.name = 'BackendUnavailableError';
+  }
+}
+
+const BACKEND_NAMES: Readonly<Record<Backend, string>> = { database: 'Database', redis: 'Redis' };
+
 export const errors = {
   validation: (detail: string) => new AppError('VALIDATION', 422, detail),
   codeReserved: () => new AppError('CODE_RESERVED', 422, 'Code is reserved'),
@@ -39,6 +58,8 @@ export const errors = {
     ),
   eventRefused: (reason: string) =>
     new AppError('EVENT_REFUSED', 422, `The event bus can never take this event: ${reason}`),
+  backendUnavailable: (backend: Backend) =>
+    new AppError('BACKEND_UNAVAILABLE', 503, `${BACKEND_NAMES[backend]} unavailable`, { 'retry-after': '1' }),
   rateLimited: (retryAfterSeconds: number) =>
     new AppError('RATE_LIMITED', 429, 'Rate limit exceeded', { 'retry-after': String(retryAfterSeconds) }),
 

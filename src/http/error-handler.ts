@@ -1,5 +1,6 @@
 import type { FastifyError, FastifyInstance } from 'fastify';
-import { AppError, errors } from '../domain/errors.js';
+import { isDatabaseUnavailable } from '../adapters/storage/connection-errors.js';
+import { AppError, type Backend, BackendUnavailableError, errors } from '../domain/errors.js';
 import { hasEmptyPathParameter } from './route-table.js';
 import { describeValidationError } from './validation.js';
 
@@ -27,11 +28,19 @@ export function toAppError(error: FastifyError | AppError | Error, context: Erro
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return errors.unsupportedMediaType(context.contentType);
   }
+  const backend = unavailableBackend(error);
+  if (backend) return errors.backendUnavailable(backend);
   const status = fastifyError.statusCode ?? 500;
   if (status >= 400 && status < 500) {
     return new AppError(fastifyError.code ?? 'BAD_REQUEST', status, fastifyError.message);
   }
   return errors.internal();
+}
+
+/** The backend an error says is away (503, worth a retry), if any. */
+function unavailableBackend(error: Error): Backend | undefined {
+  if (error instanceof BackendUnavailableError) return error.backend;
+  return isDatabaseUnavailable(error) ? 'database' : undefined;
 }
 
 /** One error handler for the whole app: every error body is `{detail}`. */
@@ -41,7 +50,9 @@ export function registerErrorHandling(app: FastifyInstance, bodyLimit: number): 
       return reply.code(404).send({ detail: errors.routeNotFound().detail });
     }
     const appError = toAppError(error, { bodyLimit, contentType: request.headers['content-type'] });
-    if (appError.statusCode >= 500) request.log.error({ err: error }, 'request failed');
+    // A backend away is logged where it is noticed (once per outage), not once per request.
+    if (appError.statusCode === 503) request.log.debug({ err: error }, 'backend unavailable');
+    else if (appError.statusCode >= 500) request.log.error({ err: error }, 'request failed');
     void reply.code(appError.statusCode).headers(appError.headers).send({ detail: appError.detail });
   });
   app.setNotFoundHandler((_request, reply) => {

@@ -16,14 +16,15 @@ import {
   type User,
 } from '../domain/user.js';
 import type { Clock } from '../ports/clock.js';
-import type { Counters } from '../ports/counters.js';
+import type { AuthStateStore } from '../ports/auth-state-store.js';
 import type { PasswordHasher } from '../ports/password-hasher.js';
 import type { UserRepository } from '../ports/user-repository.js';
 
 export interface AuthServiceOptions {
   readonly users: UserRepository;
   readonly passwords: PasswordHasher;
-  readonly counters: Counters;
+  /** Revocations and lockouts: in the database, shared by every instance, kept across restarts. */
+  readonly state: AuthStateStore;
   readonly settings: { current(): AuthSettingValues };
   readonly tokens: JwtCodec;
   readonly csrf: CsrfTokens;
@@ -50,9 +51,6 @@ export interface LoginResult {
   readonly accessToken: string;
   readonly csrfToken: string;
 }
-
-const failuresKey = (username: string) => `login-failures:${username}`;
-const revokedKey = (jti: string) => `revoked-token:${jti}`;
 
 /** Register, log in, authenticate, log out: spec §5 and the design's "Accounts". */
 export class AuthService {
@@ -116,10 +114,9 @@ export class AuthService {
    * checked against a dummy hash, so neither the answer nor its timing tells them apart.
    */
   async login(username: string, password: string): Promise<LoginResult> {
-    const { counters, users, passwords, metrics } = this.options;
+    const { state, users, passwords, metrics } = this.options;
     const settings = this.options.settings.current();
-    const key = failuresKey(username);
-    const failures = await counters.get(key);
+    const failures = await state.failures(username);
     if (failures !== undefined && failures.count >= settings.max_login_attempts) {
       metrics.loginFailure('locked');
       throw errors.accountLocked(Math.max(1, Math.ceil(failures.ttlMs / 1000)));
@@ -130,13 +127,13 @@ export class AuthService {
     const acceptable = passwordBytes(password) <= PASSWORD_MAX_BYTES;
     const matches = await passwords.verify(acceptable ? password : '', user?.password_hash ?? passwords.dummyHash);
     if (!user || !acceptable || !matches) {
-      const count = await counters.increment(key, settings.lockout_duration_minutes * 60_000);
+      const { count } = await state.recordFailure(username, settings.lockout_duration_minutes * 60_000);
       metrics.loginFailure('invalid_credentials');
       if (count === settings.max_login_attempts) metrics.lockout();
       throw errors.invalidCredentials();
     }
 
-    if (failures !== undefined) await counters.delete(key);
+    if (failures !== undefined) await state.clearFailures(username);
     const { password_hash: _hash, ...publicUser } = user;
     const claims = this.newClaims(publicUser);
     return {
@@ -150,7 +147,7 @@ export class AuthService {
   async authenticate(token: string): Promise<Session | undefined> {
     const claims = this.options.tokens.verify(token);
     if (!claims) return undefined;
-    if (await this.options.counters.hasFlag(revokedKey(claims.jti))) return undefined;
+    if (await this.options.state.isRevoked('token', claims.jti)) return undefined;
     const user = await this.options.users.findById(claims.uid);
     if (!user || user.username !== claims.sub) return undefined;
     return { user, claims };
@@ -160,7 +157,7 @@ export class AuthService {
   async logout(token: string | undefined): Promise<void> {
     const claims = token === undefined ? undefined : this.options.tokens.verify(token);
     if (!claims) return;
-    await this.options.counters.setFlag(revokedKey(claims.jti), claims.exp * 1000 - this.options.clock.now());
+    await this.options.state.revoke('token', claims.jti, claims.exp * 1000);
   }
 
   /** The session's CSRF token: `current` (the cookie) when it belongs to this session, else a new one. */

@@ -13,6 +13,9 @@ import type { SettingsRepository } from '../ports/settings-repository.js';
 /** The counters key whose version announces a settings change to every instance. */
 export const SETTINGS_VERSION_KEY = 'settings:version';
 
+/** While the change signal is away, how often the settings are reloaded from the database. */
+const SIGNAL_LOST_RELOAD_MS = 1000;
+
 export interface RuntimeSettingsLogger {
   warn(object: unknown, message: string): void;
   error(object: unknown, message: string): void;
@@ -38,6 +41,9 @@ export interface RuntimeSettingsOptions {
 export class RuntimeSettings {
   private values: RuntimeSettingValues & AuthSettingValues;
   private seenVersion = -1;
+  private signalLost = false;
+  private loadFailing = false;
+  private lastLoadAt = -Infinity;
   private timer: NodeJS.Timeout | undefined;
   private polling: Promise<void> | undefined;
   private readonly byName: ReadonlyMap<string, RuntimeSettingDefinition>;
@@ -96,26 +102,61 @@ export class RuntimeSettings {
     const updatedAt = canonicalTimestamp(new Date(this.options.clock.now()).toISOString())!;
     await this.options.repository.save(changes as Record<string, number>, updatedAt);
     // Bump after the write, so an instance that sees the new version reads the new values.
-    const version = await this.options.counters.bump(SETTINGS_VERSION_KEY);
+    let version: number | undefined;
+    try {
+      version = await this.options.counters.bump(SETTINGS_VERSION_KEY);
+    } catch (error) {
+      // Saved; the others reload from the database while the signal is away (see refresh).
+      this.signalFailed(error);
+    }
     await this.load();
-    this.seenVersion = Math.max(this.seenVersion, version);
+    if (version !== undefined) this.seenVersion = Math.max(this.seenVersion, version);
     return this.values;
   }
 
-  /** Reloads now if the change signal moved since the last load. */
+  /**
+   * Reloads now if the change signal moved since the last load. While the signal cannot be read
+   * (Redis away), reloads from the database at most once per SIGNAL_LOST_RELOAD_MS instead, and
+   * once more when the signal is back.
+   */
   async refresh(): Promise<void> {
-    const version = await this.options.counters.version(SETTINGS_VERSION_KEY);
+    let version: number;
+    try {
+      version = await this.options.counters.version(SETTINGS_VERSION_KEY);
+    } catch (error) {
+      this.signalFailed(error);
+      if (performance.now() - this.lastLoadAt >= SIGNAL_LOST_RELOAD_MS) await this.load();
+      return;
+    }
+    this.signalLost = false;
     if (version === this.seenVersion) return;
     await this.load();
     this.seenVersion = version;
   }
 
+  private signalFailed(error: unknown): void {
+    this.seenVersion = -1;
+    if (this.signalLost) return;
+    this.signalLost = true;
+    this.options.logger.warn(
+      { err: error instanceof Error ? error.message : String(error) },
+      'runtime settings change signal unavailable; reloading from the database every second',
+    );
+  }
+
   private async poll(): Promise<void> {
     if (this.polling) return;
     this.polling = this.refresh()
-      .catch((error: unknown) =>
-        this.options.logger.error({ err: error }, 'runtime settings refresh failed; keeping the values in force'),
-      )
+      .then(() => {
+        this.loadFailing = false;
+      })
+      .catch((error: unknown) => {
+        // Logged once per run of failures (the database away): the poll runs four times a second.
+        if (!this.loadFailing) {
+          this.options.logger.error({ err: error }, 'runtime settings refresh failed; keeping the values in force');
+        }
+        this.loadFailing = true;
+      })
       .finally(() => {
         this.polling = undefined;
       });
@@ -124,6 +165,7 @@ export class RuntimeSettings {
 
   private async load(): Promise<void> {
     const stored = await this.options.repository.load();
+    this.lastLoadAt = performance.now();
     const next: Record<string, number> = { ...this.options.defaults };
     for (const [name, value] of Object.entries(stored)) {
       const definition = this.byName.get(name);

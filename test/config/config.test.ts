@@ -13,9 +13,17 @@ describe('configuration', () => {
     expect(config.redirect.cacheControl).toBe('private, max-age=0');
   });
 
-  it('reads PostgreSQL URLs and pool size', () => {
+  it('reads PostgreSQL URLs, pool size and connection deadline', () => {
     const config = loadConfig({ DATABASE_URL: 'postgres://u@db:5432/x', DB_POOL_MAX: '4' });
-    expect(config.database).toEqual({ kind: 'postgres', url: 'postgres://u@db:5432/x', poolMax: 4 });
+    expect(config.database).toEqual({
+      kind: 'postgres',
+      url: 'postgres://u@db:5432/x',
+      poolMax: 4,
+      connectTimeoutMs: 3000,
+    });
+    const custom = loadConfig({ DATABASE_URL: 'postgres://u@db:5432/x', DB_CONNECT_TIMEOUT_MS: '750' });
+    expect(custom.database.connectTimeoutMs).toBe(750);
+    expect(() => loadConfig({ DB_CONNECT_TIMEOUT_MS: '0' })).toThrow(ConfigError);
   });
 
   it('is frozen', () => {

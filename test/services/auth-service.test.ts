@@ -7,7 +7,7 @@ import { BcryptPasswordHasher } from '../../src/adapters/auth/bcrypt-password-ha
 import { CsrfTokens } from '../../src/adapters/auth/csrf.js';
 import { JwtCodec } from '../../src/adapters/auth/jwt.js';
 import { createSecurityMetrics } from '../../src/adapters/auth/security-metrics.js';
-import { MemoryCounters } from '../../src/adapters/counters/memory-counters.js';
+import { KyselyAuthStateStore } from '../../src/adapters/storage/kysely-auth-state-store.js';
 import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
 import { KyselyUserRepository } from '../../src/adapters/storage/kysely-user-repository.js';
 import { migrateToLatest } from '../../src/adapters/storage/migrations.js';
@@ -46,7 +46,7 @@ describe('AuthService login timing', () => {
     auth = new AuthService({
       users: new KyselyUserRepository(database.db),
       passwords: hasher,
-      counters: new MemoryCounters(clock),
+      state: new KyselyAuthStateStore(database.db, clock),
       settings: { current: () => ({ password_min_length: 8, max_login_attempts: 5, lockout_duration_minutes: 15 }) },
       tokens: new JwtCodec('k'.repeat(32), clock),
       csrf: new CsrfTokens('k'.repeat(32)),

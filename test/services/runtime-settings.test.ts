@@ -6,7 +6,9 @@ import { MemoryCounters } from '../../src/adapters/counters/memory-counters.js';
 import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
 import { KyselySettingsRepository } from '../../src/adapters/storage/kysely-settings-repository.js';
 import { migrateToLatest } from '../../src/adapters/storage/migrations.js';
+import { BackendUnavailableError } from '../../src/domain/errors.js';
 import { AUTH_SETTINGS } from '../../src/domain/settings.js';
+import type { Counters } from '../../src/ports/counters.js';
 import { RuntimeSettings, type RuntimeSettingsOptions } from '../../src/services/runtime-settings.js';
 import { eventually } from '../helpers/eventually.js';
 import { ManualClock } from '../helpers/auth.js';
@@ -81,6 +83,35 @@ describe('RuntimeSettings', () => {
       detail: "body: 'password_min_length' must be an integer from 8 to 72",
     });
     expect(settings.current()).toEqual(DEFAULTS);
+  });
+
+  it('keeps working while the change signal is away: starts, saves, reloads from the database, says so once', async () => {
+    let signal = false;
+    const away = () => Promise.reject(new BackendUnavailableError('redis'));
+    // Only what RuntimeSettings uses of its counters: the change signal.
+    const flaky = {
+      version: (key: string) => (signal ? counters.version(key) : away()),
+      bump: (key: string) => (signal ? counters.bump(key) : away()),
+    } as unknown as Counters;
+    const lines: string[] = [];
+    const logger = {
+      warn: (_: unknown, line: string) => lines.push(line),
+      error: (_: unknown, line: string) => lines.push(line),
+    };
+    const here = make({ counters: flaky, logger });
+    const there = make({ counters: flaky, logger });
+    await here.start();
+    await there.start();
+    expect(await here.update({ max_login_attempts: 7 })).toEqual({ ...DEFAULTS, max_login_attempts: 7 });
+    await eventually(() => expect(there.current().max_login_attempts).toBe(7), { timeoutMs: 3000 });
+    await new Promise((resolve) => setTimeout(resolve, 200)); // ten more polls
+    expect(lines).toEqual(
+      Array(2).fill('runtime settings change signal unavailable; reloading from the database every second'),
+    );
+    signal = true;
+    await here.update({ max_login_attempts: 6 });
+    await eventually(() => expect(there.current().max_login_attempts).toBe(6), { timeoutMs: 1000 });
+    await here.update(DEFAULTS);
   });
 
   it('ignores a stored value that breaks its rule, with a warning', async () => {

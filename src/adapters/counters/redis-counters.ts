@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Counters, CounterState } from '../../ports/counters.js';
+import { DIRECT_CALLS, type RedisCalls } from '../redis/redis-link.js';
 
 // Read-modify-write steps run as Lua so that each is atomic across every instance.
 const INCREMENT = `
@@ -20,7 +21,8 @@ type ScriptedRedis = Redis & {
 
 /**
  * Counters in Redis, shared by every instance. Each key is `prefix + key`, so several deployments
- * (or test runs) can share one Redis. Expiry is Redis's own (PEXPIRE / SET PX).
+ * (or test runs) can share one Redis. Expiry is Redis's own (PEXPIRE / SET PX). Commands go
+ * through `calls` (a RedisLink: deadlines, fast failure while Redis is away).
  */
 export class RedisCounters implements Counters {
   private readonly redis: ScriptedRedis;
@@ -29,6 +31,7 @@ export class RedisCounters implements Counters {
   constructor(
     redis: Redis,
     private readonly prefix: string,
+    private readonly calls: RedisCalls = DIRECT_CALLS,
   ) {
     redis.defineCommand('countersIncrement', { numberOfKeys: 1, lua: INCREMENT });
     redis.defineCommand('countersRead', { numberOfKeys: 1, lua: READ });
@@ -36,35 +39,35 @@ export class RedisCounters implements Counters {
   }
 
   increment(key: string, ttlMs: number): Promise<number> {
-    return this.redis.countersIncrement(this.prefix + key, Math.max(1, Math.ceil(ttlMs)));
+    return this.calls.call(() => this.redis.countersIncrement(this.prefix + key, Math.max(1, Math.ceil(ttlMs))));
   }
 
   async get(key: string): Promise<CounterState | undefined> {
-    const found = await this.redis.countersRead(this.prefix + key);
+    const found = await this.calls.call(() => this.redis.countersRead(this.prefix + key));
     if (found === null) return undefined;
     const [value, ttl] = found;
     return { count: Number(value), ttlMs: ttl < 0 ? Number.POSITIVE_INFINITY : ttl };
   }
 
   async delete(key: string): Promise<void> {
-    await this.redis.del(this.prefix + key);
+    await this.calls.call(() => this.redis.del(this.prefix + key));
   }
 
   async setFlag(key: string, ttlMs: number): Promise<void> {
     if (ttlMs <= 0) return;
-    await this.redis.set(this.prefix + key, '1', 'PX', Math.ceil(ttlMs));
+    await this.calls.call(() => this.redis.set(this.prefix + key, '1', 'PX', Math.ceil(ttlMs)));
   }
 
   async hasFlag(key: string): Promise<boolean> {
-    return (await this.redis.exists(this.prefix + key)) === 1;
+    return (await this.calls.call(() => this.redis.exists(this.prefix + key))) === 1;
   }
 
   bump(key: string): Promise<number> {
-    return this.redis.incr(this.prefix + key);
+    return this.calls.call(() => this.redis.incr(this.prefix + key));
   }
 
   async version(key: string): Promise<number> {
-    const value = await this.redis.get(this.prefix + key);
+    const value = await this.calls.call(() => this.redis.get(this.prefix + key));
     return value === null ? 0 : Number(value);
   }
 

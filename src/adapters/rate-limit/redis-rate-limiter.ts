@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { RateLimitDecision, RateLimiter, RateLimitPolicy } from '../../ports/rate-limiter.js';
+import { DIRECT_CALLS, type RedisCalls } from '../redis/redis-link.js';
 
 /**
  * Both scripts run atomically in Redis and take "now" from the Redis server (`TIME`), so every
@@ -95,6 +96,8 @@ export interface RedisRateLimiterOptions {
   readonly keyPrefix?: string;
   /** Replaces the Redis server's clock, in milliseconds (tests only). */
   readonly now?: () => number;
+  /** How commands run: a RedisLink gives them deadlines and fails fast while Redis is away. */
+  readonly calls?: RedisCalls;
 }
 
 /**
@@ -105,6 +108,7 @@ export class RedisRateLimiter implements RateLimiter {
   private readonly redis: Redis & RateLimitCommands;
   private readonly prefix: string;
   private readonly now: (() => number) | undefined;
+  private readonly calls: RedisCalls;
 
   constructor(redis: Redis, options: RedisRateLimiterOptions = {}) {
     redis.defineCommand('urlshortenerTokenBucket', { numberOfKeys: 1, lua: TOKEN_BUCKET });
@@ -112,15 +116,17 @@ export class RedisRateLimiter implements RateLimiter {
     this.redis = redis as Redis & RateLimitCommands;
     this.prefix = `${options.keyPrefix ?? 'urlshortener:'}ratelimit:`;
     this.now = options.now;
+    this.calls = options.calls ?? DIRECT_CALLS;
   }
 
   async consume(key: string, policy: RateLimitPolicy): Promise<RateLimitDecision> {
     const { limit, windowMs } = policy;
     const now = this.now === undefined ? '' : String(this.now());
-    const reply =
+    const reply = await this.calls.call(() =>
       policy.algorithm === 'sliding_window'
-        ? await this.redis.urlshortenerSlidingWindow(`${this.prefix}sw:${policy.name}:${key}`, limit, windowMs, now)
-        : await this.redis.urlshortenerTokenBucket(`${this.prefix}tb:${policy.name}:${key}`, limit, windowMs, now);
+        ? this.redis.urlshortenerSlidingWindow(`${this.prefix}sw:${policy.name}:${key}`, limit, windowMs, now)
+        : this.redis.urlshortenerTokenBucket(`${this.prefix}tb:${policy.name}:${key}`, limit, windowMs, now),
+    );
     const [allowed, remaining, resetMs, retryAfterMs] = reply;
     return { allowed: allowed === 1, limit, remaining, resetMs, retryAfterMs };
   }

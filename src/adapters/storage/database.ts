@@ -40,10 +40,15 @@ export interface OpenDatabaseOptions {
   readonly log?: KyselyConfig['log'];
   /** SQLite file: checkpoint the WAL from a thread of its own this often (see SqliteCheckpointer). */
   readonly checkpointIntervalMs?: number;
+  /**
+   * PostgreSQL: called when a pooled connection breaks (the server restarted, failed over, or
+   * ended it). The pool drops that connection and opens a new one when next needed.
+   */
+  readonly onConnectionLost?: (error: Error) => void;
 }
 
 export function openDatabase(config: DatabaseConfig, options: OpenDatabaseOptions = {}): Database {
-  return config.kind === 'sqlite' ? openSqlite(config.url, options) : openPostgres(config.url, config.poolMax, options);
+  return config.kind === 'sqlite' ? openSqlite(config.url, options) : openPostgres(config, options);
 }
 
 function kyselyOptions(options: OpenDatabaseOptions): Pick<KyselyConfig, 'plugins' | 'log'> {
@@ -123,6 +128,8 @@ function withStatementCache(connection: SQLite.Database): SqliteDatabase {
   };
 }
 
+/** DB_CONNECT_TIMEOUT_MS's default, for callers that open a database without the configuration. */
+const DEFAULT_CONNECT_TIMEOUT_MS = 3000;
 const PG_INT8 = 20;
 const PG_TIMESTAMPTZ = 1184;
 
@@ -132,10 +139,13 @@ export function fromPostgresTimestamp(text: string): string {
   return canonicalTimestamp(withColonOffset) ?? text;
 }
 
-function openPostgres(connectionString: string, max: number, options: OpenDatabaseOptions): Database {
+function openPostgres(config: DatabaseConfig, options: OpenDatabaseOptions): Database {
   const pool = new pg.Pool({
-    connectionString,
-    max,
+    connectionString: config.url,
+    max: config.poolMax,
+    // Waiting for a connection (the server away, or every connection busy) fails after this.
+    connectionTimeoutMillis: config.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+    keepAlive: true,
     types: {
       getTypeParser: ((oid: number, format?: 'text' | 'binary') => {
         if (oid === PG_INT8) return (value: string) => Number(value);
@@ -144,8 +154,13 @@ function openPostgres(connectionString: string, max: number, options: OpenDataba
       }) as typeof pg.types.getTypeParser,
     },
   });
-  // Timestamps come back in UTC whatever the server's default time zone is.
+  // A connection that breaks emits 'error' (on the pool when idle, on the client when checked
+  // out); unheard, that event would end the process. The pool replaces broken connections.
+  const lost = (error: Error) => options.onConnectionLost?.(error);
+  pool.on('error', lost);
   pool.on('connect', (client) => {
+    client.on('error', lost);
+    // Timestamps come back in UTC whatever the server's default time zone is.
     client.query(`SET TIME ZONE 'UTC'`).catch(() => undefined);
   });
   const db = new Kysely<DatabaseSchema>({ dialect: new PostgresDialect({ pool }), ...kyselyOptions(options) });

@@ -1,5 +1,6 @@
 import { type Migration, Migrator, sql } from 'kysely';
 import { eventMigrations } from '../event-bus/event-tables.js';
+import { authStateMigrations } from './kysely-auth-state-store.js';
 import { executionMigrations } from './kysely-execution-repository.js';
 import { notificationMigrations } from './kysely-notification-repository.js';
 import type { Dialect, AnyKysely } from './database.js';
@@ -15,6 +16,7 @@ function migrations(dialect: Dialect): Record<string, Migration> {
     ...eventMigrations(dialect),
     ...executionMigrations(dialect),
     ...notificationMigrations(dialect),
+    ...authStateMigrations(dialect),
     '0001_url_mappings': {
       async up(db: AnyKysely) {
         await db.schema
@@ -113,6 +115,10 @@ export async function migrateToLatest(db: AnyKysely, dialect: Dialect): Promise<
   const migrator = new Migrator({
     db,
     provider: { getMigrations: async () => migrations(dialect) },
+    // Names are reserved per line of work and each migration stands alone, so one named earlier
+    // may reach a database after a later one has run there (a database from before 0040 that
+    // already has 0051); it runs then instead of the migrator refusing the database.
+    allowUnorderedMigrations: true,
     ...(migrationTableSchema ? { migrationTableSchema } : {}),
   });
   const { error, results } = await migrator.migrateToLatest();

@@ -3,7 +3,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunc
 import { Counter } from 'prom-client';
 import type { Metrics } from '../../adapters/telemetry/metrics.js';
 import type { RateLimitGroup } from '../../config/config.js';
-import { errors } from '../../domain/errors.js';
+import { BackendUnavailableError, errors } from '../../domain/errors.js';
 import type { RateLimitDecision, RateLimiter, RateLimitPolicy } from '../../ports/rate-limiter.js';
 import { signedInUserId } from '../request-identity.js';
 import { addRouteHook } from './route-hooks.js';
@@ -41,7 +41,7 @@ export const RATE_LIMIT_ATTRIBUTES = {
 } as const;
 
 const WRITE_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
-/** Refused answers log at most this often while the store is down (the request is admitted). */
+/** Unexpected store failures log at most this often (the request is admitted). */
 const STORE_FAILURE_LOG_INTERVAL_MS = 10_000;
 
 /** The policy group of a route: its `config.rateLimit`, else by path and method. */
@@ -66,6 +66,12 @@ export function registerRateLimiting(app: FastifyInstance, options: RateLimitOpt
   const refusals = new Counter({
     name: 'rate_limit_refusals_total',
     help: 'Requests refused with 429 by the rate limiter, by policy.',
+    labelNames: ['policy'],
+    registers: [options.metrics.registry],
+  });
+  const failOpen = new Counter({
+    name: 'rate_limit_fail_open_total',
+    help: 'Requests admitted without a decision because the rate-limit store failed or was away, by policy.',
     labelNames: ['policy'],
     registers: [options.metrics.registry],
   });
@@ -107,10 +113,17 @@ export function registerRateLimiting(app: FastifyInstance, options: RateLimitOpt
     done(errors.rateLimited(Math.max(1, Math.ceil(decision.retryAfterMs / 1000))));
   };
 
-  const storeFailed = (request: FastifyRequest, error: unknown, done: HookHandlerDoneFunction) => {
+  const storeFailed = (
+    request: FastifyRequest,
+    policy: RateLimitPolicy,
+    error: unknown,
+    done: HookHandlerDoneFunction,
+  ) => {
     // Availability over strictness: while the store is away, requests are admitted.
+    failOpen.inc({ policy: policy.name });
+    // Redis away is said once by its link; anything else is worth a line now and then.
     const now = performance.now();
-    if (now - lastStoreFailureLog >= STORE_FAILURE_LOG_INTERVAL_MS) {
+    if (!(error instanceof BackendUnavailableError) && now - lastStoreFailureLog >= STORE_FAILURE_LOG_INTERVAL_MS) {
       lastStoreFailureLog = now;
       request.log.error({ err: error }, 'rate limiter unavailable; admitting requests');
     }
@@ -129,13 +142,13 @@ export function registerRateLimiting(app: FastifyInstance, options: RateLimitOpt
         try {
           decision = limiter.consume(clientKey(request), policy);
         } catch (error) {
-          storeFailed(request, error, done);
+          storeFailed(request, policy, error, done);
           return;
         }
         if (decision instanceof Promise) {
           decision.then(
             (d) => decide(request, reply, policy, d, done),
-            (error: unknown) => storeFailed(request, error, done),
+            (error: unknown) => storeFailed(request, policy, error, done),
           );
         } else {
           decide(request, reply, policy, decision, done);

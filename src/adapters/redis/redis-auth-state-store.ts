@@ -1,0 +1,216 @@
+import { randomUUID } from 'node:crypto';
+import type { ChainableCommander, Redis } from 'ioredis';
+import { BackendUnavailableError } from '../../domain/errors.js';
+import type {
+  AuthStateStore,
+  DurableAuthStateStore,
+  FailureWindow,
+  RevocationKind,
+} from '../../ports/auth-state-store.js';
+import { type Clock, systemClock } from '../../ports/clock.js';
+import { DIRECT_CALLS, type RedisCalls } from './redis-link.js';
+
+/**
+ * Reads one entry, but only from a copy that was completely seeded: without the marker (a Redis
+ * that restarted empty, or evicted it) the answer is {0} and the caller asks the database.
+ * Returns {0} (not seeded), {1} (absent) or {1, value}.
+ */
+const READ = `
+if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end
+local value = redis.call('GET', KEYS[2])
+if not value then return {1} end
+return {1, value}`;
+
+/**
+ * Writes an entry unless the one there is newer (a later expiry, or the same expiry and a higher
+ * count): copies written out of order, or by a rebuild racing a change, keep the latest state.
+ * ARGV: value, expiresAtMs, count, ttlMs. Values are `expiresAtMs` or `count:expiresAtMs`.
+ */
+const WRITE_NEWER = `
+local current = redis.call('GET', KEYS[1])
+if current then
+  local sep = string.find(current, ':', 1, true)
+  local count, expires = 0, 0
+  if sep then
+    count = tonumber(string.sub(current, 1, sep - 1))
+    expires = tonumber(string.sub(current, sep + 1))
+  else
+    expires = tonumber(current)
+  end
+  local newExpires, newCount = tonumber(ARGV[2]), tonumber(ARGV[3])
+  if expires > newExpires or (expires == newExpires and count >= newCount) then return 0 end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[4])
+return 1`;
+
+type ReadReply = [0] | [1] | [1, string];
+
+interface AuthStateCommands {
+  authStateRead(marker: string, key: string): Promise<ReadReply>;
+  authStateWriteNewer(key: string, value: string, expiresAtMs: number, count: number, ttlMs: number): Promise<number>;
+}
+
+export interface RedisAuthStateStoreOptions {
+  /** Prepended to every key (REDIS_KEY_PREFIX). */
+  readonly keyPrefix: string;
+  /** Deadlines and fast failure (a RedisLink); straight calls by default. */
+  readonly calls?: RedisCalls;
+  readonly clock?: Clock;
+  /** Told when a rebuild of the copy fails (it is tried again at the next miss). */
+  readonly onRebuildFailed?: (error: unknown) => void;
+}
+
+/** Entries written per round trip when the copy is rebuilt. */
+const REBUILD_BATCH = 1000;
+
+/**
+ * The database's revocations and lockouts with a copy in Redis that every instance reads fast.
+ * Changes go to the database first (the record), then to Redis; reads come from Redis while it
+ * holds a complete copy, else (Redis away, or back empty) from the database, and a copy that
+ * went missing is rebuilt from the database in the background. Call `rebuild()` when Redis is
+ * back after being away: changes this instance could not copy meanwhile reach it then.
+ */
+export class RedisAuthStateStore implements AuthStateStore {
+  private readonly redis: Redis & AuthStateCommands;
+  private readonly calls: RedisCalls;
+  private readonly clock: Clock;
+  private readonly marker: string;
+  private rebuilding: Promise<void> | undefined;
+
+  /** Takes ownership of `redis`: `close()` ends the connection. */
+  constructor(
+    private readonly durable: DurableAuthStateStore,
+    redis: Redis,
+    private readonly options: RedisAuthStateStoreOptions,
+  ) {
+    redis.defineCommand('authStateRead', { numberOfKeys: 2, lua: READ });
+    redis.defineCommand('authStateWriteNewer', { numberOfKeys: 1, lua: WRITE_NEWER });
+    this.redis = redis as Redis & AuthStateCommands;
+    this.calls = options.calls ?? DIRECT_CALLS;
+    this.clock = options.clock ?? systemClock;
+    this.marker = `${options.keyPrefix}auth:seeded`;
+  }
+
+  async revoke(kind: RevocationKind, id: string, expiresAtMs: number): Promise<void> {
+    await this.durable.revoke(kind, id, expiresAtMs);
+    await this.copy(this.revocationKey(kind, id), String(Math.ceil(expiresAtMs)), Math.ceil(expiresAtMs), 0);
+  }
+
+  async isRevoked(kind: RevocationKind, id: string): Promise<boolean> {
+    const value = await this.read(this.revocationKey(kind, id));
+    if (value === 'unknown') return this.durable.isRevoked(kind, id);
+    return value !== undefined && Number(value) > this.clock.now();
+  }
+
+  async lift(kind: RevocationKind, id: string): Promise<void> {
+    await this.durable.lift(kind, id);
+    await this.remove(this.revocationKey(kind, id));
+  }
+
+  async recordFailure(subject: string, windowMs: number): Promise<FailureWindow> {
+    const window = await this.durable.recordFailure(subject, windowMs);
+    const expiresAtMs = Math.ceil(this.clock.now() + window.ttlMs);
+    await this.copy(this.failureKey(subject), `${window.count}:${expiresAtMs}`, expiresAtMs, window.count);
+    return window;
+  }
+
+  async failures(subject: string): Promise<FailureWindow | undefined> {
+    const value = await this.read(this.failureKey(subject));
+    if (value === 'unknown') return this.durable.failures(subject);
+    if (value === undefined) return undefined;
+    const [count, expiresAtMs] = value.split(':').map(Number) as [number, number];
+    const ttlMs = expiresAtMs - this.clock.now();
+    return ttlMs > 0 ? { count, ttlMs } : undefined;
+  }
+
+  async clearFailures(subject: string): Promise<void> {
+    await this.durable.clearFailures(subject);
+    await this.remove(this.failureKey(subject));
+  }
+
+  /** Redis expires its copies by itself; the database's rows are pruned here. */
+  prune(): Promise<number> {
+    return this.durable.prune();
+  }
+
+  /** Copies everything in force from the database, then marks the copy complete. One at a time. */
+  rebuild(): Promise<void> {
+    this.rebuilding ??= this.copyAll().finally(() => {
+      this.rebuilding = undefined;
+    });
+    return this.rebuilding;
+  }
+
+  async close(): Promise<void> {
+    await this.rebuilding?.catch(() => undefined);
+    await this.redis.quit().catch(() => this.redis.disconnect());
+  }
+
+  private async copyAll(): Promise<void> {
+    const { revocations, failures } = await this.durable.snapshot();
+    const now = this.clock.now();
+    const entries = [
+      ...revocations.map((r) => [this.revocationKey(r.kind, r.id), String(r.expiresAtMs), r.expiresAtMs, 0] as const),
+      ...failures.map(
+        (f) => [this.failureKey(f.subject), `${f.count}:${f.expiresAtMs}`, f.expiresAtMs, f.count] as const,
+      ),
+    ];
+    for (let start = 0; start < entries.length; start += REBUILD_BATCH) {
+      const pipeline = this.redis.pipeline() as ChainableCommander & {
+        authStateWriteNewer(...args: Parameters<AuthStateCommands['authStateWriteNewer']>): ChainableCommander;
+      };
+      for (const [key, value, expiresAtMs, count] of entries.slice(start, start + REBUILD_BATCH)) {
+        pipeline.authStateWriteNewer(key, value, expiresAtMs, count, Math.max(1, expiresAtMs - now));
+      }
+      const results = await this.calls.call(() => pipeline.exec());
+      const failed = results?.find(([error]) => error !== null);
+      if (failed) throw failed[0];
+    }
+    await this.calls.call(() => this.redis.set(this.marker, randomUUID()));
+  }
+
+  /** The value in the copy; 'unknown' when the copy cannot answer (incomplete, or Redis away). */
+  private async read(key: string): Promise<string | undefined | 'unknown'> {
+    let reply: ReadReply;
+    try {
+      reply = await this.calls.call(() => this.redis.authStateRead(this.marker, key));
+    } catch (error) {
+      if (error instanceof BackendUnavailableError) return 'unknown';
+      throw error;
+    }
+    if (reply[0] === 0) {
+      this.rebuild().catch((error: unknown) => this.options.onRebuildFailed?.(error));
+      return 'unknown';
+    }
+    return reply[1];
+  }
+
+  /**
+   * Best effort: the database has it. A copy that fails leaves the copy incomplete, so it is
+   * marked so (readers ask the database and rebuild it); when Redis cannot even be told, the
+   * rebuild when it is back repairs it.
+   */
+  private async copy(key: string, value: string, expiresAtMs: number, count: number): Promise<void> {
+    const ttlMs = expiresAtMs - this.clock.now();
+    if (ttlMs <= 0) return;
+    await this.calls
+      .call(() => this.redis.authStateWriteNewer(key, value, expiresAtMs, count, Math.ceil(ttlMs)))
+      .catch(() => this.distrustCopy());
+  }
+
+  private async remove(key: string): Promise<void> {
+    await this.calls.call(() => this.redis.del(key)).catch(() => this.distrustCopy());
+  }
+
+  private async distrustCopy(): Promise<void> {
+    await this.calls.call(() => this.redis.del(this.marker)).catch(() => undefined);
+  }
+
+  private revocationKey(kind: RevocationKind, id: string): string {
+    return `${this.options.keyPrefix}auth:revoked:${kind}:${id}`;
+  }
+
+  private failureKey(subject: string): string {
+    return `${this.options.keyPrefix}auth:failures:${subject}`;
+  }
+}

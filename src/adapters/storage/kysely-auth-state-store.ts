@@ -1,0 +1,164 @@
+import { type Kysely, type Migration, sql } from 'kysely';
+import { type Clock, systemClock } from '../../ports/clock.js';
+import type {
+  AuthStateSnapshot,
+  DurableAuthStateStore,
+  FailureWindow,
+  RevocationKind,
+} from '../../ports/auth-state-store.js';
+import type { AnyKysely, Dialect } from './database.js';
+
+/** Expiries are epoch milliseconds of the service's clock: compared the same way in both dialects. */
+interface Tables {
+  /** One row per revoked thing, by kind (`token`, later API keys and users) and id. */
+  auth_revocations: { kind: string; id: string; expires_at_ms: number };
+  /** Failed logins per subject in the open window; the window ends at `expires_at_ms`. */
+  auth_login_failures: { subject: string; failures: number; expires_at_ms: number };
+}
+
+export function authStateMigrations(dialect: Dialect): Record<string, Migration> {
+  const bigint = dialect === 'postgres' ? 'bigint' : 'integer';
+  return {
+    '0051_durable_auth_state': {
+      async up(db: AnyKysely) {
+        await db.schema
+          .createTable('auth_revocations')
+          .addColumn('kind', 'text', (c) => c.notNull())
+          .addColumn('id', 'text', (c) => c.notNull())
+          .addColumn('expires_at_ms', bigint, (c) => c.notNull())
+          .addPrimaryKeyConstraint('auth_revocations_pkey', ['kind', 'id'])
+          .execute();
+        await db.schema.createIndex('auth_revocations_expiry').on('auth_revocations').column('expires_at_ms').execute();
+        await db.schema
+          .createTable('auth_login_failures')
+          .addColumn('subject', 'text', (c) => c.primaryKey())
+          .addColumn('failures', 'integer', (c) => c.notNull().check(sql`failures > 0`))
+          .addColumn('expires_at_ms', bigint, (c) => c.notNull())
+          .execute();
+        await db.schema
+          .createIndex('auth_login_failures_expiry')
+          .on('auth_login_failures')
+          .column('expires_at_ms')
+          .execute();
+      },
+      async down(db: AnyKysely) {
+        await db.schema.dropTable('auth_login_failures').execute();
+        await db.schema.dropTable('auth_revocations').execute();
+      },
+    },
+  };
+}
+
+/**
+ * Revocations and lockouts in the service's database (SQLite or PostgreSQL): what survives
+ * restarts of the service and of Redis. Each change is one atomic statement, so concurrent
+ * instances neither lose a failure nor shorten a revocation.
+ */
+export class KyselyAuthStateStore implements DurableAuthStateStore {
+  private readonly db: Kysely<Tables>;
+
+  constructor(
+    db: AnyKysely,
+    private readonly clock: Clock = systemClock,
+  ) {
+    this.db = db as Kysely<Tables>;
+  }
+
+  async revoke(kind: RevocationKind, id: string, expiresAtMs: number): Promise<void> {
+    if (expiresAtMs <= this.clock.now()) return;
+    await this.db
+      .insertInto('auth_revocations')
+      .values({ kind, id, expires_at_ms: Math.ceil(expiresAtMs) })
+      .onConflict((conflict) =>
+        conflict.columns(['kind', 'id']).doUpdateSet({
+          expires_at_ms: sql<number>`CASE WHEN excluded.expires_at_ms > auth_revocations.expires_at_ms
+            THEN excluded.expires_at_ms ELSE auth_revocations.expires_at_ms END`,
+        }),
+      )
+      .execute();
+  }
+
+  async isRevoked(kind: RevocationKind, id: string): Promise<boolean> {
+    const row = await this.db
+      .selectFrom('auth_revocations')
+      .select('expires_at_ms')
+      .where('kind', '=', kind)
+      .where('id', '=', id)
+      .executeTakeFirst();
+    return row !== undefined && row.expires_at_ms > this.clock.now();
+  }
+
+  async lift(kind: RevocationKind, id: string): Promise<void> {
+    await this.db.deleteFrom('auth_revocations').where('kind', '=', kind).where('id', '=', id).execute();
+  }
+
+  async recordFailure(subject: string, windowMs: number): Promise<FailureWindow> {
+    const now = this.clock.now();
+    const expiresAtMs = Math.ceil(now + windowMs);
+    const row = await this.db
+      .insertInto('auth_login_failures')
+      .values({ subject, failures: 1, expires_at_ms: expiresAtMs })
+      .onConflict((conflict) =>
+        conflict.column('subject').doUpdateSet({
+          failures: sql<number>`CASE WHEN auth_login_failures.expires_at_ms > ${now}
+            THEN auth_login_failures.failures + 1 ELSE 1 END`,
+          expires_at_ms: expiresAtMs,
+        }),
+      )
+      .returning(['failures', 'expires_at_ms'])
+      .executeTakeFirstOrThrow();
+    return { count: Number(row.failures), ttlMs: Number(row.expires_at_ms) - now };
+  }
+
+  async failures(subject: string): Promise<FailureWindow | undefined> {
+    const row = await this.db
+      .selectFrom('auth_login_failures')
+      .select(['failures', 'expires_at_ms'])
+      .where('subject', '=', subject)
+      .executeTakeFirst();
+    const now = this.clock.now();
+    if (row === undefined || row.expires_at_ms <= now) return undefined;
+    return { count: Number(row.failures), ttlMs: Number(row.expires_at_ms) - now };
+  }
+
+  async clearFailures(subject: string): Promise<void> {
+    await this.db.deleteFrom('auth_login_failures').where('subject', '=', subject).execute();
+  }
+
+  async prune(): Promise<number> {
+    const now = this.clock.now();
+    const [revocations, failures] = await Promise.all([
+      this.db.deleteFrom('auth_revocations').where('expires_at_ms', '<=', now).executeTakeFirst(),
+      this.db.deleteFrom('auth_login_failures').where('expires_at_ms', '<=', now).executeTakeFirst(),
+    ]);
+    return Number(revocations.numDeletedRows) + Number(failures.numDeletedRows);
+  }
+
+  async snapshot(): Promise<AuthStateSnapshot> {
+    const now = this.clock.now();
+    const [revocations, failures] = await Promise.all([
+      this.db
+        .selectFrom('auth_revocations')
+        .select(['kind', 'id', 'expires_at_ms'])
+        .where('expires_at_ms', '>', now)
+        .execute(),
+      this.db
+        .selectFrom('auth_login_failures')
+        .select(['subject', 'failures', 'expires_at_ms'])
+        .where('expires_at_ms', '>', now)
+        .execute(),
+    ]);
+    return {
+      revocations: revocations.map((r) => ({
+        kind: r.kind as RevocationKind,
+        id: r.id,
+        expiresAtMs: Number(r.expires_at_ms),
+      })),
+      failures: failures.map((f) => ({
+        subject: f.subject,
+        count: Number(f.failures),
+        expiresAtMs: Number(f.expires_at_ms),
+      })),
+    };
+  }
+}

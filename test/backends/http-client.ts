@@ -1,0 +1,61 @@
+/** A small HTTP client for tests against started server processes (real sockets, real cookies). */
+
+export interface Answer {
+  readonly status: number;
+  readonly text: string;
+  readonly ms: number;
+  readonly headers: Headers;
+}
+
+/** A signed-in browser: its cookies and its CSRF token. */
+export interface BrowserSession {
+  readonly cookie: string;
+  readonly csrf: string;
+}
+
+export async function send(
+  base: string,
+  method: string,
+  path: string,
+  options: { body?: unknown; session?: BrowserSession } = {},
+): Promise<Answer> {
+  const headers: Record<string, string> = {};
+  if (options.body !== undefined) headers['content-type'] = 'application/json';
+  if (options.session) {
+    headers.cookie = options.session.cookie;
+    if (method !== 'GET') headers['x-csrf-token'] = options.session.csrf;
+  }
+  const start = performance.now();
+  const response = await fetch(`${base}${path}`, {
+    method,
+    headers,
+    body: options.body === undefined ? undefined : JSON.stringify(options.body),
+    redirect: 'manual',
+    signal: AbortSignal.timeout(15_000),
+  });
+  const text = await response.text();
+  return { status: response.status, text, ms: performance.now() - start, headers: response.headers };
+}
+
+/** The session cookies a successful login set; undefined when the login did not answer 200. */
+export function sessionOf(answer: Answer): BrowserSession | undefined {
+  if (answer.status !== 200) return undefined;
+  const cookies = new Map(
+    answer.headers.getSetCookie().map((line) => {
+      const [pair] = line.split(';');
+      const at = pair!.indexOf('=');
+      return [pair!.slice(0, at), pair!.slice(at + 1)] as const;
+    }),
+  );
+  const access = cookies.get('access_token');
+  const csrf = cookies.get('csrf_token');
+  if (!access || !csrf) return undefined;
+  return { cookie: `access_token=${access}; csrf_token=${csrf}`, csrf };
+}
+
+let users = 0;
+
+export function newAccount(prefix: string) {
+  const n = `${process.pid}${++users}`;
+  return { username: `${prefix}${n}`, email: `${prefix}${n}@example.com`, password: 'correct horse battery' };
+}

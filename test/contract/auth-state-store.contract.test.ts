@@ -1,0 +1,177 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connectRedis } from '../../src/adapters/redis/connect-redis.js';
+import { RedisAuthStateStore } from '../../src/adapters/redis/redis-auth-state-store.js';
+import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
+import { KyselyAuthStateStore } from '../../src/adapters/storage/kysely-auth-state-store.js';
+import { migrateToLatest } from '../../src/adapters/storage/migrations.js';
+import type { AuthStateStore } from '../../src/ports/auth-state-store.js';
+import { ManualClock } from '../helpers/auth.js';
+import { type Backend, BACKENDS, type TestDatabase, testConfig } from '../helpers/backends.js';
+import { eventually } from '../helpers/eventually.js';
+import { deleteRedisKeys, uniqueRedisPrefix } from '../helpers/redis.js';
+import { REDIS_URL, redisAvailable } from '../helpers/services.js';
+
+const MINUTE = 60_000;
+
+interface Variant {
+  readonly name: string;
+  readonly backend: Backend;
+  /** With the Redis copy in front of the database. */
+  readonly redis: boolean;
+}
+
+const VARIANTS: readonly Variant[] = BACKENDS.flatMap((backend) => [
+  { name: backend.name, backend, redis: false },
+  { name: `${backend.name} + redis`, backend, redis: true },
+]);
+
+/** One contract, every way the service keeps revocations and lockouts. */
+describe.each(VARIANTS)('AuthStateStore on $name', (variant) => {
+  let available = false;
+  let testDatabase: TestDatabase;
+  let database: Database;
+  const prefix = uniqueRedisPrefix('auth-state');
+  const closers: Array<() => Promise<void>> = [];
+  const clock = new ManualClock();
+
+  /** A store on the shared database (and Redis prefix): what one instance, or one run of it, holds. */
+  const open = (storeClock: ManualClock = clock): AuthStateStore => {
+    const durable = new KyselyAuthStateStore(database.db, storeClock);
+    if (!variant.redis) return durable;
+    const store = new RedisAuthStateStore(durable, connectRedis(REDIS_URL, 'auth-state-test'), {
+      keyPrefix: prefix,
+      clock: storeClock,
+    });
+    closers.push(() => store.close());
+    return store;
+  };
+  const id = () => randomUUID();
+
+  beforeAll(async () => {
+    available = variant.backend.available && (!variant.redis || (await redisAvailable()));
+    if (!available) return;
+    testDatabase = await variant.backend.create();
+    database = openDatabase(testConfig(testDatabase.databaseUrl).database);
+    await migrateToLatest(database.db, database.dialect);
+  });
+  afterAll(async () => {
+    for (const close of closers.splice(0)) await close();
+    await database?.close();
+    await testDatabase?.drop();
+    if (available && variant.redis) await deleteRedisKeys(prefix);
+  });
+
+  it('revokes until the expiry, by the clock', async (ctx) => {
+    if (!available) return ctx.skip();
+    const store = open();
+    const jti = id();
+    expect(await store.isRevoked('token', jti)).toBe(false);
+    await store.revoke('token', jti, clock.now() + 10 * MINUTE);
+    expect(await store.isRevoked('token', jti)).toBe(true);
+    expect(await store.isRevoked('token', id())).toBe(false);
+    clock.advance(10 * MINUTE - 1);
+    expect(await store.isRevoked('token', jti)).toBe(true);
+    clock.advance(1);
+    expect(await store.isRevoked('token', jti)).toBe(false);
+  });
+
+  it('keeps the later expiry when revoked twice, ignores one already past, and lifts', async (ctx) => {
+    if (!available) return ctx.skip();
+    const store = open();
+    const jti = id();
+    await store.revoke('token', jti, clock.now() + 10 * MINUTE);
+    await store.revoke('token', jti, clock.now() + MINUTE);
+    clock.advance(5 * MINUTE);
+    expect(await store.isRevoked('token', jti)).toBe(true);
+    const past = id();
+    await store.revoke('token', past, clock.now() - 1);
+    expect(await store.isRevoked('token', past)).toBe(false);
+    await store.lift('token', jti);
+    expect(await store.isRevoked('token', jti)).toBe(false);
+  });
+
+  it('counts failures in a sliding window, each failure moving its end', async (ctx) => {
+    if (!available) return ctx.skip();
+    const store = open();
+    const who = `user-${id()}`;
+    expect(await store.failures(who)).toBeUndefined();
+    expect(await store.recordFailure(who, 15 * MINUTE)).toEqual({ count: 1, ttlMs: 15 * MINUTE });
+    clock.advance(10 * MINUTE);
+    expect(await store.recordFailure(who, 15 * MINUTE)).toEqual({ count: 2, ttlMs: 15 * MINUTE });
+    clock.advance(10 * MINUTE); // past the first failure's window, inside the second's
+    expect(await store.failures(who)).toEqual({ count: 2, ttlMs: 5 * MINUTE });
+    clock.advance(5 * MINUTE);
+    expect(await store.failures(who)).toBeUndefined();
+    expect((await store.recordFailure(who, 15 * MINUTE)).count).toBe(1);
+    await store.clearFailures(who);
+    expect(await store.failures(who)).toBeUndefined();
+  });
+
+  it('counts concurrent failures exactly, from two instances', async (ctx) => {
+    if (!available) return ctx.skip();
+    const [a, b] = [open(), open()];
+    const who = `user-${id()}`;
+    const counts = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => (i % 2 === 0 ? a : b).recordFailure(who, 15 * MINUTE)),
+    );
+    expect(counts.map((w) => w.count).sort((x, y) => x - y)).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
+    expect((await a.failures(who))?.count).toBe(40);
+    expect((await b.failures(who))?.count).toBe(40);
+  });
+
+  it('shares revocations and failures with another instance, and keeps them for the next run', async (ctx) => {
+    if (!available) return ctx.skip();
+    const jti = id();
+    const who = `user-${id()}`;
+    const first = open();
+    await first.revoke('token', jti, clock.now() + MINUTE);
+    await first.recordFailure(who, MINUTE);
+    const other = open();
+    expect(await other.isRevoked('token', jti)).toBe(true);
+    expect((await other.failures(who))?.count).toBe(1);
+    await other.clearFailures(who);
+    expect(await first.failures(who)).toBeUndefined();
+  });
+
+  it('prunes what has expired and nothing else', async (ctx) => {
+    if (!available) return ctx.skip();
+    // A day on: whatever the earlier tests left has expired, and goes first.
+    const pruneClock = new ManualClock(clock.now() + 24 * 60 * MINUTE);
+    const store = open(pruneClock);
+    await store.prune();
+    const [gone, kept] = [id(), id()];
+    await store.revoke('token', gone, pruneClock.now() + MINUTE);
+    await store.revoke('token', kept, pruneClock.now() + 10 * MINUTE);
+    await store.recordFailure(`user-${gone}`, MINUTE);
+    await store.recordFailure(`user-${kept}`, 10 * MINUTE);
+    pruneClock.advance(MINUTE);
+    expect(await store.prune()).toBe(2);
+    expect(await store.prune()).toBe(0);
+    expect(await store.isRevoked('token', kept)).toBe(true);
+    expect((await store.failures(`user-${kept}`))?.count).toBe(1);
+  });
+
+  if (variant.redis) {
+    it('keeps a copy in Redis, and answers from the database while Redis comes back empty, rebuilding the copy', async (ctx) => {
+      if (!available) return ctx.skip();
+      const redis = connectRedis(REDIS_URL, 'auth-state-test-probe');
+      closers.push(async () => void (await redis.quit()));
+      const store = open();
+      const jti = id();
+      const who = `user-${id()}`;
+      await store.revoke('token', jti, clock.now() + 10 * MINUTE);
+      await store.recordFailure(who, 10 * MINUTE);
+      await store.recordFailure(who, 10 * MINUTE);
+      expect(await redis.exists(`${prefix}auth:revoked:token:${jti}`)).toBe(1);
+
+      await deleteRedisKeys(prefix); // what a restart of a Redis that keeps nothing on disk does
+      expect(await store.isRevoked('token', jti)).toBe(true);
+      expect((await store.failures(who))?.count).toBe(2);
+      await eventually(async () => expect(await redis.exists(`${prefix}auth:seeded`)).toBe(1));
+      expect(await redis.exists(`${prefix}auth:revoked:token:${jti}`)).toBe(1);
+      expect(await redis.get(`${prefix}auth:failures:${who}`)).toMatch(/^2:/);
+      expect(await open().isRevoked('token', jti)).toBe(true);
+    });
+  }
+});
