@@ -31,6 +31,10 @@ export const errors = {
       type ? `Unsupported media type: ${type}; use application/json` : 'Missing Content-Type; use application/json',
     ),
   internal: () => new AppError('INTERNAL', 500, 'Internal server error'),
+  // Answered on the connection itself, before a request reaches a route (src/http/client-errors.ts).
+  requestTimeout: () => new AppError('REQUEST_TIMEOUT', 408, 'Request not received in time'),
+  headersTooLarge: () => new AppError('HEADERS_TOO_LARGE', 431, 'Request headers are too large'),
+  malformedRequest: () => new AppError('MALFORMED_REQUEST', 400, 'Malformed HTTP request'),
   rateLimited: (retryAfterSeconds: number) =>
     new AppError('RATE_LIMITED', 429, 'Rate limit exceeded', { 'retry-after': String(retryAfterSeconds) }),
 
