@@ -31,16 +31,19 @@ export async function conclude(options: {
   const { verdict, caughtUpMs } = await settle(load.records, () => postgresState(cluster.databaseUrl), {
     timeoutMs: options.settleTimeoutMs ?? 30_000,
   });
+  const recovery = () => {
+    if (options.caughtUpFrom !== undefined) {
+      return caughtUpMs === null ? null : settleStarted + caughtUpMs - options.caughtUpFrom;
+    }
+    if (options.clearedAt === undefined) return 0;
+    return recoveryMs(load.records, options.clearedAt, cluster.apis.length);
+  };
   const events = await postgresEventCounts(cluster.databaseUrl).catch((error: unknown) => ({ error: String(error) }));
   const entry = report(
     { scenario: options.scenario, load: options.loadText, fault: options.fault },
     load.records,
     verdict,
-    {
-      recoveryMs:
-        options.clearedAt === undefined ? 0 : recoveryMs(load.records, options.clearedAt, cluster.apis.length),
-      eventsCaughtUpMs: caughtUpMs,
-    },
+    { recoveryMs: recovery(), eventsCaughtUpMs: caughtUpMs },
     { ...options.notes, loadMs: loadDuration(load.records), events },
   );
   return { entry, verdict };
