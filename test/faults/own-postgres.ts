@@ -71,6 +71,7 @@ export class OwnPostgres {
       const { stdout, stderr } = error as { stdout?: string; stderr?: string };
       throw new Error(
         `${program} ${args.join(' ')} failed: ${stderr ?? ''}${stdout ?? ''}\n${this.log().slice(-2000)}`,
+        { cause: error },
       );
     }
   }
