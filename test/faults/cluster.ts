@@ -152,7 +152,7 @@ export class FaultCluster {
       .filter((p) => !this.killed.has(p) && (p.child.exitCode !== null || p.child.signalCode !== null))
       .map(
         (p) =>
-          `${p.url} exited (${p.child.exitCode ?? p.child.signalCode}):\n${p.output().split('\n').slice(-15).join('\n')}`,
+          `${p.url} exited (${p.child.exitCode ?? p.child.signalCode}):\n${p.output().split('\n').slice(-40).join('\n')}`,
       );
   }
 

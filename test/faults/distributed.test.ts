@@ -11,7 +11,7 @@ import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { FaultBackends, FaultCluster, faultSuiteAvailable, signUp } from './cluster.js';
 import { HttpClient } from './http-client.js';
-import { Load, type OpRecord } from './load.js';
+import { Load, type LoadOptions, type OpRecord } from './load.js';
 import { conclude, expectSound, malformedErrors, unexpectedAnswers } from './scenario.js';
 import { recoveryMs } from './summary.js';
 import { eventually } from '../helpers/eventually.js';
@@ -60,11 +60,16 @@ async function executionsWithStatus(databaseUrl: string, status: string): Promis
 describe.skipIf(!available)('the distributed deployment under load and faults', () => {
   let backends: FaultBackends;
   let cluster: FaultCluster | undefined;
+  /** The scenario's load, stopped after it whatever happened (a timed-out scenario leaves it running). */
+  let running: Load | undefined;
+  const startLoad = (options: LoadOptions, total?: number) => (running = new Load(options).start(total));
 
   beforeAll(async () => {
     backends = await FaultBackends.start();
   }, 60_000);
   afterEach(async () => {
+    await running?.stop();
+    running = undefined;
     await cluster?.stop();
     cluster = undefined;
     await backends.ensureUp();
@@ -82,21 +87,23 @@ describe.skipIf(!available)('the distributed deployment under load and faults', 
     'a. no fault: concurrent writers across both API processes lose and double nothing',
     async () => {
       cluster = await FaultCluster.start(backends, 'nofault');
-      const load = new Load({
-        targets: cluster.targets,
-        concurrency: 32,
-        mix: MIX,
-        executeEveryMs: EXECUTE_EVERY_MS,
-        codePrefix: 'a',
-        sessions: await sessions(cluster, 'nofault', 4),
-      }).start(WRITES);
+      const load = startLoad(
+        {
+          targets: cluster.targets,
+          concurrency: 32,
+          mix: MIX,
+          executeEveryMs: EXECUTE_EVERY_MS,
+          codePrefix: 'a',
+          sessions: await sessions(cluster, 'nofault', 4),
+        },
+        WRITES,
+      );
       await load.done();
       const conclusion = await conclude({
         cluster,
         load,
         scenario: 'a. no fault',
-        loadText:
-          '3000 writes (create/update/delete 5:3:1) at concurrency 32, plus executions one at a time every 100 ms; 2 api + 1 worker',
+        loadText: `${WRITES} writes (create/update/delete 5:3:1) at concurrency 32, plus executions one at a time every ${EXECUTE_EVERY_MS} ms; 2 api + 1 worker`,
         fault: 'none',
       });
       expect.soft(unexpectedAnswers(load.records, EXECUTE_MAY_BE_REFUSED)).toEqual([]);
@@ -107,7 +114,7 @@ describe.skipIf(!available)('the distributed deployment under load and faults', 
 
   it('b. the database drops every connection, then restarts, under load: 503s, no exits, nothing lost', async () => {
     cluster = await FaultCluster.start(backends, 'database');
-    const load = new Load({
+    const load = startLoad({
       targets: cluster.targets,
       concurrency: 32,
       mix: MIX,
@@ -115,7 +122,7 @@ describe.skipIf(!available)('the distributed deployment under load and faults', 
       codePrefix: 'b',
       sessions: await sessions(cluster, 'database', 4),
       requestTimeoutMs: 20_000,
-    }).start();
+    });
     await sleep(2000);
     const terminatedAt = Date.now();
     const terminated = await backends.postgres.terminateConnections(cluster.databaseName);
@@ -163,7 +170,7 @@ describe.skipIf(!available)('the distributed deployment under load and faults', 
     for (let i = 0; i < 5; i++) expect((await login(locked.username, 'wrong password!')).status).toBe(401);
     expect((await login(locked.username, locked.password)).status).toBe(423);
 
-    const load = new Load({
+    const load = startLoad({
       targets: cluster.targets,
       concurrency: 32,
       mix: { create: 4, update: 2, delete: 1, redirect: 4, session: 2 },
@@ -171,7 +178,7 @@ describe.skipIf(!available)('the distributed deployment under load and faults', 
       codePrefix: 'c',
       sessions: await sessions(cluster, 'redis', 4),
       requestTimeoutMs: 30_000,
-    }).start();
+    });
     await sleep(2000);
     await backends.redis.stop();
     await sleep(6000);
@@ -217,7 +224,7 @@ describe.skipIf(!available)('the distributed deployment under load and faults', 
 
   it('d. NATS restarted under load: writes stay acknowledged, every event arrives', async () => {
     cluster = await FaultCluster.start(backends, 'nats');
-    const load = new Load({
+    const load = startLoad({
       targets: cluster.targets,
       concurrency: 32,
       mix: MIX,
@@ -225,7 +232,7 @@ describe.skipIf(!available)('the distributed deployment under load and faults', 
       codePrefix: 'd',
       sessions: await sessions(cluster, 'nats', 4),
       requestTimeoutMs: 20_000,
-    }).start();
+    });
     await sleep(2000);
     await backends.stopNats();
     await sleep(5000);
@@ -249,20 +256,28 @@ describe.skipIf(!available)('the distributed deployment under load and faults', 
   it('e. the worker killed mid-execution: another takes over, every execution finishes exactly once', async () => {
     cluster = await FaultCluster.start(backends, 'worker');
     // Executions of about 300 ms each, more than one worker thread gets through in the time.
-    const load = new Load({
-      targets: cluster.targets,
-      concurrency: 6,
-      mix: { execute: 1, create: 2 },
-      codePrefix: 'e',
-      sessions: await sessions(cluster, 'worker', 6),
-      script: 'const end = Date.now() + 300; while (Date.now() < end) {} "done"',
-      requestTimeoutMs: 20_000,
-    }).start(72);
+    const load = startLoad(
+      {
+        targets: cluster.targets,
+        concurrency: 6,
+        mix: { execute: 1, create: 2 },
+        codePrefix: 'e',
+        sessions: await sessions(cluster, 'worker', 6),
+        script: 'const end = Date.now() + 300; while (Date.now() < end) {} "done"',
+        requestTimeoutMs: 20_000,
+      },
+      72,
+    );
     await load.done();
-    // Killed while running one (after it finished at least one, so it was well into its queue).
-    await eventually(async () => (await executionsWithStatus(cluster!.databaseUrl, 'running')) > 0);
-    await eventually(async () => (await executionsWithStatus(cluster!.databaseUrl, 'completed')) > 0);
-    const running = await executionsWithStatus(cluster.databaseUrl, 'running');
+    // Killed while running one, after it finished at least one (so well into its queue).
+    const url = cluster.databaseUrl;
+    const runningAtKill = await eventually(async () => {
+      const [busy, done] = await Promise.all([
+        executionsWithStatus(url, 'running'),
+        executionsWithStatus(url, 'completed'),
+      ]);
+      return busy > 0 && done > 0 ? busy : false;
+    });
     const killedAt = Date.now();
     await cluster.kill(cluster.workers[0]!);
     await cluster.addWorker();
@@ -272,12 +287,12 @@ describe.skipIf(!available)('the distributed deployment under load and faults', 
       load,
       scenario: 'e. worker killed mid-execution',
       loadText: `${load.records.length} requests (executions of ~300 ms and creates), concurrency 6, 2 api + 1 worker`,
-      fault: `kill -9 of the only worker with ${running} execution(s) running; a second worker started at once`,
+      fault: `kill -9 of the only worker with ${runningAtKill} execution(s) running; a second worker started at once`,
       // Recovery: from the kill until every execution is finished and every event stored.
       caughtUpFrom: killedAt,
       // Handed on in seconds, not after the broker's 30 s redelivery wait.
       settleTimeoutMs: Math.max(5000, HANDOVER_MS - (Date.now() - killedAt)),
-      notes: { runningAtKill: running, handoverBoundMs: HANDOVER_MS, workerStartMs },
+      notes: { runningAtKill, handoverBoundMs: HANDOVER_MS, workerStartMs },
     });
     expect.soft(unexpectedAnswers(load.records, EXECUTE_MAY_BE_REFUSED)).toEqual([]);
     expectSound(cluster, conclusion);
