@@ -10,7 +10,7 @@
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { FaultBackends, FaultCluster, faultSuiteAvailable, signUp } from './cluster.js';
-import { HttpClient } from './http-client.js';
+import { revokedAndLocked } from './accounts.js';
 import { Load, type LoadOptions, type OpRecord } from './load.js';
 import { conclude, expectSound, malformedErrors, unexpectedAnswers } from './scenario.js';
 import { recoveryMs } from './summary.js';
@@ -106,7 +106,7 @@ describe.skipIf(!available)('the distributed deployment under load and faults', 
         loadText: `${WRITES} writes (create/update/delete 5:3:1) at concurrency 32, plus executions one at a time every ${EXECUTE_EVERY_MS} ms; 2 api + 1 worker`,
         fault: 'none',
       });
-      expect.soft(unexpectedAnswers(load.records, EXECUTE_MAY_BE_REFUSED)).toEqual([]);
+      expect.soft(unexpectedAnswers(load.records, EXECUTE_MAY_BE_REFUSED), 'answers other than a success').toEqual([]);
       expectSound(cluster, conclusion);
     },
     60_000 + WRITES * 20,
@@ -147,29 +147,20 @@ describe.skipIf(!available)('the distributed deployment under load and faults', 
     });
     expect.soft(terminated, 'the service had connections to drop').toBeGreaterThan(0);
     // In-flight requests fail with 503 {detail} or succeed; nothing goes unanswered.
-    expect.soft(unexpectedAnswers(load.records, { 503: ALL_KINDS, ...EXECUTE_MAY_BE_REFUSED })).toEqual([]);
-    expect.soft(malformedErrors(load.records)).toEqual([]);
+    expect
+      .soft(
+        unexpectedAnswers(load.records, { 503: ALL_KINDS, ...EXECUTE_MAY_BE_REFUSED }),
+        'answers other than a success or 503',
+      )
+      .toEqual([]);
+    expect.soft(malformedErrors(load.records), 'error answers that are not {detail}').toEqual([]);
     expectSound(cluster, conclusion);
   }, 120_000);
 
   it('c. Redis stopped, then frozen, under load: prompt answers, rate limits open, revocations and lockouts hold', async () => {
     cluster = await FaultCluster.start(backends, 'redis');
-    const [a, b] = cluster.targets as [string, string];
-    const client = new HttpClient(4);
-    const me = (cookie: string) => client.request(a, 'GET', '/api/v1/auth/me', { headers: { cookie } });
-    const login = (username: string, password: string) =>
-      client.request(b, 'POST', '/api/v1/auth/login', { body: { username, password } });
     // Made before the faults: a session logged out, an account locked out.
-    const revoked = await signUp(a, 'redisrevoked');
-    const loggedOut = await client.request(b, 'POST', '/api/v1/auth/logout', {
-      headers: { cookie: revoked.cookie, 'x-csrf-token': revoked.csrf },
-    });
-    expect(loggedOut.status, loggedOut.body).toBe(200);
-    expect((await me(revoked.cookie)).status).toBe(401);
-    const locked = await signUp(b, 'redislocked');
-    for (let i = 0; i < 5; i++) expect((await login(locked.username, 'wrong password!')).status).toBe(401);
-    expect((await login(locked.username, locked.password)).status).toBe(423);
-
+    const accounts = await revokedAndLocked(cluster.targets);
     const load = startLoad({
       targets: cluster.targets,
       concurrency: 32,
@@ -206,19 +197,20 @@ describe.skipIf(!available)('the distributed deployment under load and faults', 
     });
     // Rate limiting fails open: changes and redirects succeed; only what needs a session may answer 503.
     expect
-      .soft(unexpectedAnswers(load.records, { 503: ['execute', 'session'], ...EXECUTE_MAY_BE_REFUSED }))
+      .soft(
+        unexpectedAnswers(load.records, { 503: ['execute', 'session'], ...EXECUTE_MAY_BE_REFUSED }),
+        'answers other than a success (503 only where a session is checked)',
+      )
       .toEqual([]);
-    expect.soft(malformedErrors(load.records)).toEqual([]);
+    expect.soft(malformedErrors(load.records), 'error answers that are not {detail}').toEqual([]);
     expect.soft(slowAnswers(load.records, PROMPT_MS), `answers slower than ${PROMPT_MS} ms`).toEqual([]);
     expect.soft(unhandled, '"Unhandled error event" lines in the logs').toBe(0);
     // What must survive a Redis that lost everything: the logout and the lockout.
-    expect.soft((await me(revoked.cookie)).status, 'a logged-out session after the Redis restart').toBe(401);
-    expect
-      .soft((await login(locked.username, locked.password)).status, 'a locked account after the Redis restart')
-      .toBe(423);
-    const fresh = await signUp(b, 'redisafter');
-    expect.soft((await me(fresh.cookie)).status, 'a new session after the faults').toBe(200);
-    client.close();
+    const after = await accounts.check();
+    accounts.close();
+    expect.soft(after.revoked, 'a logged-out session after the Redis restart').toBe(401);
+    expect.soft(after.locked, 'a locked account after the Redis restart').toBe(423);
+    expect.soft(after.fresh, 'a new session after the faults').toBe(200);
     expectSound(cluster, conclusion);
   }, 120_000);
 
@@ -249,7 +241,7 @@ describe.skipIf(!available)('the distributed deployment under load and faults', 
       // Messages the broker was delivering when it stopped come again after the ack wait (NATS_ACK_WAIT_MS, 30 s).
       settleTimeoutMs: 45_000,
     });
-    expect.soft(unexpectedAnswers(load.records, EXECUTE_MAY_BE_REFUSED)).toEqual([]);
+    expect.soft(unexpectedAnswers(load.records, EXECUTE_MAY_BE_REFUSED), 'answers other than a success').toEqual([]);
     expectSound(cluster, conclusion);
   }, 120_000);
 
@@ -294,7 +286,7 @@ describe.skipIf(!available)('the distributed deployment under load and faults', 
       settleTimeoutMs: Math.max(5000, HANDOVER_MS - (Date.now() - killedAt)),
       notes: { runningAtKill, handoverBoundMs: HANDOVER_MS, workerStartMs },
     });
-    expect.soft(unexpectedAnswers(load.records, EXECUTE_MAY_BE_REFUSED)).toEqual([]);
+    expect.soft(unexpectedAnswers(load.records, EXECUTE_MAY_BE_REFUSED), 'answers other than a success').toEqual([]);
     expectSound(cluster, conclusion);
   }, 120_000);
 });

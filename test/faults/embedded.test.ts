@@ -79,6 +79,23 @@ function clickAccount(records: readonly OpRecord[], stored: Map<string, number>,
   return { acked, lost, oldestLostAgeMs, tooOld, phantom };
 }
 
+/**
+ * What the file holds after the restart: the events in the embedded log at once, then in the
+ * event store once it has caught up (its consumer waits for the killed process's lease), and the clicks.
+ */
+async function survived(file: string, records: readonly OpRecord[], killedAt: number) {
+  const log = await settle(records, async () => sqliteState(file, 'event_log'), { timeoutMs: 5000, quietMs: 0 });
+  const store = await settle(records, async () => sqliteState(file, 'event_store'), { timeoutMs: 20_000 });
+  const clicks = clickAccount(records, storedClicks(file), killedAt);
+  const verdict = {
+    ...log.verdict,
+    lost: [...log.verdict.lost, ...store.verdict.lost.map((l) => `event store: ${l}`)],
+    duplicated: [...log.verdict.duplicated, ...store.verdict.duplicated.map((l) => `event store: ${l}`)],
+    unexpected: [...log.verdict.unexpected, ...clicks.phantom],
+  };
+  return { verdict, clicks, caughtUpMs: store.caughtUpMs };
+}
+
 describe('the embedded mode killed mid-load', () => {
   let database: TestDatabase | undefined;
   const servers: ServerProcess[] = [];
@@ -115,15 +132,7 @@ describe('the embedded mode killed mid-load', () => {
     const restarted = await startServer(env);
     servers.push(restarted);
     const clearedAt = Date.now();
-    const log = await settle(load.records, async () => sqliteState(file, 'event_log'), { timeoutMs: 5000, quietMs: 0 });
-    const store = await settle(load.records, async () => sqliteState(file, 'event_store'), { timeoutMs: 20_000 });
-    const clicks = clickAccount(load.records, storedClicks(file), killedAt);
-    const verdict = {
-      ...log.verdict,
-      lost: [...log.verdict.lost, ...store.verdict.lost.map((l) => `event store: ${l}`)],
-      duplicated: [...log.verdict.duplicated, ...store.verdict.duplicated.map((l) => `event store: ${l}`)],
-      unexpected: [...log.verdict.unexpected, ...clicks.phantom],
-    };
+    const { verdict, clicks, caughtUpMs } = await survived(file, load.records, killedAt);
     report(
       {
         scenario: 'f. embedded SQLite killed',
@@ -132,7 +141,7 @@ describe('the embedded mode killed mid-load', () => {
       },
       load.records,
       verdict,
-      { recoveryMs: clearedAt - killedAt, eventsCaughtUpMs: store.caughtUpMs },
+      { recoveryMs: clearedAt - killedAt, eventsCaughtUpMs: caughtUpMs },
       {
         clicksAcknowledged: clicks.acked,
         clicksLost: clicks.lost,
