@@ -122,33 +122,48 @@ export class Load {
       let kind = this.pick(next);
       if (kind !== 'create' && kind !== 'execute' && kind !== 'session' && live.length === 0) kind = 'create';
       const target = this.round++ % this.options.targets.length;
-      const base = this.options.targets[target]!;
-      if (kind === 'create') {
-        const code = `${this.options.codePrefix}${index.toString(36).padStart(2, '0')}${String(++created).padStart(5, '0')}`;
-        const body = { code, url: `https://example.com/${code}`, created_at: '2024-01-01T00:00:00Z', click_count: 0 };
-        const record = await this.send(kind, target, base, 'POST', '/shorten', { body }, { code });
-        if (is2xx(record.status)) live.push(code);
-      } else if (kind === 'update') {
-        const code = live[Math.floor(next() * live.length)]!;
-        const url = `https://example.com/${code}/u${++this.updates}`;
-        await this.send(kind, target, base, 'PATCH', `/${code}`, { body: { url } }, { code, url });
-      } else if (kind === 'delete') {
-        // Gone from the writer's links whatever the answer: a later change to it would only be refused.
-        const code = live.splice(Math.floor(next() * live.length), 1)[0]!;
-        await this.send(kind, target, base, 'DELETE', `/${code}`, {}, { code });
-      } else if (kind === 'redirect') {
-        const code = live[Math.floor(next() * live.length)]!;
-        await this.send(kind, target, base, 'GET', `/${code}`, {}, { code });
-      } else if (kind === 'session') {
-        await this.send(kind, target, base, 'GET', '/api/v1/auth/me', { headers: { cookie: this.session(index) } });
-      } else {
-        await this.execute(index, target, base);
-      }
+      const record = await this.step(kind, index, target, live, next, () => ++created);
       // No answer (a process down, say): wait a little, as a client would, rather than spin.
-      const last = this.records[this.records.length - 1];
-      const pause = last?.status === null ? 100 : (this.options.thinkMs ?? 0);
+      const pause = record.status === null ? 100 : (this.options.thinkMs ?? 0);
       if (pause > 0) await new Promise((resolve) => setTimeout(resolve, pause));
     }
+  }
+
+  /** One request of writer `index`; `live` is its links, updated as they are created and deleted. */
+  private async step(
+    kind: OpKind,
+    index: number,
+    target: number,
+    live: string[],
+    next: () => number,
+    nextNumber: () => number,
+  ): Promise<OpRecord> {
+    const base = this.options.targets[target]!;
+    if (kind === 'create') {
+      const code = `${this.options.codePrefix}${index.toString(36).padStart(2, '0')}${String(nextNumber()).padStart(5, '0')}`;
+      const body = { code, url: `https://example.com/${code}`, created_at: '2024-01-01T00:00:00Z', click_count: 0 };
+      const record = await this.send(kind, target, base, 'POST', '/shorten', { body }, { code });
+      if (is2xx(record.status)) live.push(code);
+      return record;
+    }
+    if (kind === 'update') {
+      const code = live[Math.floor(next() * live.length)]!;
+      const url = `https://example.com/${code}/u${++this.updates}`;
+      return this.send(kind, target, base, 'PATCH', `/${code}`, { body: { url } }, { code, url });
+    }
+    if (kind === 'delete') {
+      // Gone from the writer's links whatever the answer: a later change to it would only be refused.
+      const code = live.splice(Math.floor(next() * live.length), 1)[0]!;
+      return this.send(kind, target, base, 'DELETE', `/${code}`, {}, { code });
+    }
+    if (kind === 'redirect') {
+      const code = live[Math.floor(next() * live.length)]!;
+      return this.send(kind, target, base, 'GET', `/${code}`, {}, { code });
+    }
+    if (kind === 'session') {
+      return this.send(kind, target, base, 'GET', '/api/v1/auth/me', { headers: { cookie: this.session(index) } });
+    }
+    return this.execute(index, target, base);
   }
 
   private async executions(): Promise<void> {
@@ -165,10 +180,10 @@ export class Load {
     return sessions[index % sessions.length]!;
   }
 
-  private async execute(index: number, target: number, base: string): Promise<void> {
+  private execute(index: number, target: number, base: string): Promise<OpRecord> {
     const cookie = this.session(index);
     const script = this.options.script ?? 'let s = 0; for (let i = 0; i < 1000; i++) s += i; s';
-    await this.send(
+    return this.send(
       'execute',
       target,
       base,
