@@ -9,9 +9,10 @@ import Fastify, {
   type FastifyServerOptions,
   LogController,
 } from 'fastify';
-import type { Config } from './config/config.js';
+import type { Config, HttpTimeouts } from './config/config.js';
 import { errors } from './domain/errors.js';
 import { registerErrorHandling } from './http/error-handler.js';
+import { clientErrorHandler } from './http/client-errors.js';
 import type { RouteTable } from './http/route-table.js';
 import type { Metrics } from './adapters/telemetry/metrics.js';
 import { traceLogFields } from './adapters/telemetry/span-attributes.js';
@@ -78,6 +79,25 @@ class RequestLogs extends LogController {
   }
 }
 
+/**
+ * The connection limits (Fastify turns the request and connection timeouts off by default). Node
+ * looks for overdue requests every `connectionsCheckingInterval`, 30 s by default: a quarter of
+ * the shortest limit here, so a limit is enforced within 25% of its value.
+ */
+function serverTimeouts(limits: HttpTimeouts) {
+  const shortest = Math.min(...[limits.requestTimeoutMs, limits.headersTimeoutMs].filter((ms) => ms > 0), 120_000);
+  return {
+    requestTimeout: limits.requestTimeoutMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    connectionTimeout: limits.connectionTimeoutMs,
+    http: {
+      requestTimeout: limits.requestTimeoutMs,
+      headersTimeout: limits.headersTimeoutMs,
+      connectionsCheckingInterval: Math.min(30_000, Math.max(100, Math.floor(shortest / 4))),
+    },
+  };
+}
+
 /** Builds the HTTP app without listening: the server entry and the tests both use it. */
 export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> {
   const { config } = deps;
@@ -97,6 +117,8 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     },
     routerOptions: { maxParamLength: 4096 },
     forceCloseConnections: 'idle',
+    ...serverTimeouts(config.http),
+    clientErrorHandler,
   }).withTypeProvider<TypeBoxTypeProvider>();
 
   deps.routes.record(app);

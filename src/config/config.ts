@@ -29,6 +29,7 @@ export interface Config {
   readonly bodyLimit: number;
   readonly trustProxy: boolean;
   readonly shutdownTimeoutMs: number;
+  readonly http: HttpTimeouts;
   readonly database: DatabaseConfig;
   readonly urls: {
     readonly maxLength: number;
@@ -54,6 +55,18 @@ export interface Config {
   readonly role: Role;
   readonly sandbox: { readonly memoryBytes: number; readonly outputBytes: number };
   readonly notifications: { readonly allowPrivate: boolean; readonly timeoutMs: number };
+}
+
+/** How long a client may hold a connection; 0 turns a limit off. */
+export interface HttpTimeouts {
+  /** The whole request, headers and body, must arrive within this (else 408 and the connection closes). */
+  readonly requestTimeoutMs: number;
+  /** The request headers must arrive within this; at most `requestTimeoutMs`. */
+  readonly headersTimeoutMs: number;
+  /** An idle keep-alive connection is closed after this. */
+  readonly keepAliveTimeoutMs: number;
+  /** A connection on which nothing is received or sent for this long is closed. */
+  readonly connectionTimeoutMs: number;
 }
 
 export type TracingSamplerKind = 'ratio' | 'adaptive';
@@ -317,6 +330,34 @@ export const SETTINGS = {
     default: '10000',
     description: 'How long a graceful shutdown may take before the process exits anyway.',
     parse: integer(0, 600_000),
+  },
+  REQUEST_TIMEOUT_MS: {
+    name: 'REQUEST_TIMEOUT_MS',
+    default: '30000',
+    description:
+      'How long a client may take to send a whole request, headers and body; a slower one gets 408 and its connection is closed (slow clients cannot hold connections). 0: no limit.',
+    parse: integer(0, 3_600_000),
+  },
+  HEADERS_TIMEOUT_MS: {
+    name: 'HEADERS_TIMEOUT_MS',
+    default: '10000',
+    description:
+      'How long a client may take to send the request headers (408 and closed after that); at most `REQUEST_TIMEOUT_MS`. 0: no limit of its own.',
+    parse: integer(0, 3_600_000),
+  },
+  KEEP_ALIVE_TIMEOUT_MS: {
+    name: 'KEEP_ALIVE_TIMEOUT_MS',
+    default: '5000',
+    description:
+      "How long an idle keep-alive connection stays open after a response. Behind a proxy that reuses its connections to the service, set it above the proxy's idle timeout.",
+    parse: integer(1, 3_600_000),
+  },
+  CONNECTION_TIMEOUT_MS: {
+    name: 'CONNECTION_TIMEOUT_MS',
+    default: '60000',
+    description:
+      'A connection on which nothing is received or sent for this long while a request is read or answered is closed. 0: no limit.',
+    parse: integer(0, 3_600_000),
   },
   URL_MAX_LENGTH: {
     name: 'URL_MAX_LENGTH',
@@ -663,6 +704,7 @@ export function loadConfig(env: Env = process.env): Config {
     bodyLimit: read('BODY_LIMIT'),
     trustProxy: read('TRUST_PROXY'),
     shutdownTimeoutMs: read('SHUTDOWN_TIMEOUT_MS'),
+    http: httpTimeouts(read, problems),
     database:
       database &&
       (database.kind === 'sqlite' ? { ...database, poolMax: 1 } : { ...database, poolMax, connectTimeoutMs }),
@@ -726,6 +768,20 @@ function tracingConfig(read: <K extends keyof Settings>(key: K) => Parsed<K>): T
     sampler: read('TRACING_SAMPLER'),
     samplingRate,
     targetTracesPerSecond: read('TRACING_TARGET_TRACES_PER_SECOND'),
+  };
+}
+
+function httpTimeouts(read: <K extends keyof Settings>(key: K) => Parsed<K>, problems: string[]): HttpTimeouts {
+  const requestTimeoutMs = read('REQUEST_TIMEOUT_MS');
+  const headersTimeoutMs = read('HEADERS_TIMEOUT_MS');
+  if (requestTimeoutMs > 0 && headersTimeoutMs > requestTimeoutMs) {
+    problems.push(`HEADERS_TIMEOUT_MS=${headersTimeoutMs}: must be at most REQUEST_TIMEOUT_MS (${requestTimeoutMs})`);
+  }
+  return {
+    requestTimeoutMs,
+    headersTimeoutMs,
+    keepAliveTimeoutMs: read('KEEP_ALIVE_TIMEOUT_MS'),
+    connectionTimeoutMs: read('CONNECTION_TIMEOUT_MS'),
   };
 }
 

@@ -60,6 +60,10 @@ export const errors = {
     new AppError('EVENT_REFUSED', 422, `The event bus can never take this event: ${reason}`),
   backendUnavailable: (backend: Backend) =>
     new AppError('BACKEND_UNAVAILABLE', 503, `${BACKEND_NAMES[backend]} unavailable`, { 'retry-after': '1' }),
+  // Answered on the connection itself, before a request reaches a route (src/http/client-errors.ts).
+  requestTimeout: () => new AppError('REQUEST_TIMEOUT', 408, 'Request not received in time'),
+  headersTooLarge: () => new AppError('HEADERS_TOO_LARGE', 431, 'Request headers are too large'),
+  malformedRequest: () => new AppError('MALFORMED_REQUEST', 400, 'Malformed HTTP request'),
   rateLimited: (retryAfterSeconds: number) =>
     new AppError('RATE_LIMITED', 429, 'Rate limit exceeded', { 'retry-after': String(retryAfterSeconds) }),
 

@@ -63,6 +63,11 @@ export class OwnNatsServer {
     return this.log;
   }
 
+  /** The server's process id while it runs. */
+  get pid(): number | undefined {
+    return this.child?.pid;
+  }
+
   /** Starts the server (same port, same store as before) and waits until it accepts connections. */
   async start(): Promise<void> {
     if (this.child) return;
