@@ -31,6 +31,12 @@ export const errors = {
       type ? `Unsupported media type: ${type}; use application/json` : 'Missing Content-Type; use application/json',
     ),
   internal: () => new AppError('INTERNAL', 500, 'Internal server error'),
+  tooManyExecutions: (limit: number) =>
+    new AppError(
+      'TOO_MANY_EXECUTIONS',
+      429,
+      `Too many executions queued or running (at most ${limit}); wait for one to end`,
+    ),
   rateLimited: (retryAfterSeconds: number) =>
     new AppError('RATE_LIMITED', 429, 'Rate limit exceeded', { 'retry-after': String(retryAfterSeconds) }),
 
