@@ -36,7 +36,8 @@ export interface SubscribeOptions {
   /**
    * Unordered, with at most this many messages in the handler at once, each handed over as soon
    * as there is room and acknowledged on its own: one long message holds up nothing but its
-   * place (the executor, whose messages last as long as a script runs or waits to run).
+   * place (the executor, whose messages last as long as a script runs or waits to run). A place
+   * also counts while it is being fetched (NATS: each partition's puller holds one as it waits).
    */
   readonly concurrency?: number;
   /**
