@@ -85,13 +85,13 @@ export function capText(text: string, limitBytes: number, marker: string): { tex
 }
 
 /**
- * A result whose JSON is over `limitBytes` becomes a string: a string result cut itself, any
- * other value the start of its JSON text, each ending with the result marker.
+ * A result whose JSON is over `limitBytes` becomes a string: the start of that JSON text (a
+ * string result's begins with its quote), ending with the result marker.
  */
 export function capResult(value: unknown, limitBytes: number): { value: unknown; cut: boolean } {
-  if (typeof value === 'string') {
-    const { text, cut } = capText(value, limitBytes, CUT_MARKERS.result);
-    return { value: text, cut };
+  // Cut before (by the sandbox): kept as it is.
+  if (typeof value === 'string' && value.endsWith(CUT_MARKERS.result) && capText(value, limitBytes, '').cut === false) {
+    return { value, cut: true };
   }
   const json = JSON.stringify(value ?? null);
   if (json.length * 3 <= limitBytes || Buffer.byteLength(json, 'utf8') <= limitBytes) return { value, cut: false };

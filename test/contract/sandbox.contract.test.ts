@@ -109,7 +109,7 @@ describe.each([{ name: 'quickjs', make: (concurrency?: number): Sandbox => new Q
       expect(text).toMatchObject({ status: 'completed', truncated: true, error: null });
       expect(typeof text.result).toBe('string');
       expect(Buffer.byteLength(text.result as string)).toBeLessThanOrEqual(LIMITS.outputBytes);
-      expect(text.result as string).toMatch(/^p{60000,}\n\[result truncated\]$/);
+      expect(text.result as string).toMatch(/^"p{60000,}\n\[result truncated\]$/); // its JSON text's start
 
       const value = await sandbox.run('Array.from({ length: 100000 }, (_, i) => ({ i }))', limits);
       expect(value).toMatchObject({ status: 'completed', truncated: true });
@@ -124,7 +124,7 @@ describe.each([{ name: 'quickjs', make: (concurrency?: number): Sandbox => new Q
       // Multi-byte characters are cut whole.
       const wide = await sandbox.run('"é".repeat(40000)', limits);
       expect(wide.truncated).toBe(true);
-      expect(wide.result as string).toMatch(/^é+\n\[result truncated\]$/);
+      expect(wide.result as string).toMatch(/^"é+\n\[result truncated\]$/);
       expect(await sandbox.run('"p".repeat(1000)', limits)).toMatchObject({
         result: 'p'.repeat(1000),
         truncated: false,

@@ -27,14 +27,14 @@ const ExecutionRead = Type.Object({
   output: Type.String({ description: 'Captured console output, at most 64 KiB.' }),
   result: Type.Unknown({
     description:
-      'The completion value of the script, as JSON. One whose JSON is over 64 KiB is cut: a string of its start, ending with `[result truncated]`.',
+      'The completion value of the script, as JSON. One whose JSON is over 64 KiB is cut: a string, the start of that JSON text, ending with `[result truncated]`.',
   }),
   error: Type.Union([Type.String(), Type.Null()], {
     description: 'At most 64 KiB, ending with `[error truncated]` when cut.',
   }),
   truncated: Type.Boolean({
     description:
-      'Whether output, result or error was cut at its limit. In a list, script, output, result and error show their first 1024 characters only (cut ones marked; this is then true): read the execution for the whole.',
+      'Whether output, result or error was cut at its limit. In a list, script, output and error show their first 1024 characters only, and a result whose JSON is longer the start of that JSON text, as a string (each cut one marked; this is then true): read the execution for the whole.',
   }),
   duration_ms: Type.Union([Type.Integer(), Type.Null()]),
   created_at: Type.String({ format: 'date-time' }),
