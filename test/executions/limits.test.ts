@@ -8,7 +8,7 @@
 import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EventTables } from '../../src/adapters/event-bus/event-tables.js';
-import { type AuthTestApp, type Session, signUp, startAuthApp } from '../helpers/auth.js';
+import { type AuthTestApp, signUp, startAuthApp } from '../helpers/auth.js';
 import { BACKENDS } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
 import { expectError } from '../helpers/http.js';
