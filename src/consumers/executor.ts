@@ -11,7 +11,7 @@ import {
   FINAL_STATUSES,
 } from '../domain/execution.js';
 import type { ExecutionRepository } from '../ports/execution-repository.js';
-import type { Sandbox } from '../ports/sandbox.js';
+import type { Sandbox, SandboxResult } from '../ports/sandbox.js';
 import type { ConsumerDefinition } from '../services/consumer-runner.js';
 import { FairSlots } from './fair-slots.js';
 
@@ -49,83 +49,13 @@ export function executorConsumer(
   events: ExecutionEventFactory,
   options: ExecutorOptions,
 ): ConsumerDefinition {
-  const slots = new FairSlots<number>(sandbox.concurrency, Math.min(options.maxThreadsPerUser, sandbox.concurrency));
-  const stopping = new AbortController();
-  const heartbeatMs = Math.max(50, Math.floor(options.ackWaitMs / 3));
-  const clock = options.clock ?? Date.now;
-  const claimant = options.claimant ?? `${hostname()}/${process.pid}/${randomUUID().slice(0, 8)}`;
-
-  /** Runs the claimed attempt, renewing its claim, and records how it ended (if it still holds). */
-  const run = async (request: ExecutionRequestedPayload, claimed: Execution, span: Span) => {
-    const id = request.execution_id;
-    const renewal = setInterval(() => {
-      executions.renew(id, claimed.attempt, clock() + options.ackWaitMs).then(
-        (held) => held || span.addEvent('claim lost', { 'execution.attempt': claimed.attempt }),
-        () => undefined, // the database is away: the next heartbeat tries again
-      );
-    }, heartbeatMs);
-    let result;
-    try {
-      const { memoryBytes, outputBytes } = options;
-      result = await sandbox.run(request.script, { timeoutMs: request.timeout_ms, memoryBytes, outputBytes });
-    } finally {
-      clearInterval(renewal);
-    }
-    const outcome = capOutcome(
-      {
-        status: result.status,
-        output: result.output,
-        result: result.result,
-        error: result.error,
-        truncated: result.truncated,
-        duration_ms: result.durationMs,
-      },
-      options.outputBytes,
-    );
-    span.setAttribute('execution.status', outcome.status);
-    const recorded = await executions.finish(id, claimed.attempt, outcome, () => [
-      events.finished(id, request.user_id, outcome),
-    ]);
-    // Not recorded: this worker was taken for dead and another took the execution over.
-    if (!recorded) span.setAttribute('execution.superseded', true);
-  };
-
-  const execute = async (request: ExecutionRequestedPayload, span: Span) => {
-    const id = request.execution_id;
-    for (;;) {
-      const current = await executions.get(id);
-      if (!current || FINAL_STATUSES.has(current.status)) return;
-      if (current.status === 'running' && (current.claimed_until ?? 0) > clock()) {
-        // Another worker runs it (or this one, on a redelivery): wait for its end or its claim to lapse.
-        await sleep(heartbeatMs, undefined, { signal: stopping.signal });
-        continue;
-      }
-      const release = await slots.acquire(request.user_id);
-      try {
-        const now = clock();
-        const claimed = await executions.claim(id, { claimant, now, until: now + options.ackWaitMs }, (e) => [
-          events.started(id, request.user_id, e.attempt),
-        ]);
-        if (!claimed) continue; // another worker was quicker: see how it goes
-        span.setAttribute('execution.attempt', claimed.attempt);
-        await run(request, claimed, span);
-        return;
-      } finally {
-        release();
-      }
-    }
-  };
-
+  const executor = new Executor(executions, sandbox, events, options);
   return {
     group: 'executor',
     topics: [TOPICS.execution],
     concurrency: options.window,
     ackWaitMs: options.ackWaitMs,
-    // What waits for a thread goes back to the bus (for another worker); what runs finishes.
-    stop: () => {
-      stopping.abort();
-      slots.close();
-    },
+    stop: () => executor.stop(),
     handle: async (message, span) => {
       if (message.envelope.event_type !== EVENT_TYPES.executionRequested) return;
       const request = message.envelope.payload as ExecutionRequestedPayload;
@@ -134,12 +64,92 @@ export function executorConsumer(
         'execution.language': request.language,
         'execution.script.length': request.script.length,
       });
-      const heartbeat = setInterval(() => message.inProgress(), heartbeatMs);
+      const heartbeat = setInterval(() => message.inProgress(), executor.heartbeatMs);
       try {
-        await execute(request, span);
+        await executor.execute(request, span);
       } finally {
         clearInterval(heartbeat);
       }
     },
   };
+}
+
+class Executor {
+  readonly heartbeatMs: number;
+  private readonly slots: FairSlots<number>;
+  private readonly stopping = new AbortController();
+  private readonly clock: () => number;
+  private readonly claimant: string;
+
+  constructor(
+    private readonly executions: ExecutionRepository,
+    private readonly sandbox: Sandbox,
+    private readonly events: ExecutionEventFactory,
+    private readonly options: ExecutorOptions,
+  ) {
+    this.slots = new FairSlots(sandbox.concurrency, Math.min(options.maxThreadsPerUser, sandbox.concurrency));
+    this.heartbeatMs = Math.max(50, Math.floor(options.ackWaitMs / 3));
+    this.clock = options.clock ?? Date.now;
+    this.claimant = options.claimant ?? `${hostname()}/${process.pid}/${randomUUID().slice(0, 8)}`;
+  }
+
+  /** What waits for a thread goes back to the bus (for another worker); what runs finishes. */
+  stop(): void {
+    this.stopping.abort();
+    this.slots.close();
+  }
+
+  /** Runs the request once a thread is free, unless it ended or another worker runs it. */
+  async execute(request: ExecutionRequestedPayload, span: Span): Promise<void> {
+    const id = request.execution_id;
+    for (;;) {
+      const current = await this.executions.get(id);
+      if (!current || FINAL_STATUSES.has(current.status)) return;
+      if (current.status === 'running' && (current.claimed_until ?? 0) > this.clock()) {
+        // Another worker runs it (or this one, on a redelivery): wait for its end or its claim to lapse.
+        await sleep(this.heartbeatMs, undefined, { signal: this.stopping.signal });
+        continue;
+      }
+      const release = await this.slots.acquire(request.user_id);
+      try {
+        const now = this.clock();
+        const claim = { claimant: this.claimant, now, until: now + this.options.ackWaitMs };
+        const claimed = await this.executions.claim(id, claim, (e) => [
+          this.events.started(id, request.user_id, e.attempt),
+        ]);
+        if (!claimed) continue; // another worker was quicker: see how it goes
+        span.setAttribute('execution.attempt', claimed.attempt);
+        await this.run(request, claimed, span);
+        return;
+      } finally {
+        release();
+      }
+    }
+  }
+
+  /** Runs the claimed attempt, renewing its claim, and records how it ended (if it still holds). */
+  private async run(request: ExecutionRequestedPayload, claimed: Execution, span: Span): Promise<void> {
+    const id = request.execution_id;
+    const { memoryBytes, outputBytes, ackWaitMs } = this.options;
+    const renewal = setInterval(() => {
+      this.executions.renew(id, claimed.attempt, this.clock() + ackWaitMs).then(
+        (held) => held || span.addEvent('claim lost', { 'execution.attempt': claimed.attempt }),
+        () => undefined, // the database is away: the next heartbeat tries again
+      );
+    }, this.heartbeatMs);
+    let run: SandboxResult;
+    try {
+      run = await this.sandbox.run(request.script, { timeoutMs: request.timeout_ms, memoryBytes, outputBytes });
+    } finally {
+      clearInterval(renewal);
+    }
+    const { durationMs: duration_ms, ...result } = run;
+    const outcome = capOutcome({ ...result, duration_ms }, outputBytes);
+    span.setAttribute('execution.status', outcome.status);
+    const recorded = await this.executions.finish(id, claimed.attempt, outcome, () => [
+      this.events.finished(id, request.user_id, outcome),
+    ]);
+    // Not recorded: this worker was taken for dead and another took the execution over.
+    if (!recorded) span.setAttribute('execution.superseded', true);
+  }
 }

@@ -3,7 +3,8 @@
  * twice (issue #11): a worker process of the built service (`serve --role worker`) runs one
  * user's scripts; a second worker joins; the first is killed with SIGKILL while two scripts run
  * on it and more wait in it. The second takes over each of them within a bounded wait (the
- * executor's ack wait, EXECUTION_ACK_WAIT_MS, plus a heartbeat or two), under a new attempt, and
+ * executor's ack wait, EXECUTION_ACK_WAIT_MS, plus a heartbeat or two: it has a thread free for
+ * each), under a new attempt, and
  * every execution ends exactly once: one `execution.completed` event each in the event store,
  * none failed or timed out, none left queued or running. On PostgreSQL with NATS JetStream (a
  * nats-server of the test's own), and on the embedded bus (a SQLite file shared by the processes).
@@ -20,8 +21,13 @@ import { natsServerBinaryAvailable, OwnNatsServer } from '../events/own-nats-ser
 import { submit } from './execution-client.js';
 
 const ACK_WAIT_MS = 3000;
-/** The correctness bound on a takeover: the ack wait, a heartbeat, a rebalance or pull, and slack. */
+/**
+ * The correctness bound on a takeover: the ack wait, then a heartbeat or two for the claim to
+ * lapse and be seen (the second worker has a free thread for each), and slack.
+ */
 const TAKEOVER_BOUND_MS = 10_000;
+/** The second worker's threads: enough for all, so a taken-over execution never waits for one. */
+const BIG_POOL = { EXECUTION_CONCURRENCY: '4', EXECUTION_MAX_THREADS_PER_USER: '4' };
 const SCRIPTS = 4;
 /** Busy for a while, then a result: completes (so each completion is an `execution.completed`). */
 const SCRIPT = 'const end = Date.now() + 4000; let n = 0; while (Date.now() < end) n++; "done"';
@@ -96,7 +102,7 @@ describe.each(CASES)('a worker killed mid-execution, on $name', ({ backend, nats
       const onFirst = (row: Row) => row.status === 'running' && row.claimed_by?.includes(`/${first.child.pid}/`);
       await eventually(async () => expect((await rows()).filter(onFirst)).toHaveLength(2), { timeoutMs: 20_000 });
 
-      const second = await startServer(env, ['serve', '--role', 'worker']);
+      const second = await startServer({ ...env, ...BIG_POOL }, ['serve', '--role', 'worker']);
       workers.push(second);
       await new Promise((resolve) => setTimeout(resolve, 1000)); // it joins the group
       const held = (await rows()).filter(onFirst);
