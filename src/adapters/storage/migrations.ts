@@ -113,6 +113,9 @@ export async function migrateToLatest(db: AnyKysely, dialect: Dialect): Promise<
   const migrator = new Migrator({
     db,
     provider: { getMigrations: async () => migrations(dialect) },
+    // A migration missing from a database that has later ones is applied, not refused (changes
+    // developed side by side get their names in advance and may reach a database in any order).
+    allowUnorderedMigrations: true,
     ...(migrationTableSchema ? { migrationTableSchema } : {}),
   });
   const { error, results } = await migrator.migrateToLatest();
