@@ -265,15 +265,15 @@ export class NatsEventBus implements EventBus {
     } catch {
       info = undefined;
     }
-    const ackWait = nanos(options.ackWaitMs ?? this.options.ackWaitMs);
+    const ackWaitMs = options.ackWaitMs ?? this.options.ackWaitMs;
     if (info !== undefined) {
       // A group whose settings changed since its consumer was made: how many may be in flight, and for how long.
+      const ackWait = nanos(ackWaitMs);
       if (info.config.max_ack_pending !== maxAckPending(options) || info.config.ack_wait !== ackWait) {
         await jsm.consumers.update(stream, durable, { max_ack_pending: maxAckPending(options), ack_wait: ackWait });
       }
     } else {
       const latest = options.startAt === 'latest';
-      const ackWaitMs = options.ackWaitMs ?? this.options.ackWaitMs;
       await jsm.consumers.add(stream, {
         ...this.consumerConfig(options.topic, partition, durable, ackWaitMs, maxAckPending(options)),
         deliver_policy: latest ? DeliverPolicy.New : DeliverPolicy.All,
