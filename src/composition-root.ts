@@ -231,9 +231,11 @@ export async function compose(config: Config, options: ComposeOptions = {}): Pro
     reservedCodes: () => routes.reservedCodes(),
     events: urlEventFactory,
   });
-  const executionRepository = new KyselyExecutionRepository(database.db, backbone.outbox);
+  const executionRepository = new KyselyExecutionRepository(database.db, database.dialect, backbone.outbox);
   const executionEventFactory = executionEvents(serviceName);
-  const executions = new ExecutionService(executionRepository, executionEventFactory);
+  const executions = new ExecutionService(executionRepository, executionEventFactory, {
+    maxPendingPerUser: config.executions.maxPendingPerUser,
+  });
   const notificationRepository = new KyselyNotificationRepository(database.db, backbone.outbox);
   const notifications = new NotificationService(notificationRepository, {
     allowPrivate: config.notifications.allowPrivate,
@@ -266,7 +268,7 @@ export async function compose(config: Config, options: ComposeOptions = {}): Pro
 
   // What runs in this process: the API's consumers and the worker's.
   const worker = config.role !== 'api';
-  const sandbox = worker ? new QuickJsSandbox() : undefined;
+  const sandbox = worker ? new QuickJsSandbox(config.executions.concurrency) : undefined;
   const consumers: ConsumerDefinition[] = [];
   if (config.role !== 'worker') consumers.push(cacheInvalidationConsumer(cache));
   if (sandbox) {
@@ -277,7 +279,13 @@ export async function compose(config: Config, options: ComposeOptions = {}): Pro
         transactions: backbone.transactions,
       }),
       backbone.deadLetters.consumer(),
-      executorConsumer(executionRepository, sandbox, executionEventFactory, config.sandbox),
+      executorConsumer(executionRepository, sandbox, executionEventFactory, {
+        ...config.sandbox,
+        maxThreadsPerUser: config.executions.maxThreadsPerUser,
+        // Room to see other users' requests while one user's wait for a thread.
+        window: config.executions.concurrency + config.executions.maxPendingPerUser,
+        ackWaitMs: config.executions.ackWaitMs,
+      }),
       notificationFanOut(notificationRepository, serviceName),
       notificationSender(notificationRepository, config.notifications, metrics.registry),
     );

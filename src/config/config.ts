@@ -6,6 +6,7 @@
  * from it (`urlshortener config --markdown`), so docs and code cannot drift apart.
  */
 
+import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
 import { AUTH_SETTINGS, type AuthSettingValues } from '../domain/settings.js';
 import { isValidEmail, isValidUsername, PASSWORD_MAX_BYTES, passwordLength } from '../domain/user.js';
@@ -54,6 +55,7 @@ export interface Config {
   readonly events: EventsConfig;
   readonly role: Role;
   readonly sandbox: { readonly memoryBytes: number; readonly outputBytes: number };
+  readonly executions: ExecutionsConfig;
   readonly notifications: { readonly allowPrivate: boolean; readonly timeoutMs: number };
 }
 
@@ -130,6 +132,17 @@ export interface EventsConfig {
   readonly ackWaitMs: number;
   /** Largest event envelope a change may record (JSON, UTF-8 bytes). */
   readonly maxEventBytes: number;
+}
+
+export interface ExecutionsConfig {
+  /** Sandbox threads of one worker: scripts it runs at once. */
+  readonly concurrency: number;
+  /** Of those, how many one user's executions may hold at once. */
+  readonly maxThreadsPerUser: number;
+  /** Queued and running executions one user may have (POST /execute answers 429 beyond). */
+  readonly maxPendingPerUser: number;
+  /** Silence after which a worker's executions pass to another (heartbeats every third of it). */
+  readonly ackWaitMs: number;
 }
 
 export class ConfigError extends Error {
@@ -658,6 +671,34 @@ export const SETTINGS = {
     description: 'Memory cap of one script run in the sandbox.',
     parse: integer(8, 1024),
   },
+  EXECUTION_CONCURRENCY: {
+    name: 'EXECUTION_CONCURRENCY',
+    default: 'auto',
+    description:
+      'Sandbox threads per worker: scripts one worker runs at once. `auto`: the number of CPU cores. More wait, `queued`, for a thread.',
+    parse: (raw: string) => (raw.trim() === 'auto' ? availableParallelism() : integer(1, 256)(raw)),
+  },
+  EXECUTION_MAX_THREADS_PER_USER: {
+    name: 'EXECUTION_MAX_THREADS_PER_USER',
+    default: 'auto',
+    description:
+      "Sandbox threads of a worker that one user's executions may hold at once; free threads go to users in turn. `auto`: all but one (at least one), so one user's long scripts never make another's wait.",
+    parse: (raw: string) => (raw.trim() === 'auto' ? undefined : integer(1, 256)(raw)),
+  },
+  EXECUTION_MAX_PENDING_PER_USER: {
+    name: 'EXECUTION_MAX_PENDING_PER_USER',
+    default: '10',
+    description:
+      'Queued and running executions one user may have at once, over all instances; `POST /execute` answers 429 beyond it.',
+    parse: integer(1, 100_000),
+  },
+  EXECUTION_ACK_WAIT_MS: {
+    name: 'EXECUTION_ACK_WAIT_MS',
+    default: '5000',
+    description:
+      "How long a worker may go without a heartbeat before its executions pass to another worker: the executor's ack wait on NATS, its lease on the embedded log, and a claim's lease in the database. Heartbeats go every third of it.",
+    parse: integer(300, 600_000),
+  },
   NOTIFICATIONS_ALLOW_PRIVATE: {
     name: 'NOTIFICATIONS_ALLOW_PRIVATE',
     default: 'false',
@@ -751,6 +792,7 @@ export function loadConfig(env: Env = process.env): Config {
     },
     role: read('ROLE'),
     sandbox: { memoryBytes: read('SANDBOX_MEMORY_MB') * 1024 * 1024, outputBytes: 64 * 1024 },
+    executions: executionsConfig(read),
     notifications: { allowPrivate: read('NOTIFICATIONS_ALLOW_PRIVATE'), timeoutMs: read('NOTIFICATION_TIMEOUT_MS') },
   };
   if (problems.length > 0) throw new ConfigError(problems);
@@ -782,6 +824,16 @@ function httpTimeouts(read: <K extends keyof Settings>(key: K) => Parsed<K>, pro
     headersTimeoutMs,
     keepAliveTimeoutMs: read('KEEP_ALIVE_TIMEOUT_MS'),
     connectionTimeoutMs: read('CONNECTION_TIMEOUT_MS'),
+  };
+}
+
+function executionsConfig(read: <K extends keyof Settings>(key: K) => Parsed<K>): ExecutionsConfig {
+  const concurrency = read('EXECUTION_CONCURRENCY');
+  return {
+    concurrency,
+    maxThreadsPerUser: Math.min(read('EXECUTION_MAX_THREADS_PER_USER') ?? Math.max(1, concurrency - 1), concurrency),
+    maxPendingPerUser: read('EXECUTION_MAX_PENDING_PER_USER'),
+    ackWaitMs: read('EXECUTION_ACK_WAIT_MS'),
   };
 }
 

@@ -64,6 +64,12 @@ export const errors = {
   requestTimeout: () => new AppError('REQUEST_TIMEOUT', 408, 'Request not received in time'),
   headersTooLarge: () => new AppError('HEADERS_TOO_LARGE', 431, 'Request headers are too large'),
   malformedRequest: () => new AppError('MALFORMED_REQUEST', 400, 'Malformed HTTP request'),
+  tooManyExecutions: (limit: number) =>
+    new AppError(
+      'TOO_MANY_EXECUTIONS',
+      429,
+      `Too many executions queued or running (at most ${limit}); wait for one to end`,
+    ),
   rateLimited: (retryAfterSeconds: number) =>
     new AppError('RATE_LIMITED', 429, 'Rate limit exceeded', { 'retry-after': String(retryAfterSeconds) }),
 

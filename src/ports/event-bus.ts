@@ -10,6 +10,12 @@ export interface BusMessage {
   readonly envelope: EventEnvelope;
   /** 1 on first delivery; more when redelivered after a failure or a consumer crash. */
   readonly deliveryCount: number;
+  /**
+   * A heartbeat for a long handler: the message is still being worked on, so the bus must not
+   * hand it to another member yet (NATS: an in-progress acknowledgement, restarting the ack
+   * wait). Call it more often than the group's ack wait; it never throws.
+   */
+  inProgress(): void;
 }
 
 /** Throwing makes the bus deliver the message again later (at least once). */
@@ -27,6 +33,19 @@ export interface SubscribeOptions {
    * store): the bus may then hand over a batch at once. Ordered by default.
    */
   readonly ordered?: boolean;
+  /**
+   * Unordered, with at most this many messages in the handler at once, each handed over as soon
+   * as there is room and acknowledged on its own: one long message holds up nothing but its
+   * place (the executor, whose messages last as long as a script runs or waits to run). A place
+   * also counts while it is being fetched (NATS: each partition's puller holds one as it waits).
+   */
+  readonly concurrency?: number;
+  /**
+   * How long a message may be held without an acknowledgement or `inProgress()` before the bus
+   * gives it to another member (NATS: the consumer's ack wait; the embedded log: the group's
+   * partition lease, which a live member renews). The bus's default when absent.
+   */
+  readonly ackWaitMs?: number;
 }
 
 export interface Subscription {

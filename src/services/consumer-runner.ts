@@ -11,6 +11,12 @@ export interface ConsumerDefinition {
   readonly startAt?: 'earliest' | 'latest';
   /** False when the handler does not need messages one after the other (see SubscribeOptions). */
   readonly ordered?: boolean;
+  /** Messages in the handler at once, each as soon as there is room (see SubscribeOptions). */
+  readonly concurrency?: number;
+  /** How long a held message may go without `inProgress()` before another member gets it (see SubscribeOptions). */
+  readonly ackWaitMs?: number;
+  /** Called when the runner stops, before its subscriptions close: give back what waits. */
+  stop?(): void;
   /** The consumer span's name; `<topic> process` when absent. */
   readonly spanName?: string;
   /** When false, a failing message is retried for ever instead of being dead-lettered. */
@@ -48,6 +54,8 @@ export interface ConsumerLogger {
  */
 export class ConsumerRunner {
   private readonly subscriptions: Subscription[] = [];
+  private readonly started: ConsumerDefinition[] = [];
+  private stopping = false;
 
   constructor(
     private readonly bus: EventBus,
@@ -58,6 +66,7 @@ export class ConsumerRunner {
   ) {}
 
   async start(consumer: ConsumerDefinition): Promise<void> {
+    this.started.push(consumer);
     for (const topic of consumer.topics) {
       this.subscriptions.push(
         await this.bus.subscribe({
@@ -65,6 +74,8 @@ export class ConsumerRunner {
           topic,
           startAt: consumer.startAt,
           ordered: consumer.ordered,
+          concurrency: consumer.concurrency,
+          ackWaitMs: consumer.ackWaitMs,
           handler: (message) => this.handle(consumer, message),
         }),
       );
@@ -72,6 +83,8 @@ export class ConsumerRunner {
   }
 
   async stop(): Promise<void> {
+    this.stopping = true;
+    for (const consumer of this.started.splice(0)) consumer.stop?.();
     await Promise.all(this.subscriptions.splice(0).map((s) => s.close()));
   }
 
@@ -86,6 +99,8 @@ export class ConsumerRunner {
         } catch (error) {
           this.metrics.failed(message.topic, consumer.group);
           span.addEvent('attempt failed', { attempt, 'exception.message': (error as Error).message });
+          // Stopping: no retry and no dead letter; the bus delivers it again, here or elsewhere.
+          if (this.stopping) throw error;
           if (attempt >= this.policy.attempts) {
             if (consumer.deadLetter === false) throw error; // the bus delivers it again later
             await this.deadLetter(consumer, message, error as Error, attempt);

@@ -17,15 +17,27 @@ export interface Caller {
 
 const executionNotFound = () => new AppError('EXECUTION_NOT_FOUND', 404, 'Execution not found');
 
+/** Characters of script, output, result and error each execution shows in a list (read one for all). */
+export const LIST_PREVIEW_CHARS = 1024;
+
+export interface ExecutionServiceOptions {
+  /** Queued and running executions one user may have; a submission beyond them is refused (429). */
+  readonly maxPendingPerUser: number;
+}
+
 /** `POST /execute` and the executions read model: submit, read one, list one's own. */
 export class ExecutionService {
   constructor(
     private readonly executions: ExecutionRepository,
     private readonly events: ExecutionEventFactory,
+    private readonly options: ExecutionServiceOptions,
   ) {}
 
-  /** Queues the script; `execution.requested` is recorded with it, so an accepted request is never lost. */
-  submit(caller: Caller, request: ExecutionRequest): Promise<Execution> {
+  /**
+   * Queues the script; `execution.requested` is recorded with it, so an accepted request is never
+   * lost. 429 when the caller already has `maxPendingPerUser` queued or running.
+   */
+  async submit(caller: Caller, request: ExecutionRequest): Promise<Execution> {
     if (Buffer.byteLength(request.script, 'utf8') > SCRIPT_MAX_BYTES) {
       throw errors.validation(`body: 'script' must be at most ${SCRIPT_MAX_BYTES} bytes`);
     }
@@ -36,7 +48,10 @@ export class ExecutionService {
       script: request.script,
       timeout_ms: request.timeout_ms ?? TIMEOUT_DEFAULT_MS,
     };
-    return this.executions.create(payload, () => [this.events.requested(payload)]);
+    const limit = this.options.maxPendingPerUser;
+    const execution = await this.executions.create(payload, limit, () => [this.events.requested(payload)]);
+    if (!execution) throw errors.tooManyExecutions(limit);
+    return execution;
   }
 
   /** The owner and admins see an execution; anyone else gets the same 404 as for a missing one. */
@@ -46,10 +61,13 @@ export class ExecutionService {
     return execution;
   }
 
-  /** The caller's executions, newest first; `nextBefore` is set when older ones exist. */
+  /**
+   * The caller's executions, newest first, each with its long texts cut to a preview (so a page
+   * stays small); `nextBefore` is set when older ones exist.
+   */
   async list(caller: Caller, options: { limit: number; before?: string }) {
     const { items: executions, more } = await fetchPage(options.limit, (limit) =>
-      this.executions.listByUser(caller.userId, { ...options, limit: limit! }),
+      this.executions.listByUser(caller.userId, { ...options, limit: limit!, previewChars: LIST_PREVIEW_CHARS }),
     );
     return more ? { executions, nextBefore: executions[executions.length - 1]!.id } : { executions };
   }

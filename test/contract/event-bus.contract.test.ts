@@ -7,6 +7,28 @@ import { eventually } from '../helpers/eventually.js';
 
 const available = Object.fromEntries(await Promise.all(BUS_KINDS.map(async (k) => [k.name, await k.available()])));
 
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** A consumer process (test/fixtures/crashing-consumer.ts) that takes a message and hangs; resolves once it has one. */
+async function crashingConsumer(
+  family: BusFamily,
+  kind: string,
+  group: string,
+  t: string,
+  id: string,
+  ackWait?: number,
+) {
+  const args = ['--import', 'tsx', 'test/fixtures/crashing-consumer.ts', kind, group, t];
+  const child = spawn(process.execPath, ackWait === undefined ? args : [...args, String(ackWait)], {
+    env: { ...process.env, ...family.env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let output = '';
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  await eventually(() => expect(output).toContain(`got ${id}`), { timeoutMs: 20_000 });
+  return child;
+}
+
 const HEADERS = { event_type: 'test.event', service: 'urlshortener', traceparent: '', tracestate: '' };
 const event = (key: string, n: number) =>
   createEvent('test.event', { n }, { service: 'urlshortener', topic: 'contract', key });
@@ -122,17 +144,7 @@ describe.each(BUS_KINDS)('EventBus on $name', (kind) => {
   it.skipIf(!ok)('redelivers what a consumer that crashed had not acknowledged', async () => {
     const t = topic();
     const sent = await publish(t, 'crash', 1);
-    const child = spawn(
-      process.execPath,
-      ['--import', 'tsx', 'test/fixtures/crashing-consumer.ts', kind.name, 'crashy', t],
-      {
-        env: { ...process.env, ...family.env },
-        stdio: ['ignore', 'pipe', 'inherit'],
-      },
-    );
-    let output = '';
-    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    await eventually(() => expect(output).toContain(`got ${sent.id}`), { timeoutMs: 20_000 });
+    const child = await crashingConsumer(family, kind.name, 'crashy', t, sent.id);
     child.kill('SIGKILL');
     await new Promise((resolve) => child.once('exit', resolve));
 
@@ -250,5 +262,99 @@ describe.each(BUS_KINDS)('EventBus on $name', (kind) => {
     expect(mostInFlight).toBeGreaterThan(1);
     const again = c.received.filter((m) => m.envelope.event_id === sent[9]!.id);
     expect(again.map((m) => m.deliveryCount)).toContain(2);
+  });
+
+  it.skipIf(!ok)('keeps a message whose handler reports progress past the ack wait: delivered once', async () => {
+    const t = topic();
+    const other = await family.connect(); // a second member, to which an expired message would go
+    const deliveries: string[] = [];
+    const handler = (member: string) => async (m: BusMessage) => {
+      deliveries.push(member);
+      for (const end = Date.now() + 3500; Date.now() < end;) {
+        m.inProgress();
+        await sleep(250);
+      }
+    };
+    const options = { group: 'progress', topic: t, ackWaitMs: 1000, concurrency: 2 };
+    const subs = [
+      await bus.subscribe({ ...options, handler: handler('a') }),
+      await other.subscribe({ ...options, handler: handler('b') }),
+    ];
+    await sleep(1500); // the members settle on their partitions (embedded) before the message comes
+    await publish(t, 'progress', 1);
+    await eventually(() => expect(deliveries).toHaveLength(1));
+    await sleep(3500 + 1500); // the handler's run and more than an ack wait after it
+    await Promise.all(subs.map((s) => s.close()));
+    expect(deliveries).toHaveLength(1);
+  });
+
+  it.skipIf(!ok)(
+    'with a concurrency, hands over later messages while an earlier one is still in the handler, at most that many at once',
+    async () => {
+      const t = topic();
+      const sent: { id: string }[] = [];
+      for (let n = 0; n < 10; n++) sent.push(await publish(t, 'one-partition', n)); // one partition, in order
+      const first = sent[0]!.id;
+      let inFlight = 0;
+      let mostInFlight = 0;
+      let failedOnce = false;
+      let releaseFirst = () => undefined as void;
+      const firstHeld = new Promise<void>((resolve) => (releaseFirst = resolve));
+      const done: string[] = [];
+      const handler = async (m: BusMessage) => {
+        inFlight++;
+        mostInFlight = Math.max(mostInFlight, inFlight);
+        try {
+          if (m.envelope.event_id === first) await firstHeld;
+          else await sleep(20);
+          if (m.envelope.event_id === sent[5]!.id && !failedOnce) {
+            failedOnce = true;
+            throw new Error('handler failed once');
+          }
+          done.push(m.envelope.event_id);
+        } finally {
+          inFlight--;
+        }
+      };
+      // More than the partitions: a NATS member's pullers each hold a place while they wait for one.
+      const concurrency = bus.partitions + 2;
+      const options = { group: 'window', topic: t, concurrency, handler };
+      let sub = await bus.subscribe(options);
+      // Every later one, the failed one again too, while the first is still held.
+      await eventually(() => expect(new Set(done)).toEqual(new Set(sent.slice(1).map((s) => s.id))), {
+        timeoutMs: 15_000,
+      });
+      expect(done).not.toContain(first);
+      releaseFirst();
+      await eventually(() => expect(done).toContain(first));
+      await sub.close();
+      expect(done).toHaveLength(10); // each handled once
+      expect(mostInFlight).toBeGreaterThan(1);
+      expect(mostInFlight).toBeLessThanOrEqual(concurrency);
+      // All acknowledged: the group, subscribed again, gets nothing more.
+      sub = await bus.subscribe(options);
+      await sleep(1500);
+      await sub.close();
+      expect(done).toHaveLength(10);
+    },
+  );
+
+  it.skipIf(!ok)("moves a crashed member's held message to another within the group's ack wait", async () => {
+    const t = topic();
+    const ackWaitMs = 1500;
+    const sent = await publish(t, 'crash', 1);
+    const child = await crashingConsumer(family, kind.name, 'crashy-fast', t, sent.id, ackWaitMs);
+    const c = collector();
+    // Joins while the other member holds the message, so that only its crash hands it over.
+    const sub = await bus.subscribe({ group: 'crashy-fast', topic: t, ackWaitMs, concurrency: 4, handler: c.handler });
+    await sleep(ackWaitMs * 2);
+    expect(c.ids()).not.toContain(sent.id); // held, with heartbeats: not handed over while it lives
+    const killed = Date.now();
+    child.kill('SIGKILL');
+    await new Promise((resolve) => child.once('exit', resolve));
+    // An ack wait, plus a rebalance tick and a fetch (embedded) or a pull (NATS).
+    await eventually(() => expect(c.ids()).toContain(sent.id), { timeoutMs: ackWaitMs + 3000, intervalMs: 50 });
+    console.log(`${kind.name}: held message handed over ${Date.now() - killed} ms after the kill`);
+    await sub.close();
   });
 });

@@ -5,99 +5,154 @@ import type { Sandbox, SandboxLimits } from '../../src/ports/sandbox.js';
 const LIMITS: SandboxLimits = { timeoutMs: 1000, memoryBytes: 32 * 1024 * 1024, outputBytes: 64 * 1024 };
 
 /** One contract, every sandbox adapter (QuickJS in WebAssembly is the one there is). */
-describe.each([{ name: 'quickjs', make: (): Sandbox => new QuickJsSandbox() }])('Sandbox on $name', ({ make }) => {
-  const sandbox = make();
-  afterAll(() => sandbox.close());
+describe.each([{ name: 'quickjs', make: (concurrency?: number): Sandbox => new QuickJsSandbox(concurrency) }])(
+  'Sandbox on $name',
+  ({ make }) => {
+    const sandbox = make();
+    afterAll(() => sandbox.close());
 
-  it('returns the console output and the completion value', async () => {
-    const run = await sandbox.run(
-      'console.log("hello", 1, {a: 2}); console.error("oops"); [1, 2].map(x => x * 21)',
-      LIMITS,
-    );
-    expect(run).toMatchObject({
-      status: 'completed',
-      output: 'hello 1 {"a":2}\noops\n',
-      result: [21, 42],
-      error: null,
+    it('returns the console output and the completion value', async () => {
+      const run = await sandbox.run(
+        'console.log("hello", 1, {a: 2}); console.error("oops"); [1, 2].map(x => x * 21)',
+        LIMITS,
+      );
+      expect(run).toMatchObject({
+        status: 'completed',
+        output: 'hello 1 {"a":2}\noops\n',
+        result: [21, 42],
+        error: null,
+      });
+      expect(run.durationMs).toBeGreaterThanOrEqual(0);
     });
-    expect(run.durationMs).toBeGreaterThanOrEqual(0);
-  });
 
-  it('settles an async script', async () => {
-    const run = await sandbox.run('(async () => { await null; console.log("later"); return "done"; })()', LIMITS);
-    expect(run).toMatchObject({ status: 'completed', output: 'later\n', result: 'done' });
-  });
-
-  it('reports a thrown error as failed', async () => {
-    const run = await sandbox.run('throw new TypeError("bad input")', LIMITS);
-    expect(run).toMatchObject({ status: 'failed', error: 'TypeError: bad input', result: null });
-  });
-
-  it('reports a syntax error as failed', async () => {
-    expect(await sandbox.run('let = ;', LIMITS)).toMatchObject({
-      status: 'failed',
-      error: expect.stringMatching(/SyntaxError/),
+    it('settles an async script', async () => {
+      const run = await sandbox.run('(async () => { await null; console.log("later"); return "done"; })()', LIMITS);
+      expect(run).toMatchObject({ status: 'completed', output: 'later\n', result: 'done' });
     });
-  });
 
-  it('ends an endless loop as timed_out within its deadline plus a margin', async () => {
-    const run = await sandbox.run('while (true) {}', { ...LIMITS, timeoutMs: 300 });
-    expect(run.status).toBe('timed_out');
-    expect(run.durationMs).toBeLessThan(300 + 1500);
-  });
-
-  it('ends a memory bomb as failed', async () => {
-    const run = await sandbox.run('const a = []; while (true) a.push("x".repeat(1 << 16));', LIMITS);
-    expect(run.status).toBe('failed');
-    expect(run.error).toMatch(/memory/i);
-  });
-
-  it('ends a memory bomb of large arrays (which QuickJS alone does not count) as failed', async () => {
-    const run = await sandbox.run('const a = []; for (let i = 0; ; i++) a.push(new Array(10000).fill(i));', LIMITS);
-    expect(run).toMatchObject({ status: 'failed', error: 'Memory limit exceeded' });
-  });
-
-  it('ends one huge allocation as failed', async () => {
-    expect((await sandbox.run('new Array(2e8).fill(1).length', LIMITS)).status).toBe('failed');
-  });
-
-  it('ends unbounded recursion as failed', async () => {
-    const run = await sandbox.run('function f() { return f() + 1; } f()', LIMITS);
-    expect(run.status).toBe('failed');
-  });
-
-  it('still runs the next script after all of the above', async () => {
-    expect(await sandbox.run('1 + 1', LIMITS)).toMatchObject({ status: 'completed', result: 2 });
-  });
-
-  it('offers no network, file system, process or timers of the host', async () => {
-    const run = await sandbox.run(
-      '[typeof fetch, typeof require, typeof process, typeof XMLHttpRequest, typeof setTimeout, typeof globalThis.os, typeof globalThis.std]',
-      LIMITS,
-    );
-    expect(run.result).toEqual([
-      'undefined',
-      'undefined',
-      'undefined',
-      'undefined',
-      'undefined',
-      'undefined',
-      'undefined',
-    ]);
-  });
-
-  it('cuts console output at the limit', async () => {
-    const run = await sandbox.run('for (let i = 0; i < 10000; i++) console.log("0123456789");', {
-      ...LIMITS,
-      outputBytes: 1000,
+    it('reports a thrown error as failed', async () => {
+      const run = await sandbox.run('throw new TypeError("bad input")', LIMITS);
+      expect(run).toMatchObject({ status: 'failed', error: 'TypeError: bad input', result: null });
     });
-    expect(run.status).toBe('completed');
-    expect(Buffer.byteLength(run.output)).toBeLessThan(1100);
-    expect(run.output).toContain('[output truncated]');
-  });
 
-  it('keeps runs apart: nothing one script defines is seen by the next', async () => {
-    await sandbox.run('globalThis.leak = 42', LIMITS);
-    expect((await sandbox.run('typeof leak', LIMITS)).result).toBe('undefined');
-  });
-});
+    it('reports a syntax error as failed', async () => {
+      expect(await sandbox.run('let = ;', LIMITS)).toMatchObject({
+        status: 'failed',
+        error: expect.stringMatching(/SyntaxError/),
+      });
+    });
+
+    it('ends an endless loop as timed_out within its deadline plus a margin', async () => {
+      const run = await sandbox.run('while (true) {}', { ...LIMITS, timeoutMs: 300 });
+      expect(run.status).toBe('timed_out');
+      expect(run.durationMs).toBeLessThan(300 + 1500);
+    });
+
+    it('ends a memory bomb as failed', async () => {
+      const run = await sandbox.run('const a = []; while (true) a.push("x".repeat(1 << 16));', LIMITS);
+      expect(run.status).toBe('failed');
+      expect(run.error).toMatch(/memory/i);
+    });
+
+    it('ends a memory bomb of large arrays (which QuickJS alone does not count) as failed', async () => {
+      const run = await sandbox.run('const a = []; for (let i = 0; ; i++) a.push(new Array(10000).fill(i));', LIMITS);
+      expect(run).toMatchObject({ status: 'failed', error: 'Memory limit exceeded' });
+    });
+
+    it('ends one huge allocation as failed', async () => {
+      expect((await sandbox.run('new Array(2e8).fill(1).length', LIMITS)).status).toBe('failed');
+    });
+
+    it('ends unbounded recursion as failed', async () => {
+      const run = await sandbox.run('function f() { return f() + 1; } f()', LIMITS);
+      expect(run.status).toBe('failed');
+    });
+
+    it('still runs the next script after all of the above', async () => {
+      expect(await sandbox.run('1 + 1', LIMITS)).toMatchObject({ status: 'completed', result: 2 });
+    });
+
+    it('offers no network, file system, process or timers of the host', async () => {
+      const run = await sandbox.run(
+        '[typeof fetch, typeof require, typeof process, typeof XMLHttpRequest, typeof setTimeout, typeof globalThis.os, typeof globalThis.std]',
+        LIMITS,
+      );
+      expect(run.result).toEqual([
+        'undefined',
+        'undefined',
+        'undefined',
+        'undefined',
+        'undefined',
+        'undefined',
+        'undefined',
+      ]);
+    });
+
+    it('cuts console output at the limit', async () => {
+      const run = await sandbox.run('for (let i = 0; i < 10000; i++) console.log("0123456789");', {
+        ...LIMITS,
+        outputBytes: 1000,
+      });
+      expect(run.status).toBe('completed');
+      expect(Buffer.byteLength(run.output)).toBeLessThan(1100);
+      expect(run.output).toContain('[output truncated]');
+    });
+
+    it('keeps runs apart: nothing one script defines is seen by the next', async () => {
+      await sandbox.run('globalThis.leak = 42', LIMITS);
+      expect((await sandbox.run('typeof leak', LIMITS)).result).toBe('undefined');
+    });
+
+    it('cuts a huge result and a huge error at the output limit, marked as cut', async () => {
+      const limits = { ...LIMITS, memoryBytes: 64 * 1024 * 1024, timeoutMs: 5000 };
+      const text = await sandbox.run('"p".repeat(30 * 1024 * 1024)', limits);
+      expect(text).toMatchObject({ status: 'completed', truncated: true, error: null });
+      expect(typeof text.result).toBe('string');
+      expect(Buffer.byteLength(text.result as string)).toBeLessThanOrEqual(LIMITS.outputBytes);
+      expect(text.result as string).toMatch(/^"p{60000,}\n\[result truncated\]$/); // its JSON text's start
+
+      const value = await sandbox.run('Array.from({ length: 100000 }, (_, i) => ({ i }))', limits);
+      expect(value).toMatchObject({ status: 'completed', truncated: true });
+      expect(value.result as string).toMatch(/^\[\{"i":0\},\{"i":1\},.*\n\[result truncated\]$/s);
+      expect(Buffer.byteLength(value.result as string)).toBeLessThanOrEqual(LIMITS.outputBytes);
+
+      const thrown = await sandbox.run('throw new Error("e".repeat(30 * 1024 * 1024))', limits);
+      expect(thrown).toMatchObject({ status: 'failed', truncated: true, result: null });
+      expect(thrown.error).toMatch(/^Error: e{60000,}\n\[error truncated\]$/);
+      expect(Buffer.byteLength(thrown.error!)).toBeLessThanOrEqual(LIMITS.outputBytes);
+
+      // Multi-byte characters are cut whole.
+      const wide = await sandbox.run('"é".repeat(40000)', limits);
+      expect(wide.truncated).toBe(true);
+      expect(wide.result as string).toMatch(/^"é+\n\[result truncated\]$/);
+      expect(await sandbox.run('"p".repeat(1000)', limits)).toMatchObject({
+        result: 'p'.repeat(1000),
+        truncated: false,
+      });
+    });
+
+    it('runs as many scripts at once as it has threads: a short one ends while long ones run', async () => {
+      const pool = make(3);
+      try {
+        expect(pool.concurrency).toBe(3);
+        const ended: string[] = [];
+        const long = [1, 2].map((n) =>
+          pool.run('while (true) {}', { ...LIMITS, timeoutMs: 3000 }).then((run) => {
+            ended.push(`long${n}`);
+            return run;
+          }),
+        );
+        const short = await pool.run('1 + 1', LIMITS);
+        ended.push('short');
+        expect(short).toMatchObject({ status: 'completed', result: 2 });
+        expect(ended).toEqual(['short']); // both long ones still run
+        for (const run of await Promise.all(long)) expect(run.status).toBe('timed_out');
+        // A fourth run beyond the three threads waits for one, then runs.
+        const runs = await Promise.all([1, 2, 3, 4].map((n) => pool.run(`${n} * 2`, LIMITS)));
+        expect(runs.map((r) => r.result)).toEqual([2, 4, 6, 8]);
+      } finally {
+        await pool.close();
+      }
+    });
+  },
+);

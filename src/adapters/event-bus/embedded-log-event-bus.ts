@@ -17,6 +17,8 @@ import { PreparedQuery } from '../storage/prepared-query.js';
 import type { TransactionalLog, TransactionRunner } from './outbox.js';
 import type { EventTables } from './event-tables.js';
 import { failure, isPermanent, MessageRefused } from './publish-outcomes.js';
+import { InFlightWindow } from './in-flight-window.js';
+import { deliverWindowed, type PartitionAccess } from './windowed-partition.js';
 
 export interface EmbeddedLogOptions {
   readonly partitions: number;
@@ -370,6 +372,8 @@ class GroupConsumer {
   private running = true;
   private timer: NodeJS.Timeout | undefined;
   private rebalancing: Promise<void> | undefined;
+  /** With SubscribeOptions.concurrency: the places in flight, shared by this member's partitions. */
+  private readonly window: InFlightWindow | undefined;
 
   constructor(
     private readonly db: Kysely<EventTables>,
@@ -379,7 +383,14 @@ class GroupConsumer {
     private readonly options: EmbeddedLogOptions,
     private readonly now: () => number,
     private readonly subscription: SubscribeOptions,
-  ) {}
+  ) {
+    if (subscription.concurrency !== undefined) this.window = new InFlightWindow(subscription.concurrency);
+  }
+
+  /** The group's own ack wait, when it has one, is its lease: a dead member's work moves on after it. */
+  private get leaseMs(): number {
+    return this.subscription.ackWaitMs ?? this.options.leaseMs;
+  }
 
   private get key() {
     return { group_name: this.subscription.group, topic: this.subscription.topic };
@@ -407,7 +418,7 @@ class GroupConsumer {
       .onConflict((oc) => oc.columns(['group_name', 'topic', 'partition_no']).doNothing())
       .execute();
     await this.rebalance();
-    this.timer = setInterval(() => void this.rebalance(), Math.max(50, Math.floor(this.options.leaseMs / 3)));
+    this.timer = setInterval(() => void this.rebalance(), Math.max(50, Math.floor(this.leaseMs / 3)));
     this.timer.unref();
   }
 
@@ -416,7 +427,7 @@ class GroupConsumer {
     if (this.timer) clearInterval(this.timer);
     this.wake.emit(this.subscription.topic);
     await this.rebalancing;
-    await Promise.all(this.workers.values());
+    await Promise.all([...this.workers.values(), this.window?.close()]);
     await this.db
       .updateTable('consumer_leases')
       .set({ owner: '', expires_at: 0 })
@@ -443,7 +454,7 @@ class GroupConsumer {
   private async doRebalance(): Promise<void> {
     if (!this.running) return;
     const now = this.now();
-    const until = now + this.options.leaseMs;
+    const until = now + this.leaseMs;
     const { group_name, topic } = this.key;
     await this.db
       .insertInto('consumer_members')
@@ -513,8 +524,9 @@ class GroupConsumer {
     }
   }
 
-  /** Delivers partition `p` in order while this member holds it. */
+  /** Delivers partition `p` in order (or windowed) while this member holds it. */
   private async work(p: number): Promise<void> {
+    if (this.window) return deliverWindowed(this.partitionAccess(p), this.window);
     const { group_name, topic } = this.key;
     let next: number | undefined;
     while (this.running && this.owned.has(p)) {
@@ -554,6 +566,35 @@ class GroupConsumer {
         await sleep(this.options.retryDelayMs); // the database is away: try again shortly
       }
     }
+  }
+
+  private async position(p: number): Promise<number> {
+    const row = await this.db
+      .selectFrom('consumer_offsets')
+      .select('next_offset')
+      .where('group_name', '=', this.key.group_name)
+      .where('topic', '=', this.key.topic)
+      .where('partition_no', '=', p)
+      .executeTakeFirstOrThrow();
+    return Number(row.next_offset);
+  }
+
+  private partitionAccess(p: number): PartitionAccess<Row> {
+    return {
+      position: () => this.position(p),
+      read: (offset) => this.read(p, offset),
+      offsetOf: (row) => Number(row.log_offset),
+      deliver: (row) => this.deliver(row),
+      commit: async (next) => {
+        const position = { ...this.key, partition: p, next_offset: next };
+        const commit = (db: Kysely<EventTables>) => this.statements.commitPosition.run(db, position);
+        await (this.options.transactions ? this.options.transactions(this.db, commit) : commit(this.db));
+      },
+      idle: () => this.idle(),
+      taking: () => this.running && this.owned.has(p),
+      holding: () => this.owned.has(p),
+      retryDelayMs: this.options.retryDelayMs,
+    };
   }
 
   /**
@@ -611,6 +652,8 @@ class GroupConsumer {
       headers: row.decoded?.headers ?? (JSON.parse(row.headers) as MessageHeaders),
       envelope: row.decoded?.envelope ?? (JSON.parse(row.envelope) as EventEnvelope),
       deliveryCount: failures + 1,
+      // The member's lease, renewed while it lives, already keeps its messages from the others.
+      inProgress: () => undefined,
     };
     try {
       await this.subscription.handler(message);

@@ -28,6 +28,7 @@ import type {
   Subscription,
 } from '../../ports/event-bus.js';
 import { MessageRefused, outcomesOf } from './publish-outcomes.js';
+import { InFlightWindow } from './in-flight-window.js';
 
 export interface NatsEventBusOptions {
   readonly url: string;
@@ -65,8 +66,15 @@ const CONSUMER_WAIT_MS = 1000;
 /** Messages an unordered group (SubscribeOptions.ordered false) takes, and has in flight, at once. */
 const UNORDERED_BATCH = 100;
 
+/**
+ * What a partition's consumer of a group with `concurrency` may have unacknowledged, over all
+ * members (each member's own window bounds what it takes).
+ */
+const WINDOWED_MAX_ACK_PENDING = 1000;
+
 /** Ordered groups have one message in flight per partition, so order holds; unordered ones a batch. */
-const maxAckPending = (options: SubscribeOptions) => (options.ordered === false ? UNORDERED_BATCH : 1);
+const maxAckPending = (options: SubscribeOptions) =>
+  options.concurrency !== undefined ? WINDOWED_MAX_ACK_PENDING : options.ordered === false ? UNORDERED_BATCH : 1;
 
 export class NatsEventBus implements EventBus {
   readonly partitions: number;
@@ -155,7 +163,8 @@ export class NatsEventBus implements EventBus {
   }
 
   async subscribe(options: SubscribeOptions): Promise<Subscription> {
-    const state = { running: true };
+    const window = options.concurrency === undefined ? undefined : new InFlightWindow(options.concurrency);
+    const state = { running: true, window };
     const partitions = Array.from({ length: this.partitions }, (_, p) => p);
     // Connected: create the consumers now, so what is published from here on is theirs. Not
     // connected: each loop creates its consumer once the broker answers.
@@ -168,7 +177,7 @@ export class NatsEventBus implements EventBus {
       close: async () => {
         state.running = false;
         this.subscriptions.delete(subscription);
-        await Promise.all(loops);
+        await Promise.all([...loops, window?.close()]);
       },
     };
     this.subscriptions.add(subscription);
@@ -182,7 +191,7 @@ export class NatsEventBus implements EventBus {
     const durable = this.durable(group, partition);
     await jsm.consumers.delete(stream, durable).catch(() => undefined);
     await jsm.consumers.add(stream, {
-      ...this.consumerConfig(topic, partition, durable),
+      ...this.consumerConfig(topic, partition, durable, this.options.ackWaitMs),
       deliver_policy: DeliverPolicy.StartSequence,
       opt_start_seq: Math.max(1, offset),
     });
@@ -246,6 +255,7 @@ export class NatsEventBus implements EventBus {
     topic: string,
     partition: number,
     durable: string,
+    ackWaitMs: number,
     maxAckPending = 1,
   ): Partial<ConsumerConfig> {
     return {
@@ -253,7 +263,7 @@ export class NatsEventBus implements EventBus {
       ack_policy: AckPolicy.Explicit,
       filter_subject: this.subject(topic, partition),
       max_ack_pending: maxAckPending,
-      ack_wait: nanos(this.options.ackWaitMs),
+      ack_wait: nanos(ackWaitMs),
       max_deliver: -1,
     };
   }
@@ -268,15 +278,17 @@ export class NatsEventBus implements EventBus {
     } catch {
       info = undefined;
     }
+    const ackWaitMs = options.ackWaitMs ?? this.options.ackWaitMs;
     if (info !== undefined) {
-      // A group that became (un)ordered since its consumer was made: how many may be in flight.
-      if (info.config.max_ack_pending !== maxAckPending(options)) {
-        await jsm.consumers.update(stream, durable, { max_ack_pending: maxAckPending(options) });
+      // A group whose settings changed since its consumer was made: how many may be in flight, and for how long.
+      const ackWait = nanos(ackWaitMs);
+      if (info.config.max_ack_pending !== maxAckPending(options) || info.config.ack_wait !== ackWait) {
+        await jsm.consumers.update(stream, durable, { max_ack_pending: maxAckPending(options), ack_wait: ackWait });
       }
     } else {
       const latest = options.startAt === 'latest';
       await jsm.consumers.add(stream, {
-        ...this.consumerConfig(options.topic, partition, durable, maxAckPending(options)),
+        ...this.consumerConfig(options.topic, partition, durable, ackWaitMs, maxAckPending(options)),
         deliver_policy: latest ? DeliverPolicy.New : DeliverPolicy.All,
         ...(latest ? { inactive_threshold: nanos(LATEST_GROUP_IDLE_MS) } : {}),
       });
@@ -284,7 +296,11 @@ export class NatsEventBus implements EventBus {
     return durable;
   }
 
-  private async consume(options: SubscribeOptions, partition: number, state: { running: boolean }): Promise<void> {
+  private async consume(
+    options: SubscribeOptions,
+    partition: number,
+    state: { running: boolean; window: InFlightWindow | undefined },
+  ): Promise<void> {
     const stream = this.stream(options.topic);
     while (state.running) {
       try {
@@ -293,7 +309,16 @@ export class NatsEventBus implements EventBus {
         const durable = await this.ensureConsumer(options, partition);
         const consumer = await js.consumers.get(stream, durable);
         while (state.running) {
-          if (options.ordered === false) {
+          if (state.window) {
+            // A message as soon as the window has room; handled alongside those in flight.
+            if (!(await state.window.acquire())) break;
+            const message = await consumer.next({ expires: CONSUMER_WAIT_MS }).catch((error: unknown) => {
+              state.window?.release();
+              throw error;
+            });
+            if (message) state.window.start(() => this.deliver(options, message));
+            else state.window.release();
+          } else if (options.ordered === false) {
             // A batch at a time, handled all at once; each message is acknowledged on its own.
             const batch = await consumer.fetch({ max_messages: UNORDERED_BATCH, expires: CONSUMER_WAIT_MS });
             const handled: Promise<void>[] = [];
@@ -325,6 +350,13 @@ export class NatsEventBus implements EventBus {
       headers,
       envelope: codec.decode(message.data),
       deliveryCount: message.info.redeliveryCount,
+      inProgress: () => {
+        try {
+          message.working();
+        } catch {
+          // Disconnected: the ack wait runs out and the message goes to another member, as it must.
+        }
+      },
     };
     try {
       await options.handler(busMessage);

@@ -1,4 +1,5 @@
 import { newQuickJSWASMModule, type QuickJSContext, type QuickJSHandle } from 'quickjs-emscripten';
+import { capResult, capText, CUT_MARKERS } from '../../domain/execution.js';
 import type { SandboxLimits, SandboxResult } from '../../ports/sandbox.js';
 
 /**
@@ -7,7 +8,8 @@ import type { SandboxLimits, SandboxResult } from '../../ports/sandbox.js';
  * buffer. Runs inside the sandbox thread.
  *
  * QuickJS's own allocation limit does not see every large allocation in this build, so the cap
- * is also enforced on the module's memory, which a fresh module per run starts small.
+ * is also enforced on the module's memory, which a fresh module per run starts small. Output,
+ * result and error are each cut at the output limit here, so a huge one never leaves the thread.
  */
 export async function runInQuickJs(script: string, limits: SandboxLimits): Promise<SandboxResult> {
   const quickjs = await newQuickJSWASMModule();
@@ -26,13 +28,18 @@ export async function runInQuickJs(script: string, limits: SandboxLimits): Promi
   });
   const vm = runtime.newContext();
   const output = new BoundedOutput(limits.outputBytes);
-  const finish: Finish = (status, result, error) => ({
-    status,
-    output: output.text(),
-    result,
-    error,
-    durationMs: Math.round(performance.now() - started),
-  });
+  const finish: Finish = (status, result, error) => {
+    const capped = capResult(result, limits.outputBytes);
+    const message = error === null ? undefined : capText(error, limits.outputBytes, CUT_MARKERS.error);
+    return {
+      status,
+      output: output.text(),
+      result: capped.value,
+      error: message?.text ?? null,
+      truncated: output.truncated || capped.cut || (message?.cut ?? false),
+      durationMs: Math.round(performance.now() - started),
+    };
+  };
   try {
     installConsole(vm, output);
     const evaluated = vm.evalCode(script, 'script.js');
@@ -122,32 +129,24 @@ function format(value: unknown): string {
   }
 }
 
-/** Console output up to a byte limit, then a note that the rest was cut. */
+/** Console output up to a byte limit (the marker included), then a note that the rest was cut. */
 class BoundedOutput {
   private readonly parts: string[] = [];
   private bytes = 0;
-  private truncated = false;
+  truncated = false;
 
   constructor(private readonly limit: number) {}
 
   line(text: string): void {
     if (this.truncated) return;
     const line = `${text}\n`;
-    const size = Buffer.byteLength(line, 'utf8');
-    if (this.bytes + size > this.limit) {
-      this.parts.push(
-        Buffer.from(line, 'utf8')
-          .subarray(0, this.limit - this.bytes)
-          .toString('utf8'),
-      );
-      this.truncated = true;
-      return;
-    }
     this.parts.push(line);
-    this.bytes += size;
+    this.bytes += Buffer.byteLength(line, 'utf8');
+    // Past the limit: keep no more (text() cuts what is there to the limit, marker included).
+    if (this.bytes > this.limit) this.truncated = true;
   }
 
   text(): string {
-    return this.parts.join('') + (this.truncated ? '\n[output truncated]\n' : '');
+    return capText(this.parts.join(''), this.limit, CUT_MARKERS.output).text;
   }
 }

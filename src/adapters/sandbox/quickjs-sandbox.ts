@@ -7,32 +7,69 @@ const THREAD_LIMITS = { maxOldGenerationSizeMb: 256 };
 /** Extra time the thread gets past the deadline before it is terminated from outside. */
 const WATCHDOG_MARGIN_MS = 1000;
 
+interface Job {
+  readonly script: string;
+  readonly limits: SandboxLimits;
+  readonly resolve: (result: SandboxResult) => void;
+}
+
+/** One sandbox thread of the pool: started on first use, replaced when it is terminated. */
+interface Slot {
+  worker: Worker | undefined;
+  busy: boolean;
+}
+
 /**
- * The QuickJS sandbox: scripts run in a worker thread, so the host's event loop never waits on
- * them, and a watchdog in the host terminates the thread (and starts a new one) if a run outlives
- * its deadline by more than a margin or the thread dies. Runs are queued one at a time per thread.
+ * The QuickJS sandbox: a pool of `concurrency` worker threads, each running one script at a
+ * time, so the host's event loop never waits on them and one long script does not hold up the
+ * others. A watchdog in the host terminates a thread (and starts a new one) if a run outlives
+ * its deadline by more than a margin or the thread dies. Runs beyond the pool wait, in order.
  */
 export class QuickJsSandbox implements Sandbox {
-  private worker: Worker | undefined;
-  private queue: Promise<unknown> = Promise.resolve();
+  private readonly slots: Slot[];
+  private readonly waiting: Job[] = [];
+  private readonly running = new Set<Promise<void>>();
   private nextId = 1;
 
+  constructor(readonly concurrency = 1) {
+    if (!Number.isInteger(concurrency) || concurrency < 1) throw new RangeError('concurrency must be at least 1');
+    this.slots = Array.from({ length: concurrency }, () => ({ worker: undefined, busy: false }));
+  }
+
   run(script: string, limits: SandboxLimits): Promise<SandboxResult> {
-    const run = this.queue.then(() => this.runNow(script, limits));
-    this.queue = run.catch(() => undefined);
-    return run;
+    return new Promise((resolve) => {
+      this.waiting.push({ script, limits, resolve });
+      this.dispatch();
+    });
   }
 
   async close(): Promise<void> {
-    await this.queue;
-    await this.worker?.terminate();
-    this.worker = undefined;
+    while (this.running.size > 0) await Promise.all(this.running);
+    await Promise.all(this.slots.map((slot) => slot.worker?.terminate()));
+    for (const slot of this.slots) slot.worker = undefined;
   }
 
-  private thread(): Worker {
-    if (!this.worker) {
+  /** Starts waiting jobs on free threads. */
+  private dispatch(): void {
+    for (const slot of this.slots) {
+      if (this.waiting.length === 0) return;
+      if (slot.busy) continue;
+      const job = this.waiting.shift()!;
+      slot.busy = true;
+      const run = this.runOn(slot, job.script, job.limits).then((result) => {
+        slot.busy = false;
+        this.running.delete(run);
+        job.resolve(result);
+        this.dispatch();
+      });
+      this.running.add(run);
+    }
+  }
+
+  private thread(slot: Slot): Worker {
+    if (!slot.worker) {
       const compiled = new URL('./sandbox-thread.js', import.meta.url);
-      this.worker = import.meta.url.endsWith('.ts')
+      slot.worker = import.meta.url.endsWith('.ts')
         ? // Running from TypeScript sources (tests): load the thread through tsx.
           new Worker(
             `import('tsx/esm/api').then(({ register }) => { register(); return import(${JSON.stringify(
@@ -41,13 +78,13 @@ export class QuickJsSandbox implements Sandbox {
             { eval: true, resourceLimits: THREAD_LIMITS },
           )
         : new Worker(compiled, { resourceLimits: THREAD_LIMITS });
-      this.worker.unref();
+      slot.worker.unref();
     }
-    return this.worker;
+    return slot.worker;
   }
 
-  private runNow(script: string, limits: SandboxLimits): Promise<SandboxResult> {
-    const worker = this.thread();
+  private runOn(slot: Slot, script: string, limits: SandboxLimits): Promise<SandboxResult> {
+    const worker = this.thread(slot);
     const id = this.nextId++;
     const started = performance.now();
     return new Promise<SandboxResult>((resolve) => {
@@ -59,9 +96,10 @@ export class QuickJsSandbox implements Sandbox {
         resolve(result);
       };
       const replaceThread = (status: SandboxResult['status'], error: string) => {
-        if (this.worker === worker) this.worker = undefined;
+        if (slot.worker === worker) slot.worker = undefined;
         void worker.terminate();
-        done({ status, output: '', result: null, error, durationMs: Math.round(performance.now() - started) });
+        const durationMs = Math.round(performance.now() - started);
+        done({ status, output: '', result: null, error, truncated: false, durationMs });
       };
       const onMessage = (message: { id: number; result: SandboxResult }) => {
         if (message.id === id) done(message.result);

@@ -25,8 +25,17 @@ const ExecutionRead = Type.Object({
   script: Type.String(),
   timeout_ms: Type.Integer(),
   output: Type.String({ description: 'Captured console output, at most 64 KiB.' }),
-  result: Type.Unknown({ description: 'The completion value of the script, as JSON.' }),
-  error: Type.Union([Type.String(), Type.Null()]),
+  result: Type.Unknown({
+    description:
+      'The completion value of the script, as JSON. One whose JSON is over 64 KiB is cut: a string, the start of that JSON text, ending with `[result truncated]`.',
+  }),
+  error: Type.Union([Type.String(), Type.Null()], {
+    description: 'At most 64 KiB, ending with `[error truncated]` when cut.',
+  }),
+  truncated: Type.Boolean({
+    description:
+      'Whether output, result or error was cut at its limit. In a list, script, output and error show their first 1024 characters only, and a result whose JSON is longer the start of that JSON text, as a string (each cut one marked; this is then true): read the execution for the whole.',
+  }),
   duration_ms: Type.Union([Type.Integer(), Type.Null()]),
   created_at: Type.String({ format: 'date-time' }),
   started_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
@@ -36,7 +45,7 @@ const ExecutionRead = Type.Object({
 const tags = ['executions'];
 
 function view(execution: Execution) {
-  const { user_id: _owner, ...rest } = execution;
+  const { user_id: _owner, attempt: _attempt, claimed_until: _claim, ...rest } = execution;
   return rest;
 }
 
@@ -59,6 +68,9 @@ export const executionRoutes: FastifyPluginAsyncTypebox<{ executions: ExecutionS
           202: Type.Object({ execution_id: Type.String(), status: Type.Literal('queued') }, { description: 'Queued.' }),
           401: errorResponse('Not signed in.'),
           422: errorResponse('The body breaks a rule.'),
+          429: errorResponse(
+            'The caller has as many executions queued or running as allowed (EXECUTION_MAX_PENDING_PER_USER).',
+          ),
         },
       },
     },

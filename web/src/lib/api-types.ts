@@ -1593,6 +1593,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description The caller has as many executions queued or running as allowed (EXECUTION_MAX_PENDING_PER_USER). */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
         };
     };
     get_execution: {
@@ -1621,9 +1630,12 @@ export interface operations {
                         timeout_ms: number;
                         /** @description Captured console output, at most 64 KiB. */
                         output: string;
-                        /** @description The completion value of the script, as JSON. */
+                        /** @description The completion value of the script, as JSON. One whose JSON is over 64 KiB is cut: a string, the start of that JSON text, ending with `[result truncated]`. */
                         result: unknown;
+                        /** @description At most 64 KiB, ending with `[error truncated]` when cut. */
                         error: string | null;
+                        /** @description Whether output, result or error was cut at its limit. In a list, script, output and error show their first 1024 characters only, and a result whose JSON is longer the start of that JSON text, as a string (each cut one marked; this is then true): read the execution for the whole. */
+                        truncated: boolean;
                         duration_ms: number | null;
                         /** Format: date-time */
                         created_at: string;
@@ -1679,9 +1691,12 @@ export interface operations {
                         timeout_ms: number;
                         /** @description Captured console output, at most 64 KiB. */
                         output: string;
-                        /** @description The completion value of the script, as JSON. */
+                        /** @description The completion value of the script, as JSON. One whose JSON is over 64 KiB is cut: a string, the start of that JSON text, ending with `[result truncated]`. */
                         result: unknown;
+                        /** @description At most 64 KiB, ending with `[error truncated]` when cut. */
                         error: string | null;
+                        /** @description Whether output, result or error was cut at its limit. In a list, script, output and error show their first 1024 characters only, and a result whose JSON is longer the start of that JSON text, as a string (each cut one marked; this is then true): read the execution for the whole. */
+                        truncated: boolean;
                         duration_ms: number | null;
                         /** Format: date-time */
                         created_at: string;

@@ -1,0 +1,140 @@
+/**
+ * Executions that scale and stay fair (issue #11), in one process (role `all`) on each database:
+ * a worker runs as many scripts at once as it has sandbox threads, so a short script ends while
+ * long ones run; the threads go to users in turn, so one user's queue of long scripts does not
+ * make another user's short one wait for all of it, and with the default cap one user never takes
+ * every thread; an execution waiting for a thread stays `queued` (no `started_at`) until one
+ * picks it up, and only then becomes `running`.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type AuthTestApp, type Session, signUp, startAuthApp } from '../helpers/auth.js';
+import { BACKENDS } from '../helpers/backends.js';
+import { eventually } from '../helpers/eventually.js';
+import { type ExecutionBody, ENDLESS, finished, read, reaches, submit } from './execution-client.js';
+
+const BASE_ENV = { EVENT_POLL_MS: '50', EVENT_LEASE_MS: '2000', SANDBOX_MEMORY_MB: '32' };
+/** Long enough for the short scripts to come and go while the long ones run. */
+const LONG_MS = 4000;
+
+/** The executions `ids`, once `count` of them run (which ones is up to the worker), split by status. */
+async function whenRunning(t: AuthTestApp, session: Session, ids: readonly string[], count: number) {
+  return eventually(
+    async () => {
+      const all = await Promise.all(ids.map((id) => read(t.app, session, id)));
+      const running = all.filter((e) => e.status === 'running');
+      if (running.length < count) throw new Error(`${running.length} of ${count} running`);
+      return { running, waiting: all.filter((e) => e.status === 'queued') };
+    },
+    { timeoutMs: 20_000, intervalMs: 50 },
+  );
+}
+
+const ids = (executions: readonly ExecutionBody[]) => executions.map((e) => e.id);
+
+describe.each(BACKENDS)('executions on $name', (backend) => {
+  describe('three threads, one user may hold all three', () => {
+    let t: AuthTestApp;
+    let alice: Session;
+    beforeAll(async () => {
+      if (!backend.available) return;
+      t = await startAuthApp(backend, {
+        ...BASE_ENV,
+        EXECUTION_CONCURRENCY: '3',
+        EXECUTION_MAX_THREADS_PER_USER: '3',
+      });
+      alice = (await signUp(t.app, 'exp')).session;
+    });
+    afterAll(async () => {
+      await t?.close();
+    });
+
+    it.skipIf(!backend.available)('a short script ends while two long ones still run beside it', async () => {
+      const long = [await submit(t.app, alice, ENDLESS, LONG_MS), await submit(t.app, alice, ENDLESS, LONG_MS)];
+      for (const id of long) await reaches(t.app, alice, id, 'running');
+      const short = await submit(t.app, alice, '1 + 1');
+      expect(await finished(t.app, alice, short)).toMatchObject({ status: 'completed', result: 2 });
+      for (const id of long) expect((await read(t.app, alice, id)).status).toBe('running');
+      for (const id of long) expect((await finished(t.app, alice, id)).status).toBe('timed_out');
+    });
+  });
+
+  describe('two threads, one user may hold both: free threads go to users in turn', () => {
+    let t: AuthTestApp;
+    let alice: Session;
+    let bob: Session;
+    beforeAll(async () => {
+      if (!backend.available) return;
+      t = await startAuthApp(backend, {
+        ...BASE_ENV,
+        EXECUTION_CONCURRENCY: '2',
+        EXECUTION_MAX_THREADS_PER_USER: '2',
+      });
+      alice = (await signUp(t.app, 'exa')).session;
+      bob = (await signUp(t.app, 'exb')).session;
+    });
+    afterAll(async () => {
+      await t?.close();
+    });
+
+    it.skipIf(!backend.available)(
+      "another user's short script runs on the next free thread, before the first user's queue drains; waiting ones stay queued",
+      async () => {
+        const long: string[] = [];
+        for (let i = 0; i < 4; i++) long.push(await submit(t.app, alice, ENDLESS, LONG_MS));
+        // The pool is full: the other two wait, queued, not started.
+        const { running, waiting } = await whenRunning(t, alice, long, 2);
+        expect(waiting).toHaveLength(2);
+        for (const execution of waiting) expect(execution.started_at).toBeNull();
+        const short = await submit(t.app, bob, '1 + 1');
+        expect(await read(t.app, bob, short)).toMatchObject({ status: 'queued', started_at: null });
+        const bobs = await finished(t.app, bob, short);
+        expect(bobs).toMatchObject({ status: 'completed', result: 2 });
+        // And each of Alice's ran in the end, the waiting ones started only when a thread took them.
+        const ended = new Map(
+          await Promise.all(long.map(async (id) => [id, await finished(t.app, alice, id, 30_000)] as const)),
+        );
+        for (const execution of ended.values()) expect(execution.status).toBe('timed_out');
+        const firstEnd = Math.min(...ids(running).map((id) => Date.parse(ended.get(id)!.finished_at!)));
+        // Bob's ran on the first thread that came free, and ended before the last of Alice's started.
+        expect(Date.parse(bobs.started_at!)).toBeGreaterThanOrEqual(firstEnd);
+        const starts = ids(waiting).map((id) => Date.parse(ended.get(id)!.started_at!));
+        expect(Date.parse(bobs.finished_at!)).toBeLessThanOrEqual(Math.max(...starts));
+        for (const id of ids(waiting)) expect(Date.parse(ended.get(id)!.started_at!)).toBeGreaterThanOrEqual(firstEnd);
+      },
+    );
+  });
+
+  describe('two threads, the default cap (all but one per user)', () => {
+    let t: AuthTestApp;
+    let alice: Session;
+    let bob: Session;
+    beforeAll(async () => {
+      if (!backend.available) return;
+      t = await startAuthApp(backend, { ...BASE_ENV, EXECUTION_CONCURRENCY: '2' });
+      alice = (await signUp(t.app, 'exc')).session;
+      bob = (await signUp(t.app, 'exd')).session;
+    });
+    afterAll(async () => {
+      await t?.close();
+    });
+
+    it.skipIf(!backend.available)(
+      "one user's long scripts hold one thread; another user's short script runs at once on the other",
+      async () => {
+        const long: string[] = [];
+        for (let i = 0; i < 3; i++) long.push(await submit(t.app, alice, ENDLESS, LONG_MS));
+        const { running, waiting } = await whenRunning(t, alice, long, 1);
+        expect(running).toHaveLength(1);
+        const short = await submit(t.app, bob, '"quick"');
+        expect(await finished(t.app, bob, short)).toMatchObject({ status: 'completed', result: 'quick' });
+        // Alice's first still runs, her others wait: one thread was kept for other users.
+        expect((await read(t.app, alice, running[0]!.id)).status).toBe('running');
+        expect(waiting).toHaveLength(2);
+        for (const id of ids(waiting)) {
+          expect(await read(t.app, alice, id)).toMatchObject({ status: 'queued', started_at: null });
+        }
+        for (const id of long) expect((await finished(t.app, alice, id, 30_000)).status).toBe('timed_out');
+      },
+    );
+  });
+});
