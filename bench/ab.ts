@@ -1,30 +1,32 @@
 /**
- * `node --import tsx bench/ab.ts`: a quick A/B of service variants on the redirect (or shorten)
- * workload, without the baseline, for investigating a budget. Each variant runs as its own
- * process on its own copy of one seeded SQLite file; the variants are driven alternately and the
- * median of the rounds is printed. Optionally one variant runs under `node --cpu-prof`.
+ * `node --import tsx bench/ab.ts`: a quick A/B of service variants on one workload, without the
+ * baseline, for investigating a budget. Each variant runs as its own process on its own copy of
+ * one loaded SQLite dataset, pinned like the bench's targets (BENCH_GENERATOR_CORES,
+ * BENCH_TARGET_CORES); wrk drives them alternately and the median of the rounds is printed.
+ * Optionally one variant runs under `node --cpu-prof`.
  *
  *   AB_VARIANTS    comma-separated names from SERVICE_VARIANTS (default: all of them)
- *   AB_WORKLOAD    redirect (default) or shorten
- *   AB_MAPPINGS    seeded rows (default 1000)
+ *   AB_WORKLOAD    popular (default; "redirect" too), uniform or shorten
+ *   AB_MAPPINGS    1000 (default) or 10000000: a dataset of bench/.data
  *   AB_ROUNDS      rounds (default 5), AB_DURATION_S seconds each (default 5), after a 2 s warm-up
  *   AB_PROFILE     variant names: those processes write a .cpuprofile into AB_PROFILE_DIR (default /tmp/ab-prof)
  *   AB_ENV_<NAME>  extra variant: AB_ENV_x='TRACING_SAMPLING_RATE=0.1,FOO=bar' adds variant x; the
  *                  pseudo-variable AB_DIST=<dir> runs that build instead of ./dist (A/B of builds),
  *                  and AB_FLAGS='--flag=value ...' adds node options (A/B of runtime flags)
  */
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cleanUpAll, cleanUpOnSignals, registerCleanup } from './lib/cleanup.js';
+import { shortenTag } from './lib/codes.js';
 import { sqliteBackend } from './lib/datasets.js';
-import { type ChildServer, cpuSeconds, startServer } from './lib/processes.js';
+import { type ChildServer, cpuSeconds, node, startServer } from './lib/processes.js';
+import { DATASET_SIZES, loadSettings } from './lib/settings.js';
 import { median } from './lib/stats.js';
+import { SERVICE_ARGS } from './lib/targets.js';
 import { SERVICE_ENV, SERVICE_VARIANTS } from './lib/variants.js';
-import { measure, WORKLOADS } from './lib/workloads.js';
-
-/** As `npm start` runs it (see lib/scenarios.ts). */
-const SERVICE_ARGS = ['--max-semi-space-size=32', '--import', './dist/instrumentation.js', 'dist/cli.js', 'serve'];
+import { type Measurement, runWrk } from './lib/wrk.js';
+import { type Stored, WORKLOADS } from './lib/workloads.js';
 
 async function main(): Promise<void> {
   const env = process.env;
@@ -41,21 +43,24 @@ async function main(): Promise<void> {
     }));
   const wanted = (env.AB_VARIANTS ?? '').split(',').filter(Boolean);
   const variants = [...SERVICE_VARIANTS, ...extra].filter((v) => wanted.length === 0 || wanted.includes(v.name));
-  const workload = WORKLOADS.find((w) => w.name === (env.AB_WORKLOAD ?? 'redirect'))!;
-  const mappings = Number(env.AB_MAPPINGS ?? 1000);
+  const workloadName = env.AB_WORKLOAD === undefined || env.AB_WORKLOAD === 'redirect' ? 'popular' : env.AB_WORKLOAD;
+  const workload = WORKLOADS.find((w) => w.name === workloadName);
+  if (workload === undefined) throw new Error(`AB_WORKLOAD=${env.AB_WORKLOAD}: popular, uniform or shorten`);
+  const size = DATASET_SIZES.find((s) => s.mappings === Number(env.AB_MAPPINGS ?? 1000));
+  if (size === undefined) throw new Error(`AB_MAPPINGS: one of ${DATASET_SIZES.map((s) => s.mappings).join(', ')}`);
+  const settings = loadSettings();
   const rounds = Number(env.AB_ROUNDS ?? 5);
   const durationS = Number(env.AB_DURATION_S ?? 5);
   const profileDir = env.AB_PROFILE_DIR ?? '/tmp/ab-prof';
 
   const dir = mkdtempSync(join(tmpdir(), 'urlshortener-ab-'));
   registerCleanup(() => rmSync(dir, { recursive: true, force: true }));
-  const label = mappings >= 1_000_000 ? '1m' : '1k';
-  const dataset = await sqliteBackend(dir).create({ label, mappings } as never);
-  const file = dataset.databaseUrl.slice('sqlite:'.length);
+  const dataset = await sqliteBackend(settings.dataDir).open(size, (text) => process.stdout.write(`${text}\n`));
   const servers: ChildServer[] = [];
+  const letters = new Map<string, string>();
   for (const variant of variants) {
-    const copy = join(dir, `${variant.name}.db`);
-    copyFileSync(file, copy);
+    const copy = await dataset.isolate(variant.name);
+    letters.set(variant.name, String.fromCharCode(65 + letters.size));
     const profiled = (env.AB_PROFILE ?? '').split(',').includes(variant.name);
     if (profiled) mkdirSync(profileDir, { recursive: true });
     const { AB_DIST: dist, AB_FLAGS: flags, ...variantEnv } = variant.env as Record<string, string>;
@@ -66,23 +71,38 @@ async function main(): Promise<void> {
     const args0 = profiled ? ['--cpu-prof', '--cpu-prof-dir', profileDir, ...serviceArgs] : serviceArgs;
     const args = flags ? [...flags.split(' ').filter(Boolean), ...args0] : args0;
     servers.push(
-      await startServer(variant.name, args, { ...SERVICE_ENV, DATABASE_URL: `sqlite:${copy}`, ...variantEnv }),
+      await startServer(variant.name, node(args, settings.targetCores), {
+        ...SERVICE_ENV,
+        DATABASE_URL: copy.databaseUrl,
+        ...variantEnv,
+      }),
     );
   }
-  const stored = { mappings, popular: 10_000 };
+  const stored: Stored = { mappings: size.mappings, popular: settings.popularCodes, dir };
+  const measure = (server: ChildServer, durationS: number, round: number): Promise<Measurement> =>
+    runWrk({
+      url: server.baseUrl,
+      script: workload.script,
+      args: workload.args(stored, { round, tag: shortenTag(letters.get(server.name)!) }),
+      durationS,
+      connections: settings.connections,
+      cores: settings.generatorCores,
+      countStatuses: round === 0,
+      expectedStatus: workload.expectedStatus,
+    });
   const results = new Map<string, number[]>(servers.map((s) => [s.name, []]));
   // CPU microseconds the service spent per request: much less sensitive to a busy machine than req/s.
   const cpuPerRequest = new Map<string, number[]>(servers.map((s) => [s.name, []]));
   const requests = new Map<string, number>(servers.map((s) => [s.name, 0]));
   for (const server of servers) {
-    const m = await measure(workload, server.baseUrl, stored, { durationS: 2, connections: 64 });
+    const m = await measure(server, settings.warmupS, 0);
     requests.set(server.name, m.requests);
   }
   for (let round = 1; round <= rounds; round++) {
     const line: string[] = [];
     for (const server of servers) {
       const cpuBefore = cpuSeconds(server.pid);
-      const m = await measure(workload, server.baseUrl, stored, { durationS, connections: 64 });
+      const m = await measure(server, durationS, round);
       const cpuUs = ((cpuSeconds(server.pid) - cpuBefore) * 1e6) / m.requests;
       results.get(server.name)!.push(m.rps);
       requests.set(server.name, requests.get(server.name)! + m.requests);
@@ -109,7 +129,6 @@ async function main(): Promise<void> {
     if (server.output.lines > 0) process.stdout.write(`  output: ${server.output.tail.slice(-3).join('\n  ')}\n`);
   }
   for (const server of servers) await server.stop();
-  await dataset.drop();
 }
 
 cleanUpOnSignals();
