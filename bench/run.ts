@@ -28,8 +28,11 @@ async function backends(settings: BenchSettings, notes: string[]): Promise<Stora
   const sqlite = sqliteBackend(settings.dataDir);
   const problem = await postgresAnswers(settings.postgresCandidate);
   if (problem === undefined) return [sqlite, postgresBackend(settings.postgresCandidate)];
-  if (settings.postgresFromEnv) throw new Error(`DATABASE_URL is postgres:// but PostgreSQL does not answer: ${problem}`);
-  notes.push(`PostgreSQL scenarios skipped: the test database does not answer (${problem}); start it or set DATABASE_URL=postgres://...`);
+  if (settings.postgresFromEnv)
+    throw new Error(`DATABASE_URL is postgres:// but PostgreSQL does not answer: ${problem}`);
+  notes.push(
+    `PostgreSQL scenarios skipped: the test database does not answer (${problem}); start it or set DATABASE_URL=postgres://...`,
+  );
   return [sqlite];
 }
 
@@ -37,11 +40,19 @@ function groupSpecs(scenario: Scenario, variants: readonly ServiceVariant[]): Ta
   const ceiling: TargetSpec = { name: 'ceiling', kind: 'ceiling' };
   if (scenario.group === 'main') return [ceiling, { name: 'baseline', kind: 'baseline' }, ...serviceSpecs(variants)];
   const [reference] = variants;
-  const workers = (n: number): ServiceVariant => ({ name: `workers-${n}`, env: { ...reference!.env, [WORKERS_SETTING]: String(n) } });
+  const workers = (n: number): ServiceVariant => ({
+    name: `workers-${n}`,
+    env: { ...reference!.env, [WORKERS_SETTING]: String(n) },
+  });
   return [ceiling, ...serviceSpecs([workers(1), workers(2)])];
 }
 
-function printPlan(scenarios: readonly Scenario[], variants: readonly ServiceVariant[], settings: BenchSettings, tools: Tools): void {
+function printPlan(
+  scenarios: readonly Scenario[],
+  variants: readonly ServiceVariant[],
+  settings: BenchSettings,
+  tools: Tools,
+): void {
   const targets = variants.length + 2;
   const seconds = scenarios.length * targets * (settings.warmupS + settings.rounds * settings.durationS);
   for (const note of tools.notes) say(note);
@@ -88,7 +99,9 @@ async function main(): Promise<void> {
   const stores = await backends(settings, notes);
   let scenarios = selectScenarios(allScenarios(stores.map((b) => b.name)), settings.scenarios);
   if (scenarios.some((s) => s.group === 'workers') && !serviceKnows(WORKERS_SETTING)) {
-    notes.push(`"1 against 2 serving processes" skipped: the service has no ${WORKERS_SETTING} setting yet (src/config/config.ts)`);
+    notes.push(
+      `"1 against 2 serving processes" skipped: the service has no ${WORKERS_SETTING} setting yet (src/config/config.ts)`,
+    );
     scenarios = scenarios.filter((s) => s.group !== 'workers');
   }
   for (const note of notes) say(note);
@@ -135,7 +148,9 @@ async function main(): Promise<void> {
 cleanUpOnSignals();
 main()
   .catch((error: unknown) => {
-    process.stderr.write(`\nbench failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);
+    process.stderr.write(
+      `\nbench failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`,
+    );
     process.exitCode = 1;
   })
   .finally(async () => {

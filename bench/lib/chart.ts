@@ -61,7 +61,13 @@ interface Panel {
   readonly value: (t: ChartTarget) => number;
 }
 
-function drawPanel(panel: Panel, scenarios: readonly ChartScenario[], top: number, width: number, colours: (n: string) => string): string[] {
+function drawPanel(
+  panel: Panel,
+  scenarios: readonly ChartScenario[],
+  top: number,
+  width: number,
+  colours: (n: string) => string,
+): string[] {
   const values = scenarios.flatMap((s) => s.targets.map(panel.value)).filter(Number.isFinite);
   const { top: max, step } = niceScale(Math.max(0, ...values));
   const y = (v: number) => top + PANEL_HEIGHT - (v / max) * PANEL_HEIGHT;
@@ -76,7 +82,9 @@ function drawPanel(panel: Panel, scenarios: readonly ChartScenario[], top: numbe
       const v = panel.value(target);
       if (Number.isFinite(v)) {
         const h = Math.max(1, (v / max) * PANEL_HEIGHT);
-        out.push(`<rect x="${x}" y="${y(v)}" width="${BAR - 2}" height="${h}" fill="${colours(target.name)}"><title>${escape(`${scenario.id} ${target.name}: ${formatTick(v, panel.unit)}`)}</title></rect>`);
+        out.push(
+          `<rect x="${x}" y="${y(v)}" width="${BAR - 2}" height="${h}" fill="${colours(target.name)}"><title>${escape(`${scenario.id} ${target.name}: ${formatTick(v, panel.unit)}`)}</title></rect>`,
+        );
       }
       x += BAR;
     }
@@ -93,7 +101,9 @@ function drawLabels(scenarios: readonly ChartScenario[], top: number): string[] 
     const [backend, ...rest] = scenario.id.split('-');
     const lines = [backend!, rest.slice(0, -1).join('-'), rest.at(-1)!, scenario.note];
     lines.forEach((line, i) => {
-      out.push(`<text x="${centre}" y="${top + 14 + i * 14}" class="${i === 3 ? 'note' : 'label'}">${escape(line)}</text>`);
+      out.push(
+        `<text x="${centre}" y="${top + 14 + i * 14}" class="${i === 3 ? 'note' : 'label'}">${escape(line)}</text>`,
+      );
     });
     x += scenario.targets.length * BAR + GROUP_GAP;
   }
@@ -125,9 +135,21 @@ export function renderChart(title: string, subtitle: string, scenarios: readonly
     `<text x="${LEFT}" y="18" class="heading">${escape(title)}</text>`,
     `<text x="${LEFT + 2}" y="36" class="sub">${escape(subtitle)}</text>`,
     ...drawLegend(names, colours),
-    ...drawPanel({ title: 'requests/s (median of rounds; higher is better)', unit: 'rps', value: (t) => t.rps }, scenarios, rpsTop, width, colours),
+    ...drawPanel(
+      { title: 'requests/s (median of rounds; higher is better)', unit: 'rps', value: (t) => t.rps },
+      scenarios,
+      rpsTop,
+      width,
+      colours,
+    ),
     ...drawLabels(scenarios, rpsTop + PANEL_HEIGHT),
-    ...drawPanel({ title: 'p99 latency, ms (median of rounds; lower is better)', unit: 'ms', value: (t) => t.p99Ms }, scenarios, p99Top, width, colours),
+    ...drawPanel(
+      { title: 'p99 latency, ms (median of rounds; lower is better)', unit: 'ms', value: (t) => t.p99Ms },
+      scenarios,
+      p99Top,
+      width,
+      colours,
+    ),
     ...drawLabels(scenarios, p99Top + PANEL_HEIGHT),
   ];
   const style = `<style>

@@ -85,7 +85,16 @@ function baselineChecks(result: ScenarioResult): Check[] {
   ).map((budget) => {
     const value = budget.value(service, baseline);
     const { verdict, note } = verdictOf(result, baseline, [service, baseline], passes(value, budget.op, budget.limit));
-    return { scenario: result.id, target: service.name, measure: budget.measure, value, op: budget.op, limit: budget.limit, verdict, note };
+    return {
+      scenario: result.id,
+      target: service.name,
+      measure: budget.measure,
+      value,
+      op: budget.op,
+      limit: budget.limit,
+      verdict,
+      note,
+    };
   });
 }
 

@@ -68,7 +68,8 @@ async function timed(work: () => Promise<void> | void): Promise<number> {
 }
 
 /** The end of the range of codes that start with `prefix` (next character in byte order). */
-const prefixEnd = (prefix: string) => prefix.slice(0, -1) + String.fromCharCode(prefix.charCodeAt(prefix.length - 1) + 1);
+const prefixEnd = (prefix: string) =>
+  prefix.slice(0, -1) + String.fromCharCode(prefix.charCodeAt(prefix.length - 1) + 1);
 
 function sqliteCount(file: string, where = '', params: unknown[] = []): number {
   const db = new SQLite(file, { readonly: true });
@@ -219,6 +220,7 @@ async function resetPostgres(client: pg.Client, schema: string, stamp: PgStamp):
   if (toEmpty.length > 0) await client.query(`TRUNCATE ${toEmpty.join(', ')}`);
   await client.query(`DELETE FROM ${schema}.url_mappings WHERE code COLLATE "C" >= '1'`);
   await client.query(`UPDATE ${schema}.url_mappings SET click_count = 0 WHERE click_count <> 0`);
+  await client.query(`VACUUM ANALYZE ${schema}.url_mappings`);
 }
 
 async function loadPgSchema(serverUrl: string, schema: string, size: DatasetSize): Promise<number> {
@@ -261,7 +263,9 @@ export function postgresBackend(serverUrl: string): StorageBackend {
         return Number(rows[0]?.n ?? 0);
       });
       if (count !== size.mappings) {
-        throw new Error(`schema ${schema} holds ${count} rows, expected ${size.mappings}: DROP SCHEMA ${schema} CASCADE`);
+        throw new Error(
+          `schema ${schema} holds ${count} rows, expected ${size.mappings}: DROP SCHEMA ${schema} CASCADE`,
+        );
       }
       const countCreated = (prefix: string) =>
         withClient(databaseUrl, async (client) => {

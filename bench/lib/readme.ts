@@ -34,14 +34,17 @@ interface RunJson {
   readonly checks: readonly Check[];
 }
 
-const num = (n: number | null | undefined, digits = 2) => (typeof n === 'number' && Number.isFinite(n) ? n.toFixed(digits) : '-');
-const int = (n: number | null | undefined) => (typeof n === 'number' && Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : '-');
+const num = (n: number | null | undefined, digits = 2) =>
+  typeof n === 'number' && Number.isFinite(n) ? n.toFixed(digits) : '-';
+const int = (n: number | null | undefined) =>
+  typeof n === 'number' && Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : '-';
 
 function ratioNote(result: ScenarioResult): string {
   const baseline = result.targets.find((t) => t.kind === 'baseline');
   const [first, second] = result.targets.filter((t) => t.kind === 'service');
   if (baseline !== undefined && first !== undefined) return `${first.name} ${num(first.rps / baseline.rps)}x baseline`;
-  if (first !== undefined && second !== undefined) return `${second.name} ${num(second.rps / first.rps)}x ${first.name}`;
+  if (first !== undefined && second !== undefined)
+    return `${second.name} ${num(second.rps / first.rps)}x ${first.name}`;
   return '';
 }
 
@@ -85,7 +88,10 @@ function checkLine(c: Check): string {
 
 export function sectionOf(run: RunJson, chartPath: string): string {
   const s = run.settings;
-  const filtered = [...s.scenarios, ...s.variants].length > 0 ? ` (filtered: scenarios ${s.scenarios.join(',') || 'all'}, variants ${s.variants.join(',') || 'all'})` : '';
+  const filtered =
+    [...s.scenarios, ...s.variants].length > 0
+      ? ` (filtered: scenarios ${s.scenarios.join(',') || 'all'}, variants ${s.variants.join(',') || 'all'})`
+      : '';
   const lines = [
     START,
     '',
@@ -93,7 +99,10 @@ export function sectionOf(run: RunJson, chartPath: string): string {
     `${s.rounds} round(s) of ${s.durationS} s per target after ${s.warmupS} s of warm-up, ${s.connections} connections; wrk on core(s) ${s.generatorCores.join(',') || '-'}, every server on core(s) ${s.targetCores.join(',') || '-'}. ${run.tools.join('; ')}. PostgreSQL: ${run.postgres}.`,
     '',
     ...run.notes.map((n) => `- ${n}`),
-    ...run.datasets.map((d) => `- ${d.backend}, ${int(d.mappings)} mappings: ${d.loadSeconds === null ? 'reused from an earlier run' : `loaded in ${num(d.loadSeconds, 1)} s`}`),
+    ...run.datasets.map(
+      (d) =>
+        `- ${d.backend}, ${int(d.mappings)} mappings: ${d.loadSeconds === null ? 'reused from an earlier run' : `loaded in ${num(d.loadSeconds, 1)} s`}`,
+    ),
     '',
     `![req/s and p99 per target and scenario](${chartPath})`,
     '',
@@ -117,13 +126,19 @@ export function writeResultsDocs(jsonFile: string, options: { readme: boolean })
   writeFileSync(svg, chartOf(run));
   const written = [`results written to ${jsonFile}`, `chart written to ${svg}`];
   if (!options.readme) {
-    return [...written, 'bench/README.md not updated (a filtered run); `node --import tsx bench/readme.ts` writes it from latest.json'];
+    return [
+      ...written,
+      'bench/README.md not updated (a filtered run); `node --import tsx bench/readme.ts` writes it from latest.json',
+    ];
   }
   const readme = readFileSync(README, 'utf8');
   const from = readme.indexOf(START);
   const to = readme.indexOf(END);
   const section = sectionOf(run, relative(dirname(README), svg));
-  const next = from >= 0 && to > from ? readme.slice(0, from) + section + readme.slice(to + END.length) : `${readme.trimEnd()}\n\n## Latest results\n\n${section}\n`;
+  const next =
+    from >= 0 && to > from
+      ? readme.slice(0, from) + section + readme.slice(to + END.length)
+      : `${readme.trimEnd()}\n\n## Latest results\n\n${section}\n`;
   writeFileSync(README, next);
   return [...written, `results section of ${README} updated`];
 }

@@ -23,7 +23,17 @@ export function formatTable(header: readonly string[], rows: readonly (readonly 
   return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
 }
 
-export const TARGET_HEADER = ['target', 'req/s', 'p50 ms', 'p99 ms', 'x baseline', 'p99 x base', '% ceiling', 'RSS MiB', 'unexpected'];
+export const TARGET_HEADER = [
+  'target',
+  'req/s',
+  'p50 ms',
+  'p99 ms',
+  'x baseline',
+  'p99 x base',
+  '% ceiling',
+  'RSS MiB',
+  'unexpected',
+];
 const TARGET_ALIGN = 'lrrrrrrrr';
 
 export function targetRow(target: TargetResult, result: ScenarioResult): string[] {
@@ -49,7 +59,8 @@ function warnings(result: ScenarioResult): string[] {
     ...(t.unexpected > 0
       ? [`${t.name}: ${t.unexpected} socket errors or wrong statuses; warm-up statuses ${JSON.stringify(t.statuses)}`]
       : []),
-    ...(t.created !== undefined && (t.created.stored < t.created.acknowledged || t.created.stored > t.created.acknowledged + t.created.inFlightMax)
+    ...(t.created !== undefined &&
+    (t.created.stored < t.created.acknowledged || t.created.stored > t.created.acknowledged + t.created.inFlightMax)
       ? [`${t.name}: ${t.created.acknowledged} creations acknowledged but ${t.created.stored} rows stored`]
       : []),
     ...(t.outputLines > 0
@@ -74,18 +85,26 @@ export function printScenario(result: ScenarioResult, variants: readonly Service
   if (info !== undefined) out.write(`  ${info}\n`);
   for (const t of result.targets) {
     if (t.created !== undefined) {
-      out.write(`  ${t.name}: ${integer(t.created.acknowledged)} creations acknowledged, ${integer(t.created.stored)} rows with its codes stored\n`);
+      out.write(
+        `  ${t.name}: ${integer(t.created.acknowledged)} creations acknowledged, ${integer(t.created.stored)} rows with its codes stored\n`,
+      );
     }
   }
   for (const warning of warnings(result)) out.write(`  WARNING ${warning}\n`);
 }
 
-export function printSummary(results: readonly ScenarioResult[], checks: readonly Check[], settings: BenchSettings): void {
+export function printSummary(
+  results: readonly ScenarioResult[],
+  checks: readonly Check[],
+  settings: BenchSettings,
+): void {
   const out = process.stdout;
   const load = loadavg()
     .map((l) => l.toFixed(2))
     .join(' ');
-  out.write(`\n== Summary (load average now ${load}, ${cpus().length} CPUs): medians of ${settings.rounds} round(s) of ${settings.durationS} s per target, `);
+  out.write(
+    `\n== Summary (load average now ${load}, ${cpus().length} CPUs): medians of ${settings.rounds} round(s) of ${settings.durationS} s per target, `,
+  );
   out.write(`${settings.connections} connections, User-Agent "${USER_AGENT}"\n\n`);
   const measured = results.flatMap((result) => result.targets.map((t) => [result.id, ...targetRow(t, result)]));
   out.write(`${formatTable(['scenario', ...TARGET_HEADER], measured, `l${TARGET_ALIGN}`)}\n\n`);

@@ -84,7 +84,15 @@ export function allScenarios(backends: readonly BackendName[]): Scenario[] {
   );
   const [size, workload] = [DATASET_SIZES[0], WORKLOADS[0]!];
   const workers = backends.includes('sqlite')
-    ? [{ id: scenarioId('sqlite', 'workers', workload, size), group: 'workers' as const, backend: 'sqlite' as const, workload, size }]
+    ? [
+        {
+          id: scenarioId('sqlite', 'workers', workload, size),
+          group: 'workers' as const,
+          backend: 'sqlite' as const,
+          workload,
+          size,
+        },
+      ]
     : [];
   return [...main, ...workers];
 }
@@ -147,19 +155,33 @@ async function load(
   return m;
 }
 
-async function drive(scenario: Scenario, all: readonly Driven[], stored: Stored, settings: BenchSettings): Promise<void> {
+async function drive(
+  scenario: Scenario,
+  all: readonly Driven[],
+  stored: Stored,
+  settings: BenchSettings,
+): Promise<void> {
   const pids = all.map((d) => d.target.server.pid);
   for (const d of all) {
-    if (d.target.spec.kind !== 'ceiling') d.problems.push(...(await scenario.workload.probe(d.target.server.baseUrl, stored)));
+    if (d.target.spec.kind !== 'ceiling')
+      d.problems.push(...(await scenario.workload.probe(d.target.server.baseUrl, stored)));
   }
   for (const d of all) {
-    d.warmup = await load(d, scenario, stored, settings, { round: 0, durationS: settings.warmupS, countStatuses: true });
+    d.warmup = await load(d, scenario, stored, settings, {
+      round: 0,
+      durationS: settings.warmupS,
+      countStatuses: true,
+    });
     await settle(pids);
   }
   for (let round = 1; round <= settings.rounds; round++) {
     process.stdout.write(`  round ${round}/${settings.rounds}:`);
     for (const d of all) {
-      const m = await load(d, scenario, stored, settings, { round, durationS: settings.durationS, countStatuses: false });
+      const m = await load(d, scenario, stored, settings, {
+        round,
+        durationS: settings.durationS,
+        countStatuses: false,
+      });
       d.rounds.push(m);
       // Its work after the load (last flush, consumers catching up) is its own, not the next target's.
       const settledS = (await settle(pids)) / 1000;

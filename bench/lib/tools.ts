@@ -40,7 +40,7 @@ export function findTools(pinning: boolean): Tools {
   notes.push(
     nginx === undefined
       ? 'nginx is not installed (apt-get install nginx-light): the generator ceiling is measured against the ' +
-          'node:net stand-in (bench/ceiling-server.ts), which may be below wrk\'s own ceiling, so more figures may be GENERATOR-BOUND'
+          "node:net stand-in (bench/ceiling-server.ts), which may be below wrk's own ceiling, so more figures may be GENERATOR-BOUND"
       : `ceiling server: ${version(nginx, ['-v'])}`,
   );
   return { wrk: wrk!, nginx, notes };

@@ -79,10 +79,7 @@ export function serviceKnows(setting: string): boolean {
 }
 
 /** The variants named in `names` (all when empty) plus `extra`, always led by the reference variant. */
-export function selectVariants(
-  names: readonly string[],
-  extra: readonly ServiceVariant[] = [],
-): ServiceVariant[] {
+export function selectVariants(names: readonly string[], extra: readonly ServiceVariant[] = []): ServiceVariant[] {
   const all = [...SERVICE_VARIANTS, ...extra];
   const unknown = names.filter((name) => !all.some((v) => v.name === name));
   if (unknown.length > 0) {

@@ -52,9 +52,12 @@ function popular({ mappings, popular }: Stored): Mapping[] {
 /** The popular mix's paths, one per line, written once per table size. */
 function popularFile(stored: Stored): string {
   const file = join(stored.dir, `popular-${stored.mappings}-${stored.popular}.txt`);
-  writeFileSync(file, `${popular(stored)
-    .map((m) => `/${m.code}`)
-    .join('\n')}\n`);
+  writeFileSync(
+    file,
+    `${popular(stored)
+      .map((m) => `/${m.code}`)
+      .join('\n')}\n`,
+  );
   return file;
 }
 
