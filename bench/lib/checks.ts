@@ -8,6 +8,7 @@
  * - otherwise PASS or FAIL.
  */
 import type { ScenarioResult, TargetResult } from './scenarios.js';
+import { median } from './stats.js';
 import type { ServiceVariant } from './variants.js';
 
 export type Verdict = 'PASS' | 'FAIL' | 'GENERATOR-BOUND' | 'INVALID';
@@ -76,6 +77,19 @@ function passes(value: number, op: Check['op'], limit: number): boolean {
   return op === '>=' ? value >= limit : value <= limit;
 }
 
+/**
+ * The median of the ratios of each round (`a` and `b` were measured in the same round, a few
+ * seconds apart): less sensitive than the ratio of medians to load that changes between rounds.
+ */
+function pairedNote(a: TargetResult, b: TargetResult, figure: 'rps' | 'p99Ms'): string | undefined {
+  const n = Math.min(a.rounds.length, b.rounds.length);
+  if (n < 2) return undefined;
+  const ratios = Array.from({ length: n }, (_, i) => a.rounds[i]![figure] / b.rounds[i]![figure]);
+  return `median of round ratios ${median(ratios).toFixed(2)}`;
+}
+
+const joinNotes = (...notes: (string | undefined)[]) => notes.filter(Boolean).join('; ') || undefined;
+
 function baselineChecks(result: ScenarioResult): Check[] {
   const service = find(result, 'service');
   const baseline = find(result, 'baseline');
@@ -113,7 +127,11 @@ export function featureChecks(result: ScenarioResult, variants: readonly Service
     const [withFeature, without] = cost.feature === 'on' ? [target, reference] : [reference, target];
     const value = 1 - withFeature.rps / without.rps;
     const { verdict, note } = verdictOf(result, without, [withFeature, without], value <= max);
-    const detail = `${withFeature.name} = ${(withFeature.rps / without.rps).toFixed(3)} x ${without.name}; p99 ${withFeature.p99Ms.toFixed(2)} vs ${without.p99Ms.toFixed(2)} ms`;
+    const detail = joinNotes(
+      `${withFeature.name} = ${(withFeature.rps / without.rps).toFixed(3)} x ${without.name}`,
+      pairedNote(withFeature, without, 'rps'),
+      `p99 ${withFeature.p99Ms.toFixed(2)} vs ${without.p99Ms.toFixed(2)} ms`,
+    );
     return [
       {
         scenario: result.id,
