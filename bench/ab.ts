@@ -28,9 +28,11 @@ import { SERVICE_ENV, SERVICE_VARIANTS } from './lib/variants.js';
 import { type Measurement, runWrk } from './lib/wrk.js';
 import { type Stored, WORKLOADS } from './lib/workloads.js';
 
-async function main(): Promise<void> {
-  const env = process.env;
-  const extra = Object.entries(env)
+type Env = NodeJS.ProcessEnv;
+type Variant = { readonly name: string; readonly env: Readonly<Record<string, string>> };
+
+function extraVariants(env: Env): Variant[] {
+  return Object.entries(env)
     .filter(([key]) => key.startsWith('AB_ENV_'))
     .map(([key, value]) => ({
       name: key.slice('AB_ENV_'.length),
@@ -41,8 +43,53 @@ async function main(): Promise<void> {
           .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)] as [string, string]),
       ),
     }));
+}
+
+/** The node arguments of one variant: another build (AB_DIST), node flags (AB_FLAGS), a CPU profile. */
+function variantArgs(variant: Variant, env: Env, profileDir: string): { args: string[]; env: Record<string, string> } {
+  const profiled = (env.AB_PROFILE ?? '').split(',').includes(variant.name);
+  if (profiled) mkdirSync(profileDir, { recursive: true });
+  const { AB_DIST: dist, AB_FLAGS: flags, ...variantEnv } = variant.env as Record<string, string>;
+  const serviceArgs =
+    dist === undefined
+      ? SERVICE_ARGS
+      : SERVICE_ARGS.map((a) => a.replace(/^(\.\/)?dist\//, `./${dist.replace(/^\.\//, '')}/`));
+  const args0 = profiled ? ['--cpu-prof', '--cpu-prof-dir', profileDir, ...serviceArgs] : serviceArgs;
+  return { args: flags ? [...flags.split(' ').filter(Boolean), ...args0] : args0, env: variantEnv };
+}
+
+interface Tally {
+  readonly rps: number[];
+  /** CPU microseconds the service spent per request: much less sensitive to a busy machine than req/s. */
+  readonly cpuUs: number[];
+  requests: number;
+}
+
+function printMedians(servers: readonly ChildServer[], tallies: Map<string, Tally>): void {
+  const first = servers[0]!;
+  const reference = tallies.get(first.name)!;
+  for (const server of servers) {
+    const tally = tallies.get(server.name)!;
+    const rps = median(tally.rps);
+    const cpu = median(tally.cpuUs);
+    // Each round's ratio to the reference's figure in the same round: robust to load that changes between rounds.
+    const pairedRps = median(tally.rps.map((r, i) => r / reference.rps[i]!));
+    process.stdout.write(
+      `${server.name}: median ${Math.round(rps)} req/s, ${(rps / median(reference.rps)).toFixed(3)} x ${first.name} ` +
+        `(median of round ratios ${pairedRps.toFixed(3)}); ` +
+        `median ${cpu.toFixed(1)} us cpu/req, ${(cpu / median(reference.cpuUs)).toFixed(3)} x ${first.name}; ` +
+        `${tally.requests} requests in all (pid ${server.pid})\n`,
+    );
+    if (server.output.lines > 0) process.stdout.write(`  output: ${server.output.tail.slice(-3).join('\n  ')}\n`);
+  }
+}
+
+async function main(): Promise<void> {
+  const env = process.env;
   const wanted = (env.AB_VARIANTS ?? '').split(',').filter(Boolean);
-  const variants = [...SERVICE_VARIANTS, ...extra].filter((v) => wanted.length === 0 || wanted.includes(v.name));
+  const variants = [...SERVICE_VARIANTS, ...extraVariants(env)].filter(
+    (v) => wanted.length === 0 || wanted.includes(v.name),
+  );
   const workloadName = env.AB_WORKLOAD === undefined || env.AB_WORKLOAD === 'redirect' ? 'popular' : env.AB_WORKLOAD;
   const workload = WORKLOADS.find((w) => w.name === workloadName);
   if (workload === undefined) throw new Error(`AB_WORKLOAD=${env.AB_WORKLOAD}: popular, uniform or shorten`);
@@ -51,7 +98,6 @@ async function main(): Promise<void> {
   const settings = loadSettings();
   const rounds = Number(env.AB_ROUNDS ?? 5);
   const durationS = Number(env.AB_DURATION_S ?? 5);
-  const profileDir = env.AB_PROFILE_DIR ?? '/tmp/ab-prof';
 
   const dir = mkdtempSync(join(tmpdir(), 'urlshortener-ab-'));
   registerCleanup(() => rmSync(dir, { recursive: true, force: true }));
@@ -61,73 +107,41 @@ async function main(): Promise<void> {
   for (const variant of variants) {
     const copy = await dataset.isolate(variant.name);
     letters.set(variant.name, String.fromCharCode(65 + letters.size));
-    const profiled = (env.AB_PROFILE ?? '').split(',').includes(variant.name);
-    if (profiled) mkdirSync(profileDir, { recursive: true });
-    const { AB_DIST: dist, AB_FLAGS: flags, ...variantEnv } = variant.env as Record<string, string>;
-    const serviceArgs =
-      dist === undefined
-        ? SERVICE_ARGS
-        : SERVICE_ARGS.map((a) => a.replace(/^(\.\/)?dist\//, `./${dist.replace(/^\.\//, '')}/`));
-    const args0 = profiled ? ['--cpu-prof', '--cpu-prof-dir', profileDir, ...serviceArgs] : serviceArgs;
-    const args = flags ? [...flags.split(' ').filter(Boolean), ...args0] : args0;
-    servers.push(
-      await startServer(variant.name, node(args, settings.targetCores), {
-        ...SERVICE_ENV,
-        DATABASE_URL: copy.databaseUrl,
-        ...variantEnv,
-      }),
-    );
+    const { args, env: variantEnv } = variantArgs(variant, env, env.AB_PROFILE_DIR ?? '/tmp/ab-prof');
+    const serviceEnv = { ...SERVICE_ENV, DATABASE_URL: copy.databaseUrl, ...variantEnv };
+    servers.push(await startServer(variant.name, node(args, settings.targetCores), serviceEnv));
   }
   const stored: Stored = { mappings: size.mappings, popular: settings.popularCodes, dir };
-  const measure = (server: ChildServer, durationS: number, round: number): Promise<Measurement> =>
+  const measure = (server: ChildServer, seconds: number, round: number): Promise<Measurement> =>
     runWrk({
       url: server.baseUrl,
       script: workload.script,
       args: workload.args(stored, { round, tag: shortenTag(letters.get(server.name)!) }),
-      durationS,
+      durationS: seconds,
       connections: settings.connections,
       cores: settings.generatorCores,
       countStatuses: round === 0,
       expectedStatus: workload.expectedStatus,
     });
-  const results = new Map<string, number[]>(servers.map((s) => [s.name, []]));
-  // CPU microseconds the service spent per request: much less sensitive to a busy machine than req/s.
-  const cpuPerRequest = new Map<string, number[]>(servers.map((s) => [s.name, []]));
-  const requests = new Map<string, number>(servers.map((s) => [s.name, 0]));
-  for (const server of servers) {
-    const m = await measure(server, settings.warmupS, 0);
-    requests.set(server.name, m.requests);
-  }
+  const tallies = new Map<string, Tally>(servers.map((s) => [s.name, { rps: [], cpuUs: [], requests: 0 }]));
+  for (const server of servers)
+    tallies.get(server.name)!.requests += (await measure(server, settings.warmupS, 0)).requests;
   for (let round = 1; round <= rounds; round++) {
     const line: string[] = [];
     for (const server of servers) {
+      const tally = tallies.get(server.name)!;
       const cpuBefore = cpuSeconds(server.pid);
       const m = await measure(server, durationS, round);
       const cpuUs = ((cpuSeconds(server.pid) - cpuBefore) * 1e6) / m.requests;
-      results.get(server.name)!.push(m.rps);
-      requests.set(server.name, requests.get(server.name)! + m.requests);
-      cpuPerRequest.get(server.name)!.push(cpuUs);
-      line.push(
-        `${server.name} ${Math.round(m.rps)} (${cpuUs.toFixed(1)} us cpu/req)${m.unexpected > 0 ? ` (${m.unexpected} unexpected)` : ''}`,
-      );
+      tally.rps.push(m.rps);
+      tally.cpuUs.push(cpuUs);
+      tally.requests += m.requests;
+      const flag = m.unexpected > 0 ? ` (${m.unexpected} unexpected)` : '';
+      line.push(`${server.name} ${Math.round(m.rps)} (${cpuUs.toFixed(1)} us cpu/req)${flag}`);
     }
     process.stdout.write(`round ${round}: ${line.join('; ')}; load ${loadavg()[0]!.toFixed(2)}\n`);
   }
-  const reference = median(results.get(servers[0]!.name)!);
-  const referenceCpu = median(cpuPerRequest.get(servers[0]!.name)!);
-  for (const server of servers) {
-    const rps = median(results.get(server.name)!);
-    const cpu = median(cpuPerRequest.get(server.name)!);
-    // Each round's ratio to the reference's figure in the same round: robust to load that changes between rounds.
-    const pairedRps = median(results.get(server.name)!.map((r, i) => r / results.get(servers[0]!.name)![i]!));
-    process.stdout.write(
-      `${server.name}: median ${Math.round(rps)} req/s, ${(rps / reference).toFixed(3)} x ${servers[0]!.name} ` +
-        `(median of round ratios ${pairedRps.toFixed(3)}); ` +
-        `median ${cpu.toFixed(1)} us cpu/req, ${(cpu / referenceCpu).toFixed(3)} x ${servers[0]!.name}; ` +
-        `${requests.get(server.name)} requests in all (pid ${server.pid})\n`,
-    );
-    if (server.output.lines > 0) process.stdout.write(`  output: ${server.output.tail.slice(-3).join('\n  ')}\n`);
-  }
+  printMedians(servers, tallies);
   for (const server of servers) await server.stop();
 }
 

@@ -32,6 +32,10 @@ const GROUP_GAP = 28;
 const LEFT = 70;
 const PANEL_HEIGHT = 220;
 const LABEL_HEIGHT = 78;
+/** A group is at least this wide, so that its labels do not run into the next group's. */
+const MIN_GROUP = 112;
+
+const groupWidth = (scenario: ChartScenario) => Math.max(scenario.targets.length * BAR, MIN_GROUP);
 
 const escape = (text: string) => text.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 
@@ -78,6 +82,8 @@ function drawPanel(
   }
   let x = LEFT + GROUP_GAP / 2;
   for (const scenario of scenarios) {
+    const slot = x;
+    x += (groupWidth(scenario) - scenario.targets.length * BAR) / 2;
     for (const target of scenario.targets) {
       const v = panel.value(target);
       if (Number.isFinite(v)) {
@@ -88,7 +94,7 @@ function drawPanel(
       }
       x += BAR;
     }
-    x += GROUP_GAP;
+    x = slot + groupWidth(scenario) + GROUP_GAP;
   }
   return out;
 }
@@ -97,7 +103,7 @@ function drawLabels(scenarios: readonly ChartScenario[], top: number): string[] 
   const out: string[] = [];
   let x = LEFT + GROUP_GAP / 2;
   for (const scenario of scenarios) {
-    const centre = x + (scenario.targets.length * BAR) / 2;
+    const centre = x + groupWidth(scenario) / 2;
     const [backend, ...rest] = scenario.id.split('-');
     const lines = [backend!, rest.slice(0, -1).join('-'), rest.at(-1)!, scenario.note];
     lines.forEach((line, i) => {
@@ -105,7 +111,7 @@ function drawLabels(scenarios: readonly ChartScenario[], top: number): string[] 
         `<text x="${centre}" y="${top + 14 + i * 14}" class="${i === 3 ? 'note' : 'label'}">${escape(line)}</text>`,
       );
     });
-    x += scenario.targets.length * BAR + GROUP_GAP;
+    x += groupWidth(scenario) + GROUP_GAP;
   }
   return out;
 }
@@ -124,8 +130,8 @@ function drawLegend(names: readonly string[], colours: (n: string) => string): s
 export function renderChart(title: string, subtitle: string, scenarios: readonly ChartScenario[]): string {
   const extras = new Map<string, string>();
   const colours = (name: string) => colourOf(name, extras);
-  const bars = scenarios.reduce((sum, s) => sum + s.targets.length, 0);
-  const width = Math.max(760, LEFT + bars * BAR + scenarios.length * GROUP_GAP + 20);
+  const groups = scenarios.reduce((sum, s) => sum + groupWidth(s) + GROUP_GAP, 0);
+  const width = Math.max(760, LEFT + groups + 20);
   const names = [...new Set(scenarios.flatMap((s) => s.targets.map((t) => t.name)))];
   const rpsTop = 100;
   const p99Top = rpsTop + PANEL_HEIGHT + LABEL_HEIGHT + 40;
