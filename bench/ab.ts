@@ -5,7 +5,10 @@
  * BENCH_TARGET_CORES); wrk drives them alternately and the median of the rounds is printed.
  * Optionally one variant runs under `node --cpu-prof`.
  *
- *   AB_VARIANTS    comma-separated names from SERVICE_VARIANTS (default: all of them)
+ *   AB_VARIANTS    comma-separated names from SERVICE_VARIANTS (default: all of them), and
+ *                  `baseline`: the bare node:http baseline as one more target (only when named),
+ *                  e.g. AB_VARIANTS=baseline,default AB_PROFILE=baseline,default to compare the
+ *                  two processes' profiles under the same load
  *   AB_WORKLOAD    popular (default; "redirect" too), uniform or shorten
  *   AB_MAPPINGS    1000 (default) or 10000000: a dataset of bench/.data
  *   AB_ROUNDS      rounds (default 5), AB_DURATION_S seconds each (default 5), after a 2 s warm-up
@@ -23,13 +26,16 @@ import { sqliteBackend } from './lib/datasets.js';
 import { type ChildServer, cpuSeconds, node, startServer } from './lib/processes.js';
 import { DATASET_SIZES, loadSettings } from './lib/settings.js';
 import { median } from './lib/stats.js';
-import { SERVICE_ARGS } from './lib/targets.js';
+import { baselineArgs, SERVICE_ARGS } from './lib/targets.js';
 import { SERVICE_ENV, SERVICE_VARIANTS } from './lib/variants.js';
 import { type Measurement, runWrk } from './lib/wrk.js';
 import { type Stored, WORKLOADS } from './lib/workloads.js';
 
 type Env = NodeJS.ProcessEnv;
 type Variant = { readonly name: string; readonly env: Readonly<Record<string, string>> };
+
+/** The pseudo-variant that is the bare node:http baseline (bench/baseline-server.ts). */
+const BASELINE = 'baseline';
 
 function extraVariants(env: Env): Variant[] {
   return Object.entries(env)
@@ -46,14 +52,21 @@ function extraVariants(env: Env): Variant[] {
 }
 
 /** The node arguments of one variant: another build (AB_DIST), node flags (AB_FLAGS), a CPU profile. */
-function variantArgs(variant: Variant, env: Env, profileDir: string): { args: string[]; env: Record<string, string> } {
+function variantArgs(
+  variant: Variant,
+  env: Env,
+  profileDir: string,
+  mappings: number,
+): { args: string[]; env: Record<string, string> } {
   const profiled = (env.AB_PROFILE ?? '').split(',').includes(variant.name);
   if (profiled) mkdirSync(profileDir, { recursive: true });
   const { AB_DIST: dist, AB_FLAGS: flags, ...variantEnv } = variant.env as Record<string, string>;
   const serviceArgs =
-    dist === undefined
-      ? SERVICE_ARGS
-      : SERVICE_ARGS.map((a) => a.replace(/^(\.\/)?dist\//, `./${dist.replace(/^\.\//, '')}/`));
+    variant.name === BASELINE
+      ? baselineArgs(mappings)
+      : dist === undefined
+        ? SERVICE_ARGS
+        : SERVICE_ARGS.map((a) => a.replace(/^(\.\/)?dist\//, `./${dist.replace(/^\.\//, '')}/`));
   const args0 = profiled ? ['--cpu-prof', '--cpu-prof-dir', profileDir, ...serviceArgs] : serviceArgs;
   return { args: flags ? [...flags.split(' ').filter(Boolean), ...args0] : args0, env: variantEnv };
 }
@@ -87,8 +100,8 @@ function printMedians(servers: readonly ChildServer[], tallies: Map<string, Tall
 async function main(): Promise<void> {
   const env = process.env;
   const wanted = (env.AB_VARIANTS ?? '').split(',').filter(Boolean);
-  const variants = [...SERVICE_VARIANTS, ...extraVariants(env)].filter(
-    (v) => wanted.length === 0 || wanted.includes(v.name),
+  const variants = [{ name: BASELINE, env: {} }, ...SERVICE_VARIANTS, ...extraVariants(env)].filter((v) =>
+    wanted.length === 0 ? v.name !== BASELINE : wanted.includes(v.name),
   );
   const workloadName = env.AB_WORKLOAD === undefined || env.AB_WORKLOAD === 'redirect' ? 'popular' : env.AB_WORKLOAD;
   const workload = WORKLOADS.find((w) => w.name === workloadName);
@@ -105,10 +118,12 @@ async function main(): Promise<void> {
   const servers: ChildServer[] = [];
   const letters = new Map<string, string>();
   for (const variant of variants) {
-    const copy = await dataset.isolate(variant.name);
     letters.set(variant.name, String.fromCharCode(65 + letters.size));
-    const { args, env: variantEnv } = variantArgs(variant, env, env.AB_PROFILE_DIR ?? '/tmp/ab-prof');
-    const serviceEnv = { ...SERVICE_ENV, DATABASE_URL: copy.databaseUrl, ...variantEnv };
+    const profileDir = env.AB_PROFILE_DIR ?? '/tmp/ab-prof';
+    const { args, env: variantEnv } = variantArgs(variant, env, profileDir, size.mappings);
+    const database: Record<string, string> =
+      variant.name === BASELINE ? {} : { DATABASE_URL: (await dataset.isolate(variant.name)).databaseUrl };
+    const serviceEnv = { ...SERVICE_ENV, ...database, ...variantEnv };
     servers.push(await startServer(variant.name, node(args, settings.targetCores), serviceEnv));
   }
   const stored: Stored = { mappings: size.mappings, popular: settings.popularCodes, dir };

@@ -99,6 +99,7 @@ function baselineChecks(result: ScenarioResult): Check[] {
   ).map((budget) => {
     const value = budget.value(service, baseline);
     const { verdict, note } = verdictOf(result, baseline, [service, baseline], passes(value, budget.op, budget.limit));
+    const paired = pairedNote(service, baseline, budget.measure.startsWith('p99') ? 'p99Ms' : 'rps');
     return {
       scenario: result.id,
       target: service.name,
@@ -107,7 +108,7 @@ function baselineChecks(result: ScenarioResult): Check[] {
       op: budget.op,
       limit: budget.limit,
       verdict,
-      note,
+      note: joinNotes(note, paired),
     };
   });
 }

@@ -28,13 +28,14 @@ export const TARGET_HEADER = [
   'req/s',
   'p50 ms',
   'p99 ms',
+  'CPU us/req',
   'x baseline',
   'p99 x base',
   '% ceiling',
   'RSS MiB',
   'unexpected',
 ];
-const TARGET_ALIGN = 'lrrrrrrrr';
+const TARGET_ALIGN = 'lrrrrrrrrr';
 
 export function targetRow(target: TargetResult, result: ScenarioResult): string[] {
   const baseline = result.targets.find((t) => t.kind === 'baseline');
@@ -45,6 +46,7 @@ export function targetRow(target: TargetResult, result: ScenarioResult): string[
     integer(target.rps),
     decimal(target.p50Ms, 2),
     decimal(target.p99Ms, 2),
+    decimal(target.cpuUsPerRequest, 1),
     vsBaseline ? decimal(target.rps / baseline.rps) : '',
     vsBaseline ? decimal(target.p99Ms / baseline.p99Ms) : '',
     ceiling !== undefined && target !== ceiling ? `${decimal((target.rps / ceiling.rps) * 100, 0)}%` : '',

@@ -9,7 +9,7 @@
 import { loadavg } from 'node:os';
 import { shortenTag } from './codes.js';
 import type { BackendName, Dataset } from './datasets.js';
-import { settle } from './processes.js';
+import { cpuSeconds, settle } from './processes.js';
 import { type BenchSettings, DATASET_SIZES, type DatasetSize } from './settings.js';
 import { median } from './stats.js';
 import type { Target, TargetKind, TargetSpec } from './targets.js';
@@ -37,6 +37,11 @@ export interface TargetResult {
   readonly rps: number;
   readonly p50Ms: number;
   readonly p99Ms: number;
+  /**
+   * CPU time the target's processes spent per request (median over the rounds), in µs: its own
+   * work, much less sensitive to what else runs on the machine than its requests/s.
+   */
+  readonly cpuUsPerRequest: number;
   /** Socket errors and wrong statuses, summed over warm-up and rounds. */
   readonly unexpected: number;
   /** Exact statuses of the warm-up. */
@@ -121,6 +126,7 @@ interface Driven {
   problems: string[];
   warmup?: Measurement;
   readonly rounds: Measurement[];
+  readonly cpuUs: number[];
   acknowledged: number;
   runs: number;
 }
@@ -177,11 +183,13 @@ async function drive(
   for (let round = 1; round <= settings.rounds; round++) {
     process.stdout.write(`  round ${round}/${settings.rounds}:`);
     for (const d of all) {
+      const cpuBefore = cpuSeconds(d.target.server.pid);
       const m = await load(d, scenario, stored, settings, {
         round,
         durationS: settings.durationS,
         countStatuses: false,
       });
+      d.cpuUs.push(((cpuSeconds(d.target.server.pid) - cpuBefore) * 1e6) / Math.max(1, m.requests));
       d.rounds.push(m);
       // Its work after the load (last flush, consumers catching up) is its own, not the next target's.
       const settledS = (await settle(pids)) / 1000;
@@ -212,6 +220,7 @@ async function summarise(d: Driven, scenario: Scenario, settings: BenchSettings)
     rps: median(d.rounds.map((m) => m.rps)),
     p50Ms: median(d.rounds.map((m) => m.p50Ms)),
     p99Ms: median(d.rounds.map((m) => m.p99Ms)),
+    cpuUsPerRequest: median(d.cpuUs),
     unexpected: all.reduce((sum, m) => sum + m.unexpected, 0),
     statuses: d.warmup?.statuses ?? {},
     problems: [...new Set(d.problems)],
@@ -233,7 +242,14 @@ export async function runScenario(
   const stored: Stored = { mappings: dataset.size.mappings, popular: settings.popularCodes, dir };
   const description = scenario.workload.describe(stored);
   process.stdout.write(`\n== ${scenario.id}: ${description}\n`);
-  const all: Driven[] = targets.map((target) => ({ target, problems: [], rounds: [], acknowledged: 0, runs: 0 }));
+  const all: Driven[] = targets.map((target) => ({
+    target,
+    problems: [],
+    rounds: [],
+    cpuUs: [],
+    acknowledged: 0,
+    runs: 0,
+  }));
   await drive(scenario, all, stored, settings);
   const results: TargetResult[] = [];
   for (const d of all) results.push(await summarise(d, scenario, settings));

@@ -39,7 +39,7 @@ export const SERVICE_ARGS = [
 ];
 
 /** The baseline holds every mapping in a Map: 10,000,000 of them need more than V8's default heap. */
-function baselineArgs(mappings: number): string[] {
+export function baselineArgs(mappings: number): string[] {
   const heap = mappings > 1_000_000 ? ['--max-old-space-size=8192'] : [];
   return [...heap, '--import', 'tsx', 'bench/baseline-server.ts', '--mappings', String(mappings)];
 }

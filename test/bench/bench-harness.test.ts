@@ -73,6 +73,7 @@ function target(name: string, kind: TargetResult['kind'], rps: number, p99Ms = 2
     rps,
     p50Ms: 1,
     p99Ms,
+    cpuUsPerRequest: 10,
     unexpected,
     statuses: {},
     problems: [],
