@@ -189,10 +189,11 @@ async function drive(
         durationS: settings.durationS,
         countStatuses: false,
       });
-      d.cpuUs.push(((cpuSeconds(d.target.server.pid) - cpuBefore) * 1e6) / Math.max(1, m.requests));
       d.rounds.push(m);
-      // Its work after the load (last flush, consumers catching up) is its own, not the next target's.
+      // Its work after the load (last flush, consumers catching up) is its own, not the next target's,
+      // and counts in its CPU time per request.
       const settledS = (await settle(pids)) / 1000;
+      d.cpuUs.push(((cpuSeconds(d.target.server.pid) - cpuBefore) * 1e6) / Math.max(1, m.requests));
       const flag = m.unexpected > 0 ? ` (${m.unexpected} unexpected)` : '';
       process.stdout.write(` ${d.target.spec.name} ${Math.round(m.rps)}${flag} (idle ${settledS.toFixed(1)} s);`);
     }
