@@ -80,6 +80,19 @@ function sqliteCount(file: string, where = '', params: unknown[] = []): number {
   }
 }
 
+/**
+ * Folds the WAL into the main file, so that a copy of the main file alone is the whole database
+ * (a migration run on a reused dataset, or a read-only count, may leave a WAL beside it).
+ */
+function checkpointSqlite(file: string): void {
+  const db = new SQLite(file);
+  try {
+    db.pragma('wal_checkpoint(TRUNCATE)');
+  } finally {
+    db.close();
+  }
+}
+
 function removeSqlite(file: string): void {
   for (const suffix of ['', '-wal', '-shm', '-journal']) rmSync(`${file}${suffix}`, { force: true });
 }
@@ -101,8 +114,10 @@ async function loadSqliteMaster(file: string, size: DatasetSize): Promise<number
   });
   const rows = sqliteCount(loading);
   if (rows !== size.mappings) throw new Error(`loaded ${rows} rows into ${loading}, expected ${size.mappings}`);
+  checkpointSqlite(loading);
   removeSqlite(file);
   renameSync(loading, file);
+  removeSqlite(loading);
   return seconds;
 }
 
@@ -130,6 +145,7 @@ export function sqliteBackend(dataDir: string): StorageBackend {
       }
       const rows = sqliteCount(file);
       if (rows !== size.mappings) throw new Error(`${file} holds ${rows} rows, expected ${size.mappings}: delete it`);
+      checkpointSqlite(file);
       return {
         backend: 'sqlite',
         size,
