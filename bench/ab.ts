@@ -1,34 +1,44 @@
 /**
- * `node --import tsx bench/ab.ts`: a quick A/B of service variants on the redirect (or shorten)
- * workload, without the baseline, for investigating a budget. Each variant runs as its own
- * process on its own copy of one seeded SQLite file; the variants are driven alternately and the
- * median of the rounds is printed. Optionally one variant runs under `node --cpu-prof`.
+ * `node --import tsx bench/ab.ts`: a quick A/B of service variants on one workload, without the
+ * baseline, for investigating a budget. Each variant runs as its own process on its own copy of
+ * one loaded SQLite dataset, pinned like the bench's targets (BENCH_GENERATOR_CORES,
+ * BENCH_TARGET_CORES); wrk drives them alternately and the median of the rounds is printed.
+ * Optionally one variant runs under `node --cpu-prof`.
  *
- *   AB_VARIANTS    comma-separated names from SERVICE_VARIANTS (default: all of them)
- *   AB_WORKLOAD    redirect (default) or shorten
- *   AB_MAPPINGS    seeded rows (default 1000)
+ *   AB_VARIANTS    comma-separated names from SERVICE_VARIANTS (default: all of them), and
+ *                  `baseline`: the bare node:http baseline as one more target (only when named),
+ *                  e.g. AB_VARIANTS=baseline,default AB_PROFILE=baseline,default to compare the
+ *                  two processes' profiles under the same load
+ *   AB_WORKLOAD    popular (default; "redirect" too), uniform or shorten
+ *   AB_MAPPINGS    1000 (default) or 10000000: a dataset of bench/.data
  *   AB_ROUNDS      rounds (default 5), AB_DURATION_S seconds each (default 5), after a 2 s warm-up
  *   AB_PROFILE     variant names: those processes write a .cpuprofile into AB_PROFILE_DIR (default /tmp/ab-prof)
  *   AB_ENV_<NAME>  extra variant: AB_ENV_x='TRACING_SAMPLING_RATE=0.1,FOO=bar' adds variant x; the
  *                  pseudo-variable AB_DIST=<dir> runs that build instead of ./dist (A/B of builds),
  *                  and AB_FLAGS='--flag=value ...' adds node options (A/B of runtime flags)
  */
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cleanUpAll, cleanUpOnSignals, registerCleanup } from './lib/cleanup.js';
+import { shortenTag } from './lib/codes.js';
 import { sqliteBackend } from './lib/datasets.js';
-import { type ChildServer, cpuSeconds, startServer } from './lib/processes.js';
+import { type ChildServer, cpuSeconds, node, startServer } from './lib/processes.js';
+import { DATASET_SIZES, loadSettings } from './lib/settings.js';
 import { median } from './lib/stats.js';
+import { baselineArgs, SERVICE_ARGS } from './lib/targets.js';
 import { SERVICE_ENV, SERVICE_VARIANTS } from './lib/variants.js';
-import { measure, WORKLOADS } from './lib/workloads.js';
+import { type Measurement, runWrk } from './lib/wrk.js';
+import { type Stored, WORKLOADS } from './lib/workloads.js';
 
-/** As `npm start` runs it (see lib/scenarios.ts). */
-const SERVICE_ARGS = ['--max-semi-space-size=32', '--import', './dist/instrumentation.js', 'dist/cli.js', 'serve'];
+type Env = NodeJS.ProcessEnv;
+type Variant = { readonly name: string; readonly env: Readonly<Record<string, string>> };
 
-async function main(): Promise<void> {
-  const env = process.env;
-  const extra = Object.entries(env)
+/** The pseudo-variant that is the bare node:http baseline (bench/baseline-server.ts). */
+const BASELINE = 'baseline';
+
+function extraVariants(env: Env): Variant[] {
+  return Object.entries(env)
     .filter(([key]) => key.startsWith('AB_ENV_'))
     .map(([key, value]) => ({
       name: key.slice('AB_ENV_'.length),
@@ -39,77 +49,115 @@ async function main(): Promise<void> {
           .map((kv) => [kv.slice(0, kv.indexOf('=')), kv.slice(kv.indexOf('=') + 1)] as [string, string]),
       ),
     }));
-  const wanted = (env.AB_VARIANTS ?? '').split(',').filter(Boolean);
-  const variants = [...SERVICE_VARIANTS, ...extra].filter((v) => wanted.length === 0 || wanted.includes(v.name));
-  const workload = WORKLOADS.find((w) => w.name === (env.AB_WORKLOAD ?? 'redirect'))!;
-  const mappings = Number(env.AB_MAPPINGS ?? 1000);
-  const rounds = Number(env.AB_ROUNDS ?? 5);
-  const durationS = Number(env.AB_DURATION_S ?? 5);
-  const profileDir = env.AB_PROFILE_DIR ?? '/tmp/ab-prof';
+}
 
-  const dir = mkdtempSync(join(tmpdir(), 'urlshortener-ab-'));
-  registerCleanup(() => rmSync(dir, { recursive: true, force: true }));
-  const label = mappings >= 1_000_000 ? '1m' : '1k';
-  const dataset = await sqliteBackend(dir).create({ label, mappings } as never);
-  const file = dataset.databaseUrl.slice('sqlite:'.length);
-  const servers: ChildServer[] = [];
-  for (const variant of variants) {
-    const copy = join(dir, `${variant.name}.db`);
-    copyFileSync(file, copy);
-    const profiled = (env.AB_PROFILE ?? '').split(',').includes(variant.name);
-    if (profiled) mkdirSync(profileDir, { recursive: true });
-    const { AB_DIST: dist, AB_FLAGS: flags, ...variantEnv } = variant.env as Record<string, string>;
-    const serviceArgs =
-      dist === undefined
+/** The node arguments of one variant: another build (AB_DIST), node flags (AB_FLAGS), a CPU profile. */
+function variantArgs(
+  variant: Variant,
+  env: Env,
+  profileDir: string,
+  mappings: number,
+): { args: string[]; env: Record<string, string> } {
+  const profiled = (env.AB_PROFILE ?? '').split(',').includes(variant.name);
+  if (profiled) mkdirSync(profileDir, { recursive: true });
+  const { AB_DIST: dist, AB_FLAGS: flags, ...variantEnv } = variant.env as Record<string, string>;
+  const serviceArgs =
+    variant.name === BASELINE
+      ? baselineArgs(mappings)
+      : dist === undefined
         ? SERVICE_ARGS
         : SERVICE_ARGS.map((a) => a.replace(/^(\.\/)?dist\//, `./${dist.replace(/^\.\//, '')}/`));
-    const args0 = profiled ? ['--cpu-prof', '--cpu-prof-dir', profileDir, ...serviceArgs] : serviceArgs;
-    const args = flags ? [...flags.split(' ').filter(Boolean), ...args0] : args0;
-    servers.push(
-      await startServer(variant.name, args, { ...SERVICE_ENV, DATABASE_URL: `sqlite:${copy}`, ...variantEnv }),
-    );
-  }
-  const stored = { mappings, popular: 10_000 };
-  const results = new Map<string, number[]>(servers.map((s) => [s.name, []]));
-  // CPU microseconds the service spent per request: much less sensitive to a busy machine than req/s.
-  const cpuPerRequest = new Map<string, number[]>(servers.map((s) => [s.name, []]));
-  const requests = new Map<string, number>(servers.map((s) => [s.name, 0]));
+  const args0 = profiled ? ['--cpu-prof', '--cpu-prof-dir', profileDir, ...serviceArgs] : serviceArgs;
+  return { args: flags ? [...flags.split(' ').filter(Boolean), ...args0] : args0, env: variantEnv };
+}
+
+interface Tally {
+  readonly rps: number[];
+  /** CPU microseconds the service spent per request: much less sensitive to a busy machine than req/s. */
+  readonly cpuUs: number[];
+  requests: number;
+}
+
+function printMedians(servers: readonly ChildServer[], tallies: Map<string, Tally>): void {
+  const first = servers[0]!;
+  const reference = tallies.get(first.name)!;
   for (const server of servers) {
-    const m = await measure(workload, server.baseUrl, stored, { durationS: 2, connections: 64 });
-    requests.set(server.name, m.requests);
-  }
-  for (let round = 1; round <= rounds; round++) {
-    const line: string[] = [];
-    for (const server of servers) {
-      const cpuBefore = cpuSeconds(server.pid);
-      const m = await measure(workload, server.baseUrl, stored, { durationS, connections: 64 });
-      const cpuUs = ((cpuSeconds(server.pid) - cpuBefore) * 1e6) / m.requests;
-      results.get(server.name)!.push(m.rps);
-      requests.set(server.name, requests.get(server.name)! + m.requests);
-      cpuPerRequest.get(server.name)!.push(cpuUs);
-      line.push(
-        `${server.name} ${Math.round(m.rps)} (${cpuUs.toFixed(1)} us cpu/req)${m.unexpected > 0 ? ` (${m.unexpected} unexpected)` : ''}`,
-      );
-    }
-    process.stdout.write(`round ${round}: ${line.join('; ')}; load ${loadavg()[0]!.toFixed(2)}\n`);
-  }
-  const reference = median(results.get(servers[0]!.name)!);
-  const referenceCpu = median(cpuPerRequest.get(servers[0]!.name)!);
-  for (const server of servers) {
-    const rps = median(results.get(server.name)!);
-    const cpu = median(cpuPerRequest.get(server.name)!);
+    const tally = tallies.get(server.name)!;
+    const rps = median(tally.rps);
+    const cpu = median(tally.cpuUs);
     // Each round's ratio to the reference's figure in the same round: robust to load that changes between rounds.
-    const pairedRps = median(results.get(server.name)!.map((r, i) => r / results.get(servers[0]!.name)![i]!));
+    const pairedRps = median(tally.rps.map((r, i) => r / reference.rps[i]!));
     process.stdout.write(
-      `${server.name}: median ${Math.round(rps)} req/s, ${(rps / reference).toFixed(3)} x ${servers[0]!.name} ` +
+      `${server.name}: median ${Math.round(rps)} req/s, ${(rps / median(reference.rps)).toFixed(3)} x ${first.name} ` +
         `(median of round ratios ${pairedRps.toFixed(3)}); ` +
-        `median ${cpu.toFixed(1)} us cpu/req, ${(cpu / referenceCpu).toFixed(3)} x ${servers[0]!.name}; ` +
-        `${requests.get(server.name)} requests in all (pid ${server.pid})\n`,
+        `median ${cpu.toFixed(1)} us cpu/req, ${(cpu / median(reference.cpuUs)).toFixed(3)} x ${first.name}; ` +
+        `${tally.requests} requests in all (pid ${server.pid})\n`,
     );
     if (server.output.lines > 0) process.stdout.write(`  output: ${server.output.tail.slice(-3).join('\n  ')}\n`);
   }
+}
+
+async function main(): Promise<void> {
+  const env = process.env;
+  const wanted = (env.AB_VARIANTS ?? '').split(',').filter(Boolean);
+  const variants = [{ name: BASELINE, env: {} }, ...SERVICE_VARIANTS, ...extraVariants(env)].filter((v) =>
+    wanted.length === 0 ? v.name !== BASELINE : wanted.includes(v.name),
+  );
+  const workloadName = env.AB_WORKLOAD === undefined || env.AB_WORKLOAD === 'redirect' ? 'popular' : env.AB_WORKLOAD;
+  const workload = WORKLOADS.find((w) => w.name === workloadName);
+  if (workload === undefined) throw new Error(`AB_WORKLOAD=${env.AB_WORKLOAD}: popular, uniform or shorten`);
+  const size = DATASET_SIZES.find((s) => s.mappings === Number(env.AB_MAPPINGS ?? 1000));
+  if (size === undefined) throw new Error(`AB_MAPPINGS: one of ${DATASET_SIZES.map((s) => s.mappings).join(', ')}`);
+  const settings = loadSettings();
+  const rounds = Number(env.AB_ROUNDS ?? 5);
+  const durationS = Number(env.AB_DURATION_S ?? 5);
+
+  const dir = mkdtempSync(join(tmpdir(), 'urlshortener-ab-'));
+  registerCleanup(() => rmSync(dir, { recursive: true, force: true }));
+  const dataset = await sqliteBackend(settings.dataDir).open(size, (text) => process.stdout.write(`${text}\n`));
+  const servers: ChildServer[] = [];
+  const letters = new Map<string, string>();
+  for (const variant of variants) {
+    letters.set(variant.name, String.fromCharCode(65 + letters.size));
+    const profileDir = env.AB_PROFILE_DIR ?? '/tmp/ab-prof';
+    const { args, env: variantEnv } = variantArgs(variant, env, profileDir, size.mappings);
+    const database: Record<string, string> =
+      variant.name === BASELINE ? {} : { DATABASE_URL: (await dataset.isolate(variant.name)).databaseUrl };
+    const serviceEnv = { ...SERVICE_ENV, ...database, ...variantEnv };
+    servers.push(await startServer(variant.name, node(args, settings.targetCores), serviceEnv));
+  }
+  const stored: Stored = { mappings: size.mappings, popular: settings.popularCodes, dir };
+  const measure = (server: ChildServer, seconds: number, round: number): Promise<Measurement> =>
+    runWrk({
+      url: server.baseUrl,
+      script: workload.script,
+      args: workload.args(stored, { round, tag: shortenTag(letters.get(server.name)!) }),
+      durationS: seconds,
+      connections: settings.connections,
+      cores: settings.generatorCores,
+      countStatuses: round === 0,
+      expectedStatus: workload.expectedStatus,
+    });
+  const tallies = new Map<string, Tally>(servers.map((s) => [s.name, { rps: [], cpuUs: [], requests: 0 }]));
+  for (const server of servers)
+    tallies.get(server.name)!.requests += (await measure(server, settings.warmupS, 0)).requests;
+  for (let round = 1; round <= rounds; round++) {
+    const line: string[] = [];
+    for (const server of servers) {
+      const tally = tallies.get(server.name)!;
+      const cpuBefore = cpuSeconds(server.pid);
+      const m = await measure(server, durationS, round);
+      const cpuUs = ((cpuSeconds(server.pid) - cpuBefore) * 1e6) / m.requests;
+      tally.rps.push(m.rps);
+      tally.cpuUs.push(cpuUs);
+      tally.requests += m.requests;
+      const flag = m.unexpected > 0 ? ` (${m.unexpected} unexpected)` : '';
+      line.push(`${server.name} ${Math.round(m.rps)} (${cpuUs.toFixed(1)} us cpu/req)${flag}`);
+    }
+    process.stdout.write(`round ${round}: ${line.join('; ')}; load ${loadavg()[0]!.toFixed(2)}\n`);
+  }
+  printMedians(servers, tallies);
   for (const server of servers) await server.stop();
-  await dataset.drop();
 }
 
 cleanUpOnSignals();

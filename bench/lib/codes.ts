@@ -3,7 +3,8 @@
  * baseline server (which builds the same mappings from a count), so both hold identical links.
  *
  * Seeded codes start with `0`, codes created during a run with `1`: the two never collide, and
- * neither can equal a route name (those start with a letter).
+ * neither can equal a route name (those start with a letter). bench/wrk/uniform.lua computes the
+ * seeded codes the same way, in Lua.
  */
 
 export interface Mapping {
@@ -35,21 +36,58 @@ function scramble(value: number): number {
   return h >>> 0;
 }
 
-function mapping(prefix: string, index: number, path: string): Mapping {
-  const code = prefix + base62(scramble(index), CODE_DIGITS);
-  return { code, url: `https://example.com/${path}/${code}?ref=bench`, created_at: CREATED_AT, click_count: 0 };
+/** What every seeded and created mapping has; bench/wrk/shorten.lua sends the same. */
+export const SEED_CREATED_AT = CREATED_AT;
+
+/** The code of the seeded mapping whose scrambled index is `key` (see `seedKeysSorted`). */
+export function seedCodeOfKey(key: number): string {
+  return `0${base62(key, CODE_DIGITS)}`;
+}
+
+export function seedUrl(code: string): string {
+  return `https://example.com/seeded/${code}?ref=bench`;
 }
 
 /** The `index`-th stored mapping (0-based) of a seeded database. */
 export function seedMapping(index: number): Mapping {
-  return mapping('0', index, 'seeded');
+  const code = seedCodeOfKey(scramble(index));
+  return { code, url: seedUrl(code), created_at: CREATED_AT, click_count: 0 };
 }
 
-let created = 0;
+/**
+ * The scrambled indexes of a table of `count` seeded mappings, ascending: their codes in this
+ * order are ascending too (fixed width, base-62 digits in ASCII order), so a loader that inserts
+ * in this order appends to the code index instead of writing all over it.
+ */
+export function seedKeysSorted(count: number): Uint32Array {
+  const keys = new Uint32Array(count);
+  for (let i = 0; i < count; i++) keys[i] = scramble(i);
+  return keys.sort();
+}
 
-/** A mapping no target has seen before in this process: the body of one `POST /shorten`. */
+let created = Math.floor(Math.random() * 62 ** 4);
+
+/**
+ * A mapping no target has seen before in this process: the body of one probe `POST /shorten`.
+ * Its code starts with "10", which no shorten run's tag does (those start with a letter).
+ */
 export function freshMapping(): Mapping {
-  return mapping('1', created++, 'created');
+  const code = `10${base62(created++ % 62 ** 5, 5)}`;
+  return { code, url: `https://example.com/created/${code}?ref=bench`, created_at: CREATED_AT, click_count: 0 };
+}
+
+/**
+ * A tag for one wrk run of bench/wrk/shorten.lua: the target's letter, then three random base-62
+ * digits. Its codes are "1", the tag, the thread's digit and a counter, so they never collide
+ * with seeded codes ("0..."), probe codes (7 characters) or another run's.
+ */
+export function shortenTag(targetLetter: string): string {
+  return targetLetter + base62(Math.floor(Math.random() * 62 ** 3), 3);
+}
+
+/** The codes a target's shorten runs create start with this (see `shortenTag`). */
+export function createdPrefix(targetLetter: string): string {
+  return `1${targetLetter}`;
 }
 
 /** Mulberry32: a small seeded PRNG, so every run draws the same sample. */

@@ -1,55 +1,64 @@
 /**
- * Databases holding N mappings, made fresh for a run: the service's own migrations create the
- * table, then rows are bulk-inserted directly (far faster than through the API).
+ * Databases holding N seeded mappings, loaded once and reused while their fingerprint matches.
+ * The service's own migrations create the tables (and run again on a reused dataset, so a new
+ * migration applies); rows are bulk-loaded directly (lib/seed.ts).
+ *
+ * - SQLite: a master file under BENCH_DATA_DIR (bench/.data/sqlite-10m.db) that no service opens;
+ *   every service process gets a private copy (`isolate`), made once per group of scenarios.
+ * - PostgreSQL: a schema per size (bench_data_10m) on the given database, its fingerprint in the
+ *   schema's comment. Every service process of a group shares it; before use it is reset to the
+ *   loaded state (created rows deleted, click counts zeroed, tables that were empty emptied).
  */
-import { copyFileSync, rmSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
 import pg from 'pg';
 import { registerCleanup } from './cleanup.js';
-import { type Mapping, seedMapping } from './codes.js';
 import { runNode } from './processes.js';
+import { loadPostgres, loadSqlite } from './seed.js';
 import type { DatasetSize } from './settings.js';
 
 export type BackendName = 'sqlite' | 'postgres';
 
+/** Bump when what a loaded dataset holds changes (codes.ts, seed.ts). */
+const DATASET_FORMAT = 2;
+
 export interface Dataset {
   readonly backend: BackendName;
   readonly size: DatasetSize;
-  /** The service's DATABASE_URL for this dataset. */
+  /** The service's DATABASE_URL for this dataset (PostgreSQL), or its master file (SQLite). */
   readonly databaseUrl: string;
-  readonly seedSeconds: number;
-  countRows(): Promise<number>;
-  drop(): Promise<void>;
-  /**
-   * A private copy of the seeded data for one service process, when the backend can make one
-   * cheaply (SQLite: a file copy). Every service runs its event consumers and click flushes
-   * against its database: on a shared one, the process that holds the consumers' leases does the
-   * others' background work too, and they contend for SQLite's one write lock, so which variant
-   * was started first would show in its numbers.
-   */
-  isolate?(name: string): IsolatedCopy;
+  /** Seconds it took to load, or undefined when a stored one was reused. */
+  readonly loadSeconds: number | undefined;
+  /** A private copy for one service process (SQLite), or the shared dataset (PostgreSQL). */
+  isolate(name: string): Promise<TargetData>;
 }
 
-export interface IsolatedCopy {
+export interface TargetData {
   readonly databaseUrl: string;
-  countRows(): Promise<number>;
+  /** Rows whose code starts with `prefix` (what one target's shorten runs created). */
+  countCreated(prefix: string): Promise<number>;
   drop(): Promise<void>;
 }
 
 export interface StorageBackend {
   readonly name: BackendName;
-  create(size: DatasetSize): Promise<Dataset>;
+  /** The database location, without credentials, for the report. */
+  readonly where: string;
+  open(size: DatasetSize, log: (text: string) => void): Promise<Dataset>;
 }
 
-const PG_BATCH = 50_000;
+interface Fingerprint {
+  readonly format: number;
+  readonly mappings: number;
+}
+
+const fingerprintOf = (size: DatasetSize): Fingerprint => ({ format: DATASET_FORMAT, mappings: size.mappings });
+const sameFingerprint = (a: Partial<Fingerprint> | undefined, b: Fingerprint) =>
+  a?.format === b.format && a.mappings === b.mappings;
 
 function migrate(databaseUrl: string): Promise<void> {
   return runNode(['dist/cli.js', 'migrate'], { DATABASE_URL: databaseUrl, LOG_LEVEL: 'warn' });
-}
-
-function mappings(from: number, to: number): Mapping[] {
-  return Array.from({ length: to - from }, (_, i) => seedMapping(from + i));
 }
 
 async function timed(work: () => Promise<void> | void): Promise<number> {
@@ -58,67 +67,106 @@ async function timed(work: () => Promise<void> | void): Promise<number> {
   return (performance.now() - start) / 1000;
 }
 
-function seedSqlite(file: string, count: number): void {
+/** The end of the range of codes that start with `prefix` (next character in byte order). */
+const prefixEnd = (prefix: string) =>
+  prefix.slice(0, -1) + String.fromCharCode(prefix.charCodeAt(prefix.length - 1) + 1);
+
+function sqliteCount(file: string, where = '', params: unknown[] = []): number {
+  const db = new SQLite(file, { readonly: true });
+  try {
+    return (db.prepare(`SELECT count(*) AS n FROM url_mappings ${where}`).get(...params) as { n: number }).n;
+  } finally {
+    db.close();
+  }
+}
+
+/**
+ * Folds the WAL into the main file, so that a copy of the main file alone is the whole database
+ * (a migration run on a reused dataset, or a read-only count, may leave a WAL beside it).
+ */
+function checkpointSqlite(file: string): void {
   const db = new SQLite(file);
   try {
-    db.pragma('synchronous = OFF');
-    const insert = db.prepare('INSERT INTO url_mappings (code, url, created_at, click_count) VALUES (?, ?, ?, ?)');
-    db.transaction(() => {
-      for (let i = 0; i < count; i++) {
-        const m = seedMapping(i);
-        insert.run(m.code, m.url, m.created_at, m.click_count);
-      }
-    })();
     db.pragma('wal_checkpoint(TRUNCATE)');
   } finally {
     db.close();
   }
 }
 
-function countSqliteRows(file: string): number {
-  const db = new SQLite(file, { readonly: true });
+function removeSqlite(file: string): void {
+  for (const suffix of ['', '-wal', '-shm', '-journal']) rmSync(`${file}${suffix}`, { force: true });
+}
+
+function readJson(file: string): Partial<Fingerprint> | undefined {
   try {
-    return (db.prepare('SELECT count(*) AS n FROM url_mappings').get() as { n: number }).n;
-  } finally {
-    db.close();
+    return JSON.parse(readFileSync(file, 'utf8')) as Partial<Fingerprint>;
+  } catch {
+    return undefined;
   }
 }
 
-/** SQLite datasets are files in `dir`. */
-export function sqliteBackend(dir: string): StorageBackend {
+async function loadSqliteMaster(file: string, size: DatasetSize): Promise<number> {
+  const loading = `${file}.loading`;
+  removeSqlite(loading);
+  const seconds = await timed(async () => {
+    await migrate(`sqlite:${loading}`);
+    loadSqlite(loading, size.mappings);
+  });
+  const rows = sqliteCount(loading);
+  if (rows !== size.mappings) throw new Error(`loaded ${rows} rows into ${loading}, expected ${size.mappings}`);
+  checkpointSqlite(loading);
+  removeSqlite(file);
+  renameSync(loading, file);
+  removeSqlite(loading);
+  return seconds;
+}
+
+/** SQLite datasets: masters in `dataDir`, working copies in a directory of this run. */
+export function sqliteBackend(dataDir: string): StorageBackend {
+  const workDir = join(dataDir, `work-${process.pid}`);
   return {
     name: 'sqlite',
-    async create(size) {
-      const file = join(dir, `${size.label}.db`);
-      const drop = registerCleanup(() => {
-        for (const suffix of ['', '-wal', '-shm']) rmSync(`${file}${suffix}`, { force: true });
-      });
-      const databaseUrl = `sqlite:${file}`;
-      await migrate(databaseUrl);
-      const seedSeconds = await timed(() => seedSqlite(file, size.mappings));
-      const isolate = (name: string): IsolatedCopy => {
-        const copy = `${file}.${name}.db`;
-        copyFileSync(file, copy);
-        const dropCopy = registerCleanup(() => {
-          for (const suffix of ['', '-wal', '-shm']) rmSync(`${copy}${suffix}`, { force: true });
-        });
-        return { databaseUrl: `sqlite:${copy}`, countRows: async () => countSqliteRows(copy), drop: dropCopy };
-      };
+    where: dataDir,
+    async open(size, log) {
+      mkdirSync(workDir, { recursive: true });
+      registerCleanup(() => rmSync(workDir, { recursive: true, force: true }));
+      const file = join(dataDir, `sqlite-${size.label}.db`);
+      const stamp = join(dataDir, `sqlite-${size.label}.json`);
+      const wanted = fingerprintOf(size);
+      let loadSeconds: number | undefined;
+      if (existsSync(file) && sameFingerprint(readJson(stamp), wanted)) {
+        log(`reusing ${file}`);
+        await migrate(`sqlite:${file}`);
+      } else {
+        rmSync(stamp, { force: true });
+        log(`loading ${size.mappings.toLocaleString('en-US')} mappings into ${file}`);
+        loadSeconds = await loadSqliteMaster(file, size);
+        writeFileSync(stamp, `${JSON.stringify(wanted)}\n`);
+      }
+      const rows = sqliteCount(file);
+      if (rows !== size.mappings) throw new Error(`${file} holds ${rows} rows, expected ${size.mappings}: delete it`);
+      checkpointSqlite(file);
       return {
         backend: 'sqlite',
         size,
-        databaseUrl,
-        seedSeconds,
-        countRows: async () => countSqliteRows(file),
-        drop,
-        isolate,
+        databaseUrl: `sqlite:${file}`,
+        loadSeconds,
+        async isolate(name) {
+          const copy = join(workDir, `${size.label}-${name}.db`);
+          removeSqlite(copy);
+          copyFileSync(file, copy);
+          const drop = registerCleanup(() => removeSqlite(copy));
+          const countCreated = async (prefix: string) =>
+            sqliteCount(copy, 'WHERE code >= ? AND code < ?', [prefix, prefixEnd(prefix)]);
+          return { databaseUrl: `sqlite:${copy}`, countCreated, drop };
+        },
       };
     },
   };
 }
 
-async function withClient<T>(connectionString: string, use: (client: pg.Client) => Promise<T>): Promise<T> {
-  const client = new pg.Client({ connectionString });
+export async function withClient<T>(connectionString: string, use: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString, connectionTimeoutMillis: 5_000 });
   await client.connect();
   try {
     return await use(client);
@@ -127,23 +175,14 @@ async function withClient<T>(connectionString: string, use: (client: pg.Client) 
   }
 }
 
-async function seedPostgres(databaseUrl: string, count: number): Promise<void> {
-  await withClient(databaseUrl, async (client) => {
-    for (let from = 0; from < count; from += PG_BATCH) {
-      const batch = mappings(from, Math.min(count, from + PG_BATCH));
-      await client.query(
-        `INSERT INTO url_mappings (code, url, created_at, click_count)
-         SELECT * FROM unnest($1::text[], $2::text[], $3::timestamptz[], $4::bigint[])`,
-        [
-          batch.map((m) => m.code),
-          batch.map((m) => m.url),
-          batch.map((m) => m.created_at),
-          batch.map((m) => m.click_count),
-        ],
-      );
-    }
-    await client.query('ANALYZE url_mappings');
-  });
+/** Whether PostgreSQL answers at `url` (within a few seconds). */
+export async function postgresAnswers(url: string): Promise<string | undefined> {
+  try {
+    await withClient(url, (client) => client.query('SELECT 1'));
+    return undefined;
+  } catch (error) {
+    return error instanceof Error ? error.message : String(error);
+  }
 }
 
 /** With search_path set in the URL, every query of the service lands in `schema`. */
@@ -153,25 +192,108 @@ function urlWithSchema(serverUrl: string, schema: string): string {
   return url.toString();
 }
 
-/** PostgreSQL datasets are schemas of their own on `serverUrl`'s database, dropped afterwards. */
+interface PgStamp extends Fingerprint {
+  /** Tables that were empty once loaded: a reset empties them again. */
+  readonly emptyTables: readonly string[];
+}
+
+async function readPgStamp(client: pg.Client, schema: string): Promise<PgStamp | undefined> {
+  const { rows } = await client.query<{ comment: string | null }>(
+    `SELECT obj_description(oid, 'pg_namespace') AS comment FROM pg_namespace WHERE nspname = $1`,
+    [schema],
+  );
+  try {
+    return rows[0]?.comment ? (JSON.parse(rows[0].comment) as PgStamp) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+async function emptyTables(client: pg.Client, schema: string): Promise<string[]> {
+  const { rows } = await client.query<{ name: string }>(
+    `SELECT table_name AS name FROM information_schema.tables WHERE table_schema = $1 AND table_type = 'BASE TABLE'`,
+    [schema],
+  );
+  const empty: string[] = [];
+  for (const { name } of rows) {
+    const result = await client.query(`SELECT 1 FROM ${schema}."${name}" LIMIT 1`);
+    if (result.rowCount === 0) empty.push(name);
+  }
+  return empty.sort();
+}
+
+/** Back to the loaded state: what a previous run created or counted is undone. */
+async function resetPostgres(client: pg.Client, schema: string, stamp: PgStamp): Promise<void> {
+  const present = new Set(
+    (
+      await client.query<{ name: string }>(
+        `SELECT table_name AS name FROM information_schema.tables WHERE table_schema = $1`,
+        [schema],
+      )
+    ).rows.map((r) => r.name),
+  );
+  const toEmpty = stamp.emptyTables.filter((t) => present.has(t)).map((t) => `${schema}."${t}"`);
+  if (toEmpty.length > 0) await client.query(`TRUNCATE ${toEmpty.join(', ')}`);
+  await client.query(`DELETE FROM ${schema}.url_mappings WHERE code COLLATE "C" >= '1'`);
+  await client.query(`UPDATE ${schema}.url_mappings SET click_count = 0 WHERE click_count <> 0`);
+  await client.query(`VACUUM ANALYZE ${schema}.url_mappings`);
+}
+
+async function loadPgSchema(serverUrl: string, schema: string, size: DatasetSize): Promise<number> {
+  await withClient(serverUrl, async (client) => {
+    await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+    await client.query(`CREATE SCHEMA ${schema}`);
+  });
+  const databaseUrl = urlWithSchema(serverUrl, schema);
+  return timed(async () => {
+    await migrate(databaseUrl);
+    await withClient(databaseUrl, async (client) => {
+      await loadPostgres(client, size.mappings);
+      const stamp: PgStamp = { ...fingerprintOf(size), emptyTables: await emptyTables(client, schema) };
+      await client.query(`COMMENT ON SCHEMA ${schema} IS '${JSON.stringify(stamp).replace(/'/g, "''")}'`);
+    });
+  });
+}
+
+/** PostgreSQL datasets: a schema per size on `serverUrl`'s database, kept for the next run. */
 export function postgresBackend(serverUrl: string): StorageBackend {
+  const parsed = new URL(serverUrl);
   return {
     name: 'postgres',
-    async create(size) {
-      const schema = `bench_${process.pid}_${size.label}`;
-      await withClient(serverUrl, (client) => client.query(`CREATE SCHEMA ${schema}`));
-      const drop = registerCleanup(() =>
-        withClient(serverUrl, async (client) => void (await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`))),
-      );
+    where: `${parsed.hostname}:${parsed.port || 5432}${parsed.pathname}`,
+    async open(size, log) {
+      const schema = `bench_data_${size.label}`;
       const databaseUrl = urlWithSchema(serverUrl, schema);
-      await migrate(databaseUrl);
-      const seedSeconds = await timed(() => seedPostgres(databaseUrl, size.mappings));
-      const countRows = () =>
+      const stamp = await withClient(serverUrl, (client) => readPgStamp(client, schema));
+      let loadSeconds: number | undefined;
+      if (sameFingerprint(stamp, fingerprintOf(size))) {
+        log(`reusing schema ${schema}`);
+        await migrate(databaseUrl);
+        await withClient(serverUrl, (client) => resetPostgres(client, schema, stamp!));
+      } else {
+        log(`loading ${size.mappings.toLocaleString('en-US')} mappings into schema ${schema}`);
+        loadSeconds = await loadPgSchema(serverUrl, schema, size);
+      }
+      const count = await withClient(databaseUrl, async (client) => {
+        const { rows } = await client.query<{ n: string }>('SELECT count(*) AS n FROM url_mappings');
+        return Number(rows[0]?.n ?? 0);
+      });
+      if (count !== size.mappings) {
+        throw new Error(
+          `schema ${schema} holds ${count} rows, expected ${size.mappings}: DROP SCHEMA ${schema} CASCADE`,
+        );
+      }
+      const countCreated = (prefix: string) =>
         withClient(databaseUrl, async (client) => {
-          const { rows } = await client.query<{ n: string }>('SELECT count(*) AS n FROM url_mappings');
+          const { rows } = await client.query<{ n: string }>(
+            // In byte order whatever the database's collation (a C collation also uses the index).
+            'SELECT count(*) AS n FROM url_mappings WHERE code COLLATE "C" >= $1 AND code COLLATE "C" < $2',
+            [prefix, prefixEnd(prefix)],
+          );
           return Number(rows[0]?.n ?? 0);
         });
-      return { backend: 'postgres', size, databaseUrl, seedSeconds, countRows, drop };
+      const shared: TargetData = { databaseUrl, countCreated, drop: async () => {} };
+      return { backend: 'postgres', size, databaseUrl, loadSeconds, isolate: async () => shared };
     },
   };
 }

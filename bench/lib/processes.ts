@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { SETTINGS } from '../../src/config/config.js';
@@ -36,33 +36,64 @@ process.on('exit', () => {
   for (const child of live) child.kill('SIGKILL');
 });
 
-/**
- * The bench's environment without the service's own settings (so a stray CACHE_TTL_MS in the
- * caller's shell cannot skew a run), plus `extra`.
- */
-/** CPU seconds (user + system, all threads) the process has used, from /proc (clock ticks of 10 ms). */
+/** The process and all its descendants (a service with worker processes is a tree). */
+export function processTree(pid: number): number[] {
+  const tree = [pid];
+  for (let i = 0; i < tree.length; i++) {
+    let tasks: string[];
+    try {
+      tasks = readdirSync(`/proc/${tree[i]}/task`);
+    } catch {
+      continue;
+    }
+    for (const task of tasks) {
+      try {
+        const children = readFileSync(`/proc/${tree[i]}/task/${task}/children`, 'utf8').trim();
+        if (children !== '') tree.push(...children.split(' ').map(Number));
+      } catch {
+        // The task ended meanwhile.
+      }
+    }
+  }
+  return tree;
+}
+
+/** CPU seconds (user + system, all threads) the process and its descendants have used, from /proc. */
 export function cpuSeconds(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
+  let ticks = 0;
+  for (const member of processTree(pid)) {
+    try {
+      const fields = readFileSync(`/proc/${member}/stat`, 'utf8').split(') ')[1]!.split(' ');
+      ticks += Number(fields[11]) + Number(fields[12]);
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  return ticks / 100;
 }
 
 /**
- * Waits until the process is idle (under 5% of a core over a quarter second), or `maxMs`: a
+ * Waits until the processes are idle (under 5% of a core over a quarter second), or `maxMs`: a
  * service keeps working a moment after its load stops (the last click flush, consumers catching
  * up, a checkpoint), and that work must not land in the next target's measurement. Returns how
  * long it took.
  */
-export async function settle(pid: number, maxMs = 5000): Promise<number> {
+export async function settle(pids: readonly number[], maxMs = 5000): Promise<number> {
   const started = performance.now();
+  const used = () => pids.reduce((sum, pid) => sum + cpuSeconds(pid), 0);
   for (;;) {
-    const before = cpuSeconds(pid);
+    const before = used();
     await new Promise((resolve) => setTimeout(resolve, 250));
-    const busy = (cpuSeconds(pid) - before) / 0.25;
+    const busy = (used() - before) / 0.25;
     const waited = performance.now() - started;
     if (busy < 0.05 || waited >= maxMs) return waited;
   }
 }
 
+/**
+ * The bench's environment without the service's own settings (so a stray CACHE_TTL_MS in the
+ * caller's shell cannot skew a run), plus `extra`.
+ */
 export function childEnv(extra: Readonly<Record<string, string>>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env };
   for (const setting of Object.values(SETTINGS)) delete env[setting.name];
@@ -111,9 +142,29 @@ async function terminate(child: ChildProcess): Promise<void> {
   live.delete(child);
 }
 
-/** Starts `node <args>` from the repository root; it is stopped at clean-up if not before. */
-function startNode(args: readonly string[], env: NodeJS.ProcessEnv) {
-  const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] });
+/** A command to run, optionally pinned to `cores` with taskset (which execs it: same pid). */
+export interface Command {
+  readonly command: string;
+  readonly args: readonly string[];
+  readonly cores?: readonly number[];
+}
+
+export const node = (args: readonly string[], cores?: readonly number[]): Command => ({
+  command: process.execPath,
+  args,
+  cores,
+});
+
+function pinnedArgv({ command, args, cores }: Command): [string, string[]] {
+  return cores === undefined || cores.length === 0
+    ? [command, [...args]]
+    : ['taskset', ['-c', cores.join(','), command, ...args]];
+}
+
+/** Starts `command` from the repository root; it is stopped at clean-up if not before. */
+function startCommand(command: Command, env: NodeJS.ProcessEnv) {
+  const [file, argv] = pinnedArgv(command);
+  const child = spawn(file, argv, { cwd: ROOT, env, stdio: ['pipe', 'pipe', 'pipe'] });
   live.add(child);
   const output = captureOutput(child);
   const stop = registerCleanup(() => terminate(child));
@@ -127,7 +178,7 @@ function describeExit(child: ChildProcess, output: OutputLog): string {
 
 /** Runs `node <args>` to completion; rejects with its output when it fails. */
 export async function runNode(args: readonly string[], env: Readonly<Record<string, string>>): Promise<void> {
-  const { child, output, stop } = startNode(args, childEnv(env));
+  const { child, output, stop } = startCommand(node(args), childEnv(env));
   await exited(child);
   await stop();
   if (child.exitCode !== 0) throw new Error(`node ${args.join(' ')} failed: ${describeExit(child, output)}`);
@@ -154,27 +205,34 @@ async function waitUntilReady(name: string, baseUrl: string, child: ChildProcess
   }
 }
 
+/** Resident memory of the process and its descendants; undefined when it is gone. */
 function residentBytes(pid: number): number | undefined {
-  try {
-    const match = /^VmRSS:\s+(\d+)\s+kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return match ? Number(match[1]) * 1024 : undefined;
-  } catch {
-    return undefined;
+  let total: number | undefined;
+  for (const member of processTree(pid)) {
+    try {
+      const match = /^VmRSS:\s+(\d+)\s+kB/m.exec(readFileSync(`/proc/${member}/status`, 'utf8'));
+      if (match) total = (total ?? 0) + Number(match[1]) * 1024;
+    } catch {
+      // Gone meanwhile.
+    }
   }
+  return total;
 }
 
 /**
- * Starts a server (`node <args>` with PORT and HOST set) and waits until `GET /health` answers
- * 200. The caller stops it; an interrupted bench stops it at clean-up.
+ * Starts a server (`command` with PORT and HOST set, or listening on `port` by its own
+ * configuration) and waits until `GET /health` answers 200. The caller stops it; an interrupted
+ * bench stops it at clean-up.
  */
 export async function startServer(
   name: string,
-  args: readonly string[],
+  command: Command,
   env: Readonly<Record<string, string>>,
+  port?: number,
 ): Promise<ChildServer> {
-  const port = await freePort();
-  const baseUrl = `http://${HOST}:${port}`;
-  const { child, output, stop } = startNode(args, childEnv({ ...env, HOST, PORT: String(port) }));
+  const listenPort = port ?? (await freePort());
+  const baseUrl = `http://${HOST}:${listenPort}`;
+  const { child, output, stop } = startCommand(command, childEnv({ ...env, HOST, PORT: String(listenPort) }));
   try {
     await waitUntilReady(name, baseUrl, child, output);
   } catch (error) {

@@ -2,7 +2,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { dirname } from 'node:path';
-import type { Check } from './checks.js';
+import { type Check, featureChecks, workersInfo } from './checks.js';
 import type { ScenarioResult, TargetResult } from './scenarios.js';
 import type { BenchSettings } from './settings.js';
 import { USER_AGENT } from './settings.js';
@@ -23,33 +23,47 @@ export function formatTable(header: readonly string[], rows: readonly (readonly 
   return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
 }
 
-const TARGET_HEADER = ['target', 'req/s', 'p50 ms', 'p99 ms', 'rps ratio', 'p99 ratio', 'RSS MiB', 'unexpected'];
-const TARGET_ALIGN = 'lrrrrrrr';
+export const TARGET_HEADER = [
+  'target',
+  'req/s',
+  'p50 ms',
+  'p99 ms',
+  'CPU us/req',
+  'x baseline',
+  'p99 x base',
+  '% ceiling',
+  'RSS MiB',
+  'unexpected',
+];
+const TARGET_ALIGN = 'lrrrrrrrrr';
 
-function targetRow(target: TargetResult, baseline: TargetResult): string[] {
-  const isBaseline = target === baseline;
+export function targetRow(target: TargetResult, result: ScenarioResult): string[] {
+  const baseline = result.targets.find((t) => t.kind === 'baseline');
+  const ceiling = result.targets.find((t) => t.kind === 'ceiling');
+  const vsBaseline = baseline !== undefined && target.kind === 'service';
   return [
-    target.name,
+    target.kind === 'ceiling' ? `ceiling (${result.ceilingServer})` : target.name,
     integer(target.rps),
-    decimal(target.p50Ms, 1),
-    decimal(target.p99Ms, 1),
-    isBaseline ? '' : decimal(target.rps / baseline.rps),
-    isBaseline ? '' : decimal(target.p99Ms / baseline.p99Ms),
+    decimal(target.p50Ms, 2),
+    decimal(target.p99Ms, 2),
+    decimal(target.cpuUsPerRequest, 1),
+    vsBaseline ? decimal(target.rps / baseline.rps) : '',
+    vsBaseline ? decimal(target.p99Ms / baseline.p99Ms) : '',
+    ceiling !== undefined && target !== ceiling ? `${decimal((target.rps / ceiling.rps) * 100, 0)}%` : '',
     mebibytes(target.rssBytes),
     integer(target.unexpected),
   ];
 }
 
-function rows(result: ScenarioResult): string[][] {
-  const baseline = result.targets.find((t) => t.kind === 'baseline')!;
-  return result.targets.map((target) => targetRow(target, baseline));
-}
-
 function warnings(result: ScenarioResult): string[] {
   return result.targets.flatMap((t) => [
-    ...t.probeProblems.map((problem) => `${t.name}: probe request answered wrongly: ${problem}`),
+    ...t.problems.map((problem) => `${t.name}: ${problem}`),
     ...(t.unexpected > 0
-      ? [`${t.name}: ${t.unexpected} unexpected answers; statuses ${JSON.stringify(t.statuses)}`]
+      ? [`${t.name}: ${t.unexpected} socket errors or wrong statuses; warm-up statuses ${JSON.stringify(t.statuses)}`]
+      : []),
+    ...(t.created !== undefined &&
+    (t.created.stored < t.created.acknowledged || t.created.stored > t.created.acknowledged + t.created.inFlightMax)
+      ? [`${t.name}: ${t.created.acknowledged} creations acknowledged but ${t.created.stored} rows stored`]
       : []),
     ...(t.outputLines > 0
       ? [`${t.name}: wrote ${t.outputLines} lines of output; last:\n      ${t.outputTail.join('\n      ')}`]
@@ -57,31 +71,28 @@ function warnings(result: ScenarioResult): string[] {
   ]);
 }
 
-/** `featureCosts`: the scenario's feature budgets (see `featureChecks`), printed under its table. */
-export function printScenario(result: ScenarioResult, featureCosts: readonly Check[] = []): void {
-  const indent = (text: string) => text.replace(/^/gm, '  ');
-  process.stdout.write(`${indent(formatTable(TARGET_HEADER, rows(result), TARGET_ALIGN))}\n`);
-  for (const c of featureCosts) {
-    process.stdout.write(
-      `  ${c.pass ? 'PASS' : 'FAIL'} ${c.measure} = ${(c.value * 100).toFixed(1)}% (budget ${c.op} ${(c.limit * 100).toFixed(0)}%): ${c.note ?? ''}\n`,
-    );
-  }
-  process.stdout.write(
-    `  ${result.connections} connections; ratios are target / baseline; RSS after the scenario; rows in the table: ${integer(result.rowsBefore)} before, ${integer(result.rowsAfter)} after\n`,
-  );
-  for (const warning of warnings(result)) process.stdout.write(`  WARNING ${warning}\n`);
+export function checkLine(c: Check, percent: boolean): string {
+  const value = percent ? `${(c.value * 100).toFixed(1)}%` : decimal(c.value);
+  const limit = percent ? `${(c.limit * 100).toFixed(0)}%` : decimal(c.limit);
+  return `${c.verdict.padEnd(15)} ${c.target}: ${c.measure} = ${value} (budget ${c.op} ${limit})${c.note ? `; ${c.note}` : ''}`;
 }
 
-function checkRow(c: Check): string[] {
-  return [
-    c.pass ? 'PASS' : 'FAIL',
-    c.scenario,
-    c.target,
-    c.measure,
-    decimal(c.value),
-    `${c.op} ${decimal(c.limit)}`,
-    c.note ?? '',
-  ];
+/** The scenario's table, its feature-cost checks, the shorten durability counts and warnings. */
+export function printScenario(result: ScenarioResult, variants: readonly ServiceVariant[]): void {
+  const out = process.stdout;
+  const rows = result.targets.map((t) => targetRow(t, result));
+  out.write(`${formatTable(TARGET_HEADER, rows, TARGET_ALIGN).replace(/^/gm, '  ')}\n`);
+  for (const c of featureChecks(result, variants)) out.write(`  ${checkLine(c, true)}\n`);
+  const info = workersInfo(result);
+  if (info !== undefined) out.write(`  ${info}\n`);
+  for (const t of result.targets) {
+    if (t.created !== undefined) {
+      out.write(
+        `  ${t.name}: ${integer(t.created.acknowledged)} creations acknowledged, ${integer(t.created.stored)} rows with its codes stored\n`,
+      );
+    }
+  }
+  for (const warning of warnings(result)) out.write(`  WARNING ${warning}\n`);
 }
 
 export function printSummary(
@@ -89,49 +100,53 @@ export function printSummary(
   checks: readonly Check[],
   settings: BenchSettings,
 ): void {
-  const measured = results.flatMap((result) => rows(result).map((row) => [result.id, ...row]));
   const out = process.stdout;
+  const load = loadavg()
+    .map((l) => l.toFixed(2))
+    .join(' ');
   out.write(
-    `\n== Summary (load average now ${loadavg()
-      .map((l) => l.toFixed(2))
-      .join(
-        ' ',
-      )}, ${cpus().length} CPUs): medians of ${settings.rounds} round(s) of ${settings.durationS} s per target, `,
+    `\n== Summary (load average now ${load}, ${cpus().length} CPUs): medians of ${settings.rounds} round(s) of ${settings.durationS} s per target, `,
   );
-  out.write(`${settings.connections} connections, User-Agent "${USER_AGENT}"\n`);
-  out.write(
-    `   redirect requests cycle over a fixed sample of up to ${settings.popularCodes.toLocaleString('en-US')} stored codes ("popular links")\n\n`,
-  );
+  out.write(`${settings.connections} connections, User-Agent "${USER_AGENT}"\n\n`);
+  const measured = results.flatMap((result) => result.targets.map((t) => [result.id, ...targetRow(t, result)]));
   out.write(`${formatTable(['scenario', ...TARGET_HEADER], measured, `l${TARGET_ALIGN}`)}\n\n`);
+  for (const c of checks) out.write(`${checkLine(c, c.measure.endsWith('cost'))}  [${c.scenario}]\n`);
+  for (const info of results.map((r) => (workersInfo(r) ? `${workersInfo(r)}  [${r.id}]` : undefined))) {
+    if (info !== undefined) out.write(`${info}\n`);
+  }
+  const count = (verdict: Check['verdict']) => checks.filter((c) => c.verdict === verdict).length;
   out.write(
-    `${formatTable(['budget', 'scenario', 'target', 'measure', 'value', 'limit', 'note'], checks.map(checkRow), 'llllrll')}\n`,
+    `\n${checks.length} budget checks: ${count('PASS')} PASS, ${count('FAIL')} FAIL, ${count('GENERATOR-BOUND')} GENERATOR-BOUND, ${count('INVALID')} INVALID` +
+      ` (benchmarks inform; the exit status does not depend on them)\n`,
   );
-  const failed = checks.filter((c) => !c.pass).length;
-  out.write(`\n${checks.length - failed} of ${checks.length} budget checks pass`);
-  out.write(` (benchmarks inform; the exit status does not depend on them)\n`);
 }
 
-export function writeJson(
-  file: string,
-  run: {
-    readonly startedAt: Date;
-    readonly settings: BenchSettings;
-    readonly variants: readonly ServiceVariant[];
-    readonly seeding: readonly { backend: string; mappings: number; seconds: number }[];
-    readonly results: readonly ScenarioResult[];
-    readonly checks: readonly Check[];
-  },
-): void {
-  const { postgresUrl, ...settings } = run.settings;
+export interface RunRecord {
+  readonly startedAt: Date;
+  readonly settings: BenchSettings;
+  readonly tools: readonly string[];
+  readonly postgres: string;
+  readonly variants: readonly ServiceVariant[];
+  readonly datasets: readonly { backend: string; mappings: number; loadSeconds: number | null }[];
+  readonly notes: readonly string[];
+  readonly results: readonly ScenarioResult[];
+  readonly checks: readonly Check[];
+}
+
+export function writeJson(file: string, run: RunRecord): void {
   const machine = { node: process.version, cpus: cpus().length, cpuModel: cpus()[0]?.model, loadavg: loadavg() };
+  const { dataDir: _dataDir, postgresCandidate: _url, ...settings } = run.settings;
   const json = {
     startedAt: run.startedAt.toISOString(),
     finishedAt: new Date().toISOString(),
     machine,
-    settings: { ...settings, postgres: postgresUrl !== undefined, userAgent: USER_AGENT },
+    tools: run.tools,
+    settings: { ...settings, userAgent: USER_AGENT },
+    postgres: run.postgres,
     serviceEnv: { ...SERVICE_ENV, SECRET_KEY: '(random, per run)' },
     variants: run.variants,
-    seeding: run.seeding,
+    datasets: run.datasets,
+    notes: run.notes,
     scenarios: run.results,
     checks: run.checks,
   };

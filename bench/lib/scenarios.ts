@@ -1,19 +1,27 @@
 /**
- * A scenario is one workload at one table size on one backend. Running it starts the baseline
- * and every service variant, checks each answers correctly, warms each up, then measures them
- * in alternating rounds and keeps the median of each figure.
+ * A scenario is one workload at one table size on one backend. Scenarios that share a backend
+ * and a size form a group: its targets (ceiling server, baseline, service variants) are started
+ * once and driven through each of its scenarios in turn. For each scenario every target is
+ * probed, warmed up (with exact status counts), then measured in alternating rounds; after each
+ * run the bench waits until every target is idle again, so one's leftover work never lands in
+ * another's measurement. The median of each figure is kept.
  */
 import { loadavg } from 'node:os';
-import type { BackendName, Dataset, IsolatedCopy } from './datasets.js';
-import { type ChildServer, settle, startServer } from './processes.js';
+import { shortenTag } from './codes.js';
+import type { BackendName, Dataset } from './datasets.js';
+import { cpuSeconds, settle } from './processes.js';
 import { type BenchSettings, DATASET_SIZES, type DatasetSize } from './settings.js';
 import { median } from './stats.js';
-import { SERVICE_ENV, type ServiceVariant } from './variants.js';
-import { type Measurement, measure, type Stored, type Workload, WORKLOADS } from './workloads.js';
+import type { Target, TargetKind, TargetSpec } from './targets.js';
+import { type Measurement, runWrk } from './wrk.js';
+import { type RunContext, sampleProblems, type Stored, type Workload, WORKLOADS } from './workloads.js';
+
+export type GroupKind = 'main' | 'workers';
 
 export interface Scenario {
-  /** `<backend>-<workload>-<size>`, e.g. `sqlite-redirect-1m`. */
+  /** `<backend>-<redirect-popular|redirect-uniform|shorten>-<size>`, or `sqlite-workers-...`. */
   readonly id: string;
+  readonly group: GroupKind;
   readonly backend: BackendName;
   readonly workload: Workload;
   readonly size: DatasetSize;
@@ -21,66 +29,82 @@ export interface Scenario {
 
 export interface TargetResult {
   readonly name: string;
-  readonly kind: 'baseline' | 'service';
+  readonly kind: TargetKind;
   readonly pid: number;
+  readonly warmup: Measurement | undefined;
   readonly rounds: readonly Measurement[];
   /** Medians over the rounds. */
   readonly rps: number;
   readonly p50Ms: number;
   readonly p99Ms: number;
-  /** Summed over warm-up and rounds. */
+  /**
+   * CPU time the target's processes spent per request (median over the rounds), in µs: its own
+   * work, much less sensitive to what else runs on the machine than its requests/s.
+   */
+  readonly cpuUsPerRequest: number;
+  /** Socket errors and wrong statuses, summed over warm-up and rounds. */
   readonly unexpected: number;
+  /** Exact statuses of the warm-up. */
   readonly statuses: Readonly<Record<string, number>>;
-  readonly probeProblems: readonly string[];
-  /** VmRSS after the scenario. */
+  readonly problems: readonly string[];
+  /** Resident memory (process tree) after the scenario. */
   readonly rssBytes: number | undefined;
-  /** What the process wrote to stdout/stderr (the service logs at `warn`). */
+  /** Shorten, services: 2xx answers over all runs, and rows with the target's codes afterwards. */
+  readonly created?: { readonly acknowledged: number; readonly stored: number; readonly inFlightMax: number };
   readonly outputLines: number;
   readonly outputTail: readonly string[];
 }
 
 export interface ScenarioResult {
   readonly id: string;
+  readonly group: GroupKind;
   readonly backend: BackendName;
   readonly workload: Workload['name'];
+  readonly kind: Workload['kind'];
   readonly mappings: number;
   readonly description: string;
   readonly connections: number;
-  readonly rowsBefore: number;
-  readonly rowsAfter: number;
-  /** The baseline first, then the variants in order. */
-  readonly targets: readonly TargetResult[];
+  readonly ceilingServer: string;
+  /** The ceiling first, then the baseline (main groups), then the services. */
+  readonly targets: TargetResult[];
 }
 
-interface Target {
-  readonly kind: TargetResult['kind'];
-  readonly server: ChildServer;
-  /** The service's own copy of the data, when the backend makes one (see Dataset.isolate). */
-  readonly copy?: IsolatedCopy;
-  probeProblems: string[];
-  warmup?: Measurement;
-  readonly rounds: Measurement[];
+function scenarioId(backend: BackendName, group: GroupKind, workload: Workload, size: DatasetSize): string {
+  const mix = workload.kind === 'redirect' ? `redirect-${workload.name}` : workload.name;
+  return [backend, ...(group === 'workers' ? ['workers'] : []), mix, size.label].join('-');
 }
-
-const BASELINE_ARGS = ['--import', 'tsx', 'bench/baseline-server.ts'];
-/**
- * As `npm start` runs it (keep the two alike): the instrumentation module loads nothing while
- * tracing is off, and the young generation is larger than V8's default.
- */
-const SERVICE_ARGS = ['--max-semi-space-size=32', '--import', './dist/instrumentation.js', 'dist/cli.js', 'serve'];
 
 /** Every scenario for these backends, in run order: by backend, then size, then workload. */
 export function allScenarios(backends: readonly BackendName[]): Scenario[] {
-  return backends.flatMap((backend) =>
+  const main = backends.flatMap((backend) =>
     DATASET_SIZES.flatMap((size) =>
-      WORKLOADS.map((workload) => ({ id: `${backend}-${workload.name}-${size.label}`, backend, workload, size })),
+      WORKLOADS.map((workload) => ({
+        id: scenarioId(backend, 'main', workload, size),
+        group: 'main' as const,
+        backend,
+        workload,
+        size,
+      })),
     ),
   );
+  const [size, workload] = [DATASET_SIZES[0], WORKLOADS[0]!];
+  const workers = backends.includes('sqlite')
+    ? [
+        {
+          id: scenarioId('sqlite', 'workers', workload, size),
+          group: 'workers' as const,
+          backend: 'sqlite' as const,
+          workload,
+          size,
+        },
+      ]
+    : [];
+  return [...main, ...workers];
 }
 
 /**
  * The scenarios that match any filter; a filter matches when each of its dash-separated parts
- * is a part of the scenario id ("redirect", "sqlite-1m", "postgres-shorten-1k").
+ * is a part of the scenario id ("redirect", "uniform", "sqlite-10m", "postgres-shorten-1k").
  */
 export function selectScenarios(scenarios: readonly Scenario[], filters: readonly string[]): Scenario[] {
   if (filters.length === 0) return [...scenarios];
@@ -97,112 +121,151 @@ export function selectScenarios(scenarios: readonly Scenario[], filters: readonl
   return scenarios.filter((scenario) => filters.some((filter) => matches(scenario, filter)));
 }
 
-async function startTargets(dataset: Dataset, variants: readonly ServiceVariant[], started: Target[]): Promise<void> {
-  const baseline = await startServer('baseline', [...BASELINE_ARGS, '--mappings', String(dataset.size.mappings)], {});
-  started.push({ kind: 'baseline', server: baseline, probeProblems: [], rounds: [] });
-  for (const variant of variants) {
-    const copy = dataset.isolate?.(variant.name);
-    const env = { ...SERVICE_ENV, DATABASE_URL: copy?.databaseUrl ?? dataset.databaseUrl, ...variant.env };
-    try {
-      const server = await startServer(variant.name, SERVICE_ARGS, env);
-      started.push({ kind: 'service', server, copy, probeProblems: [], rounds: [] });
-    } catch (error) {
-      await copy?.drop();
-      throw error;
-    }
-  }
+interface Driven {
+  readonly target: Target;
+  problems: string[];
+  warmup?: Measurement;
+  readonly rounds: Measurement[];
+  readonly cpuUs: number[];
+  acknowledged: number;
+  runs: number;
 }
 
-function sumStatuses(measurements: readonly Measurement[]): Record<string, number> {
-  const total: Record<string, number> = {};
-  for (const m of measurements) {
-    for (const [status, count] of Object.entries(m.statuses)) total[status] = (total[status] ?? 0) + count;
-  }
-  return total;
+/** Responses that were not errors: every one a 2xx/3xx (counted exactly in warm-ups). */
+function acknowledged(m: Measurement, expectedStatus: number): number {
+  return Object.keys(m.statuses).length > 0 ? (m.statuses[String(expectedStatus)] ?? 0) : m.requests - m.errors.status;
 }
 
-function summarise(target: Target): TargetResult {
-  const { server, rounds } = target;
-  const all = target.warmup === undefined ? rounds : [target.warmup, ...rounds];
-  return {
-    name: server.name,
-    kind: target.kind,
-    pid: server.pid,
-    rounds,
-    rps: median(rounds.map((m) => m.rps)),
-    p50Ms: median(rounds.map((m) => m.p50Ms)),
-    p99Ms: median(rounds.map((m) => m.p99Ms)),
-    unexpected: all.reduce((sum, m) => sum + m.unexpected, 0),
-    statuses: sumStatuses(all),
-    probeProblems: target.probeProblems,
-    rssBytes: server.rssBytes(),
-    outputLines: server.output.lines,
-    outputTail: [...server.output.tail],
-  };
-}
-
-function storedBy(scenario: Scenario, settings: BenchSettings): Stored {
-  return { mappings: scenario.size.mappings, popular: settings.popularCodes };
-}
-
-async function drive(scenario: Scenario, targets: readonly Target[], settings: BenchSettings): Promise<void> {
+async function load(
+  driven: Driven,
+  scenario: Scenario,
+  stored: Stored,
+  settings: BenchSettings,
+  run: { round: number; durationS: number; countStatuses: boolean },
+): Promise<Measurement> {
   const { workload } = scenario;
-  const stored = storedBy(scenario, settings);
-  const load = (target: Target, durationS: number) =>
-    measure(workload, target.server.baseUrl, stored, { durationS, connections: settings.connections });
-  for (const target of targets) target.probeProblems = await workload.probe(target.server.baseUrl, stored);
-  for (const target of targets) {
-    target.warmup = await load(target, settings.warmupS);
-    await settle(target.server.pid);
+  const context: RunContext = { round: run.round, tag: shortenTag(driven.target.spec.letter ?? 'Z') };
+  const m = await runWrk({
+    url: driven.target.server.baseUrl,
+    script: workload.script,
+    args: workload.args(stored, context),
+    durationS: run.durationS,
+    connections: settings.connections,
+    cores: settings.generatorCores,
+    countStatuses: run.countStatuses,
+    expectedStatus: workload.expectedStatus,
+  });
+  driven.acknowledged += acknowledged(m, workload.expectedStatus);
+  driven.runs++;
+  driven.problems.push(...sampleProblems(m.sample));
+  return m;
+}
+
+async function drive(
+  scenario: Scenario,
+  all: readonly Driven[],
+  stored: Stored,
+  settings: BenchSettings,
+): Promise<void> {
+  const pids = all.map((d) => d.target.server.pid);
+  for (const d of all) {
+    if (d.target.spec.kind !== 'ceiling')
+      d.problems.push(...(await scenario.workload.probe(d.target.server.baseUrl, stored)));
+  }
+  for (const d of all) {
+    d.warmup = await load(d, scenario, stored, settings, {
+      round: 0,
+      durationS: settings.warmupS,
+      countStatuses: true,
+    });
+    await settle(pids);
   }
   for (let round = 1; round <= settings.rounds; round++) {
     process.stdout.write(`  round ${round}/${settings.rounds}:`);
-    for (const target of targets) {
-      const m = await load(target, settings.durationS);
-      target.rounds.push(m);
-      // Its work after the load (last flush, consumers catching up) is its own, not the next target's.
-      const settledS = (await settle(target.server.pid)) / 1000;
-      process.stdout.write(` ${target.server.name} ${Math.round(m.rps)} req/s (idle after ${settledS.toFixed(2)} s);`);
+    for (const d of all) {
+      const cpuBefore = cpuSeconds(d.target.server.pid);
+      const m = await load(d, scenario, stored, settings, {
+        round,
+        durationS: settings.durationS,
+        countStatuses: false,
+      });
+      d.rounds.push(m);
+      // Its work after the load (last flush, consumers catching up) is its own, not the next target's,
+      // and counts in its CPU time per request.
+      const settledS = (await settle(pids)) / 1000;
+      d.cpuUs.push(((cpuSeconds(d.target.server.pid) - cpuBefore) * 1e6) / Math.max(1, m.requests));
+      const flag = m.unexpected > 0 ? ` (${m.unexpected} unexpected)` : '';
+      process.stdout.write(` ${d.target.spec.name} ${Math.round(m.rps)}${flag} (idle ${settledS.toFixed(1)} s);`);
     }
     process.stdout.write(` load ${loadavg()[0]!.toFixed(2)}\n`);
   }
 }
 
+async function summarise(d: Driven, scenario: Scenario, settings: BenchSettings): Promise<TargetResult> {
+  const { server, spec, data } = d.target;
+  const all = d.warmup === undefined ? d.rounds : [d.warmup, ...d.rounds];
+  const created =
+    scenario.workload.kind === 'shorten' && spec.kind === 'service' && data !== undefined
+      ? {
+          acknowledged: d.acknowledged,
+          stored: await data.countCreated(`1${spec.letter}`),
+          inFlightMax: d.runs * settings.connections,
+        }
+      : undefined;
+  return {
+    name: spec.name,
+    kind: spec.kind,
+    pid: server.pid,
+    warmup: d.warmup,
+    rounds: d.rounds,
+    rps: median(d.rounds.map((m) => m.rps)),
+    p50Ms: median(d.rounds.map((m) => m.p50Ms)),
+    p99Ms: median(d.rounds.map((m) => m.p99Ms)),
+    cpuUsPerRequest: median(d.cpuUs),
+    unexpected: all.reduce((sum, m) => sum + m.unexpected, 0),
+    statuses: d.warmup?.statuses ?? {},
+    problems: [...new Set(d.problems)],
+    rssBytes: server.rssBytes(),
+    created,
+    outputLines: server.output.lines,
+    outputTail: [...server.output.tail],
+  };
+}
+
+/** Runs one scenario against the already started `targets` of its group. */
 export async function runScenario(
   scenario: Scenario,
   dataset: Dataset,
-  variants: readonly ServiceVariant[],
+  targets: readonly Target[],
   settings: BenchSettings,
+  dir: string,
 ): Promise<ScenarioResult> {
-  const description = scenario.workload.describe(storedBy(scenario, settings));
+  const stored: Stored = { mappings: dataset.size.mappings, popular: settings.popularCodes, dir };
+  const description = scenario.workload.describe(stored);
   process.stdout.write(`\n== ${scenario.id}: ${description}\n`);
-  const rowsBefore = await dataset.countRows();
-  const targets: Target[] = [];
-  let results: TargetResult[];
-  let rowsAfter: number;
-  try {
-    await startTargets(dataset, variants, targets);
-    await drive(scenario, targets, settings);
-    results = targets.map(summarise);
-  } finally {
-    for (const target of [...targets].reverse()) await target.server.stop();
-  }
-  try {
-    // With a copy per service: the reference variant's (the others' differ only by what they were sent).
-    const reference = targets.find((t) => t.kind === 'service');
-    rowsAfter = await (reference?.copy ?? dataset).countRows();
-  } finally {
-    for (const target of targets) await target.copy?.drop();
-  }
+  const all: Driven[] = targets.map((target) => ({
+    target,
+    problems: [],
+    rounds: [],
+    cpuUs: [],
+    acknowledged: 0,
+    runs: 0,
+  }));
+  await drive(scenario, all, stored, settings);
+  const results: TargetResult[] = [];
+  for (const d of all) results.push(await summarise(d, scenario, settings));
   return {
     id: scenario.id,
+    group: scenario.group,
     backend: scenario.backend,
     workload: scenario.workload.name,
-    mappings: scenario.size.mappings,
+    kind: scenario.workload.kind,
+    mappings: dataset.size.mappings,
     description,
     connections: settings.connections,
-    rowsBefore,
-    rowsAfter,
+    ceilingServer: targets.find((t) => t.spec.kind === 'ceiling')?.ceilingKind ?? 'none',
     targets: results,
   };
 }
+
+export type { TargetSpec };

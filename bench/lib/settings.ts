@@ -1,46 +1,68 @@
 /** What a bench run measures and for how long, read from `BENCH_*` variables. */
+import { cpus } from 'node:os';
+import { join } from 'node:path';
+import { ROOT } from './processes.js';
 
 export interface BenchSettings {
   /** Seconds of each measured run of one target. */
   readonly durationS: number;
-  /** Seconds of the warm-up run of each target before the rounds. */
+  /** Seconds of the warm-up run of each target before the rounds (with exact status counts). */
   readonly warmupS: number;
-  /** Rounds of (baseline, every service variant), alternating; the median round is reported. */
+  /** Rounds of (every target), alternating; the median round is reported. */
   readonly rounds: number;
   readonly connections: number;
-  /** How many stored codes the redirect workload cycles over ("popular links"). */
+  /** How many stored codes the popular-codes mix cycles over. */
   readonly popularCodes: number;
   /** Scenario filters (see `selectScenarios`); empty selects every scenario. */
   readonly scenarios: readonly string[];
   /** Variant names to run; empty runs every variant. */
   readonly variants: readonly string[];
-  /** Set when `DATABASE_URL` is a postgres:// URL: the PostgreSQL scenarios run too. */
-  readonly postgresUrl: string | undefined;
+  /** Extra variants from `BENCH_VARIANT_<NAME>=KEY=value,...`. */
+  readonly extraVariants: readonly { readonly name: string; readonly env: Readonly<Record<string, string>> }[];
+  /** PostgreSQL to measure on: DATABASE_URL when postgres://, else the test database if it answers. */
+  readonly postgresCandidate: string;
+  readonly postgresFromEnv: boolean;
+  /** Cores wrk runs on (its thread count) and cores every target runs on; empty: no pinning. */
+  readonly generatorCores: readonly number[];
+  readonly targetCores: readonly number[];
+  /** Where loaded datasets are kept between runs. */
+  readonly dataDir: string;
 }
 
 type Env = Readonly<Record<string, string | undefined>>;
 
-/** Fixed on every request, as the budgets require. */
+/** Fixed on every request, as the budgets require (the wrk scripts send the same). */
 export const USER_AGENT = 'urlshortener-bench/1.0';
 export const SAMPLE_SEED = 20240101;
+export const TEST_DATABASE_URL = 'postgres://postgres@127.0.0.1:5432/test';
 
 /** The table sizes every workload runs at. */
 export const DATASET_SIZES = [
   { label: '1k', mappings: 1_000 },
-  { label: '1m', mappings: 1_000_000 },
+  { label: '10m', mappings: 10_000_000 },
 ] as const;
 export type DatasetSize = (typeof DATASET_SIZES)[number];
 
-export const HELP = `Environment:
+export const HELP = `npm run bench: the service against a bare node:http baseline and a generator-ceiling server,
+driven by wrk (pinned with taskset), checked against design.md §4.
+
+Environment:
   BENCH_DURATION_S     seconds per measured run (default 5)
   BENCH_WARMUP_S       seconds of warm-up per target and scenario (default 2)
   BENCH_ROUNDS         alternating rounds per scenario; medians are reported (default 3)
   BENCH_CONNECTIONS    concurrent connections (default 64)
-  BENCH_POPULAR_CODES  stored codes the redirect requests cycle over, drawn uniformly with a
-                       fixed seed; all of them when the table is smaller (default 10000)
-  BENCH_SCENARIOS      comma-separated filters, e.g. "redirect", "sqlite-1k", "postgres-shorten-1m"
-  BENCH_VARIANTS       comma-separated service variant names (default: all)
-  DATABASE_URL         postgres://... adds the PostgreSQL scenarios
+  BENCH_POPULAR_CODES  stored codes the popular-codes mix cycles over, drawn with a fixed seed;
+                       all of them when the table is smaller (default 10000)
+  BENCH_SCENARIOS      comma-separated filters on scenario ids, each a set of dash-separated parts:
+                       "redirect", "uniform", "shorten", "sqlite-1k", "postgres-shorten-10m", "workers"
+  BENCH_VARIANTS       comma-separated service variant names (default: all; "default" always runs)
+  BENCH_VARIANT_<NAME> an extra variant: BENCH_VARIANT_visits='VISITS_ENABLED=false,FOO=1'
+  BENCH_GENERATOR_CORES  cores for wrk (default "0"; wrk gets one thread per core)
+  BENCH_TARGET_CORES     cores for every server (default: all the others)
+  BENCH_DATA_DIR       where loaded datasets are kept and reused (default bench/.data)
+  DATABASE_URL         postgres://... : the PostgreSQL scenarios run there; otherwise on
+                       ${TEST_DATABASE_URL} when it answers
+Needs: wrk, taskset (util-linux), nginx (the ceiling server; without it a node:net stand-in is used).
 `;
 
 function positiveNumber(env: Env, name: string, fallback: number, integer: boolean): number {
@@ -60,12 +82,43 @@ function list(env: Env, name: string): string[] {
     .filter((item) => item !== '');
 }
 
-function postgresUrl(env: Env): string | undefined {
-  const url = env.DATABASE_URL?.trim();
-  return url !== undefined && /^postgres(ql)?:\/\//.test(url) ? url : undefined;
+function coreList(env: Env, name: string): number[] | undefined {
+  const raw = env[name]?.trim();
+  if (raw === undefined || raw === '') return undefined;
+  const cores = raw.split(',').map(Number);
+  if (cores.some((c) => !Number.isInteger(c) || c < 0 || c >= cpus().length)) {
+    throw new Error(`${name}=${raw}: must list cores 0..${cpus().length - 1}`);
+  }
+  return cores;
+}
+
+/** wrk on core 0, the servers on the rest; no pinning on a one-core machine. */
+function pinning(env: Env): { generatorCores: number[]; targetCores: number[] } {
+  const all = cpus().map((_, i) => i);
+  const generatorCores = coreList(env, 'BENCH_GENERATOR_CORES') ?? (all.length > 1 ? [0] : []);
+  const targetCores = coreList(env, 'BENCH_TARGET_CORES') ?? all.filter((c) => !generatorCores.includes(c));
+  return generatorCores.length === 0 || targetCores.length === 0
+    ? { generatorCores: [], targetCores: [] }
+    : { generatorCores, targetCores };
+}
+
+function extraVariants(env: Env): BenchSettings['extraVariants'] {
+  return Object.entries(env)
+    .filter(([key, value]) => key.startsWith('BENCH_VARIANT_') && value !== undefined)
+    .map(([key, value]) => ({
+      name: key.slice('BENCH_VARIANT_'.length).toLowerCase().replace(/_/g, '-'),
+      env: Object.fromEntries(
+        value!
+          .split(',')
+          .filter((kv) => kv.includes('='))
+          .map((kv) => [kv.slice(0, kv.indexOf('=')).trim(), kv.slice(kv.indexOf('=') + 1)]),
+      ),
+    }));
 }
 
 export function loadSettings(env: Env = process.env): BenchSettings {
+  const databaseUrl = env.DATABASE_URL?.trim() ?? '';
+  const postgresFromEnv = /^postgres(ql)?:\/\//.test(databaseUrl);
   return {
     durationS: positiveNumber(env, 'BENCH_DURATION_S', 5, false),
     warmupS: positiveNumber(env, 'BENCH_WARMUP_S', 2, false),
@@ -74,6 +127,10 @@ export function loadSettings(env: Env = process.env): BenchSettings {
     popularCodes: positiveNumber(env, 'BENCH_POPULAR_CODES', 10_000, true),
     scenarios: list(env, 'BENCH_SCENARIOS'),
     variants: list(env, 'BENCH_VARIANTS'),
-    postgresUrl: postgresUrl(env),
+    extraVariants: extraVariants(env),
+    postgresCandidate: postgresFromEnv ? databaseUrl : TEST_DATABASE_URL,
+    postgresFromEnv,
+    ...pinning(env),
+    dataDir: env.BENCH_DATA_DIR?.trim() || join(ROOT, 'bench', '.data'),
   };
 }

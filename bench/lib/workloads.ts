@@ -1,38 +1,40 @@
-/** The two benchmarked request mixes, and one measured autocannon run of a target. */
-import autocannon from 'autocannon';
-import { freshMapping, type Mapping, popularMappings } from './codes.js';
+/**
+ * The benchmarked request mixes: each a wrk script of bench/wrk/ with its arguments, the status
+ * every answer must have, and a probe that checks one answer in full before any load.
+ */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { freshMapping, type Mapping, popularMappings, seedMapping } from './codes.js';
 import { SAMPLE_SEED, USER_AGENT } from './settings.js';
-import { quantile } from './stats.js';
 
-export type WorkloadName = 'redirect' | 'shorten';
+export type WorkloadName = 'popular' | 'uniform' | 'shorten';
+export type WorkloadKind = 'redirect' | 'shorten';
 
-/** What a target holds: `mappings` seeded rows, of which `popular` are the redirect workload's codes. */
+/** What a group of targets holds, and where the popular mix's paths are written. */
 export interface Stored {
   readonly mappings: number;
   readonly popular: number;
+  readonly dir: string;
+}
+
+/** One wrk run of a workload against one target. */
+export interface RunContext {
+  /** 0 for the warm-up, then 1.. for the rounds. */
+  readonly round: number;
+  /** For `shorten`: see `shortenTag`. */
+  readonly tag: string;
 }
 
 export interface Workload {
   readonly name: WorkloadName;
+  readonly kind: WorkloadKind;
   readonly expectedStatus: number;
+  readonly script: string;
+  args(stored: Stored, run: RunContext): string[];
   /** One line saying what the requests are, for the printed output. */
   describe(stored: Stored): string;
-  /** The request sequence of one run. */
-  requests(stored: Stored): autocannon.Request[];
   /** Sends one request like the workload's and returns what is wrong with the answer. */
   probe(baseUrl: string, stored: Stored): Promise<string[]>;
-}
-
-export interface Measurement {
-  readonly rps: number;
-  readonly p50Ms: number;
-  readonly p99Ms: number;
-  readonly requests: number;
-  /** Responses with another status than expected, plus connection errors. */
-  readonly unexpected: number;
-  readonly statuses: Readonly<Record<string, number>>;
-  readonly errors: number;
-  readonly timeouts: number;
 }
 
 const CACHE_CONTROL = 'private, max-age=0';
@@ -47,48 +49,66 @@ function popular({ mappings, popular }: Stored): Mapping[] {
   return sample;
 }
 
+/** The popular mix's paths, one per line, written once per table size. */
+function popularFile(stored: Stored): string {
+  const file = join(stored.dir, `popular-${stored.mappings}-${stored.popular}.txt`);
+  writeFileSync(
+    file,
+    `${popular(stored)
+      .map((m) => `/${m.code}`)
+      .join('\n')}\n`,
+  );
+  return file;
+}
+
 function expectStatus(response: Response, expected: number): string[] {
   return response.status === expected ? [] : [`status ${response.status}, expected ${expected}`];
 }
 
-export const redirect: Workload = {
-  name: 'redirect',
+async function probeRedirect(baseUrl: string, expected: Mapping): Promise<string[]> {
+  const response = await fetch(`${baseUrl}/${expected.code}`, { headers, redirect: 'manual' });
+  await response.body?.cancel();
+  const location = response.headers.get('location');
+  const cacheControl = response.headers.get('cache-control');
+  return [
+    ...expectStatus(response, 302),
+    ...(location === expected.url ? [] : [`Location ${location}`]),
+    ...(cacheControl === CACHE_CONTROL ? [] : [`Cache-Control ${cacheControl}`]),
+  ];
+}
+
+export const popularMix: Workload = {
+  name: 'popular',
+  kind: 'redirect',
   expectedStatus: 302,
+  script: 'popular.lua',
+  args: (stored) => [popularFile(stored)],
   describe: ({ mappings, popular }) =>
     popular >= mappings
-      ? `GET /{code}; popular links: requests cycle over all ${fmt(mappings)} stored codes, shuffled`
-      : `GET /{code}; popular links: requests cycle over ${fmt(popular)} codes drawn uniformly (seed ${SAMPLE_SEED}) from the ${fmt(mappings)} stored`,
-  requests(stored) {
-    const paths = popular(stored).map((m) => `/${m.code}`);
-    let next = 0;
-    return [{ method: 'GET', setupRequest: (request) => ({ ...request, path: paths[next++ % paths.length] }) }];
-  },
-  async probe(baseUrl, stored) {
-    const expected = popular(stored)[0]!;
-    const response = await fetch(`${baseUrl}/${expected.code}`, { headers, redirect: 'manual' });
-    await response.body?.cancel();
-    const location = response.headers.get('location');
-    const cacheControl = response.headers.get('cache-control');
-    return [
-      ...expectStatus(response, redirect.expectedStatus),
-      ...(location === expected.url ? [] : [`Location ${location}`]),
-      ...(cacheControl === CACHE_CONTROL ? [] : [`Cache-Control ${cacheControl}`]),
-    ];
-  },
+      ? `GET /{code}, popular codes: requests cycle over all ${fmt(mappings)} stored codes, shuffled`
+      : `GET /{code}, popular codes: requests cycle over ${fmt(popular)} codes drawn uniformly (seed ${SAMPLE_SEED}) from the ${fmt(mappings)} stored`,
+  probe: (baseUrl, stored) => probeRedirect(baseUrl, popular(stored)[0]!),
 };
 
-export const shorten: Workload = {
+export const uniformMix: Workload = {
+  name: 'uniform',
+  kind: 'redirect',
+  expectedStatus: 302,
+  script: 'uniform.lua',
+  // The same draws for every target in a round, other draws in each round.
+  args: (stored, run) => [String(stored.mappings), String(SAMPLE_SEED + run.round)],
+  describe: ({ mappings }) =>
+    `GET /{code}, uniform: every request a code drawn uniformly from all ${fmt(mappings)} stored (fixed seed per round)`,
+  probe: (baseUrl, stored) => probeRedirect(baseUrl, seedMapping(stored.mappings - 1)),
+};
+
+export const shortenMix: Workload = {
   name: 'shorten',
+  kind: 'shorten',
   expectedStatus: 201,
-  describe: () => 'POST /shorten; every request a valid body with a fresh unique code',
-  requests: () => [
-    {
-      method: 'POST',
-      path: '/shorten',
-      headers: { ...headers, 'content-type': 'application/json' },
-      setupRequest: (request) => ({ ...request, body: JSON.stringify(freshMapping()) }),
-    },
-  ],
+  script: 'shorten.lua',
+  args: (_stored, run) => [run.tag],
+  describe: () => 'POST /shorten: every request a valid body with a code no target has seen',
   async probe(baseUrl) {
     const sent = freshMapping();
     const response = await fetch(`${baseUrl}/shorten`, {
@@ -98,63 +118,17 @@ export const shorten: Workload = {
     });
     const body = (await response.json().catch(() => undefined)) as Record<string, unknown> | undefined;
     const created = body?.code === sent.code && typeof body.id === 'number';
-    return [...expectStatus(response, shorten.expectedStatus), ...(created ? [] : [`body ${JSON.stringify(body)}`])];
+    return [...expectStatus(response, 201), ...(created ? [] : [`body ${JSON.stringify(body)}`])];
   },
 };
 
-export const WORKLOADS: readonly Workload[] = [redirect, shorten];
+export const WORKLOADS: readonly Workload[] = [popularMix, uniformMix, shortenMix];
 
-/** Responses per status code: autocannon reports them, its type declarations do not. */
-function statusCounts(result: autocannon.Result): Record<string, number> {
-  const stats = (result as { statusCodeStats?: Record<string, { count: number }> }).statusCodeStats ?? {};
-  return Object.fromEntries(Object.entries(stats).map(([status, { count }]) => [status, count]));
-}
-
-function toMeasurement(result: autocannon.Result, latenciesMs: number[], expectedStatus: number): Measurement {
-  const statuses = statusCounts(result);
-  const unexpected = Object.entries(statuses)
-    .filter(([status]) => Number(status) !== expectedStatus)
-    .reduce((sum, [, count]) => sum + count, result.errors);
-  const sorted = latenciesMs.sort((a, b) => a - b);
-  return {
-    rps: result.requests.average,
-    p50Ms: quantile(sorted, 0.5),
-    p99Ms: quantile(sorted, 0.99),
-    requests: result.requests.total,
-    unexpected,
-    statuses,
-    errors: result.errors,
-    timeouts: result.timeouts,
-  };
-}
-
-/**
- * Runs autocannon, also keeping every response time: its own histogram truncates them to
- * whole milliseconds, too coarse for sub-millisecond medians.
- */
-function run(options: autocannon.Options): Promise<{ result: autocannon.Result; latenciesMs: number[] }> {
-  return new Promise((resolve, reject) => {
-    const latenciesMs: number[] = [];
-    const instance = autocannon(options, (error: unknown, result) =>
-      error ? reject(error instanceof Error ? error : new Error(String(error))) : resolve({ result, latenciesMs }),
-    );
-    instance.on('response', (_client, _status, _bytes, responseTimeMs) => latenciesMs.push(responseTimeMs));
+/** Checks a uniform run's first draws against seedMapping: the Lua code generator must agree. */
+export function sampleProblems(sample: readonly string[]): string[] {
+  return sample.flatMap((entry) => {
+    const [index, code] = entry.split('/');
+    const expected = seedMapping(Number(index)).code;
+    return expected === code ? [] : [`wrk drew ${code} for row ${index}, expected ${expected}`];
   });
-}
-
-/** One autocannon run of `workload` against `baseUrl`, from this process. */
-export async function measure(
-  workload: Workload,
-  baseUrl: string,
-  stored: Stored,
-  options: { readonly durationS: number; readonly connections: number },
-): Promise<Measurement> {
-  const { result, latenciesMs } = await run({
-    url: baseUrl,
-    connections: options.connections,
-    duration: options.durationS,
-    headers,
-    requests: workload.requests(stored),
-  });
-  return toMeasurement(result, latenciesMs, workload.expectedStatus);
 }
