@@ -1,6 +1,6 @@
 import type { Span } from '@opentelemetry/api';
 import type { Kysely } from 'kysely';
-import type { EventTables } from '../adapters/event-bus/event-tables.js';
+import type { EventTables } from '../adapters/storage/schema.js';
 import { TOPICS } from '../domain/events.js';
 import type { BusMessage } from '../ports/event-bus.js';
 import { BatchWriter } from '../services/batch-writer.js';

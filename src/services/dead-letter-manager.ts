@@ -1,6 +1,6 @@
 import { trace } from '@opentelemetry/api';
 import type { Kysely, Selectable } from 'kysely';
-import type { EventTables } from '../adapters/event-bus/event-tables.js';
+import type { EventTables } from '../adapters/storage/schema.js';
 import type { EventMetrics } from '../adapters/telemetry/event-metrics.js';
 import { extractedContext, injectedHeaders } from '../adapters/telemetry/message-tracing.js';
 import { AppError, errors } from '../domain/errors.js';

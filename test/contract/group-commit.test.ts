@@ -9,7 +9,7 @@ import { type Database, openDatabase } from '../../src/adapters/storage/database
 import { GroupCommit } from '../../src/adapters/storage/group-commit.js';
 import { PreparedQuery } from '../../src/adapters/storage/prepared-query.js';
 import { EmbeddedLogEventBus } from '../../src/adapters/event-bus/embedded-log-event-bus.js';
-import type { EventTables } from '../../src/adapters/event-bus/event-tables.js';
+import type { EventTables } from '../../src/adapters/storage/schema.js';
 import { migrateToLatest } from '../../src/adapters/storage/migrations.js';
 import { createEvent } from '../../src/domain/events.js';
 import { sqlite, type TestDatabase, testConfig } from '../helpers/backends.js';

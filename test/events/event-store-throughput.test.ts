@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { EventTables } from '../../src/adapters/event-bus/event-tables.js';
+import type { EventTables } from '../../src/adapters/storage/schema.js';
 import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
 import { migrateToLatest } from '../../src/adapters/storage/migrations.js';
 import { createEventMetrics } from '../../src/adapters/telemetry/event-metrics.js';

@@ -5,7 +5,7 @@
  */
 import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { EventTables } from '../../src/adapters/event-bus/event-tables.js';
+import type { EventTables } from '../../src/adapters/storage/schema.js';
 import { type AuthTestApp, jsonPost, type Session, signUp, startAuthApp } from '../helpers/auth.js';
 import { BACKENDS } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';

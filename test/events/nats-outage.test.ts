@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { EventTables } from '../../src/adapters/event-bus/event-tables.js';
+import type { EventTables } from '../../src/adapters/storage/schema.js';
 import { NatsEventBus } from '../../src/adapters/event-bus/nats-event-bus.js';
 import { compose, type Service } from '../../src/composition-root.js';
 import { TOPICS } from '../../src/domain/events.js';

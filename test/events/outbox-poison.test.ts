@@ -10,7 +10,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { EventTables } from '../../src/adapters/event-bus/event-tables.js';
+import type { EventTables } from '../../src/adapters/storage/schema.js';
 import type { NatsEventBus } from '../../src/adapters/event-bus/nats-event-bus.js';
 import { createEvent, EVENT_TYPES, TOPICS } from '../../src/domain/events.js';
 import type { DeadLetter } from '../../src/services/dead-letter-manager.js';

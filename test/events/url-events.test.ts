@@ -4,7 +4,7 @@
  * the event store consumer into `event_store` once per event id, and counted on `GET /metrics`.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { EventTables } from '../../src/adapters/event-bus/event-tables.js';
+import type { EventTables } from '../../src/adapters/storage/schema.js';
 import { createEvent, type EventEnvelope, TOPICS } from '../../src/domain/events.js';
 import type { Kysely } from 'kysely';
 import { startTestApp, type TestApp } from '../helpers/app.js';

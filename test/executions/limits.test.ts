@@ -7,7 +7,7 @@
  */
 import { type Kysely, sql } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { EventTables } from '../../src/adapters/event-bus/event-tables.js';
+import type { EventTables } from '../../src/adapters/storage/schema.js';
 import { type AuthTestApp, signUp, startAuthApp } from '../helpers/auth.js';
 import { BACKENDS } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';

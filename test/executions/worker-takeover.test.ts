@@ -12,7 +12,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import type { EventTables } from '../../src/adapters/event-bus/event-tables.js';
+import type { EventTables } from '../../src/adapters/storage/schema.js';
 import { type AuthTestApp, type Session, signUp, startAuthApp } from '../helpers/auth.js';
 import { type Backend, postgres, sqlite, type TestDatabase } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';

@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import type { EventTables } from '../../src/adapters/event-bus/event-tables.js';
+import type { EventTables } from '../../src/adapters/storage/schema.js';
 import type { AnyKysely } from '../../src/adapters/storage/database.js';
 
 /** The event ids of the `url.created` events in `event_store`, per short code. */

@@ -7,7 +7,7 @@ import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { AckPolicy, connect, DeliverPolicy, JSONCodec } from 'nats';
 import pg from 'pg';
-import type { EventTables } from '../../src/adapters/event-bus/event-tables.js';
+import type { EventTables } from '../../src/adapters/storage/schema.js';
 import { openDatabase } from '../../src/adapters/storage/database.js';
 import { testConfig } from './backends.js';
 import { storedCreatedByCode } from './event-store.js';

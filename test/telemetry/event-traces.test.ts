@@ -20,7 +20,7 @@ import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { connect, type NatsConnection, type Subscription as NatsSubscription } from 'nats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { EventTables } from '../../src/adapters/event-bus/event-tables.js';
+import type { EventTables } from '../../src/adapters/storage/schema.js';
 import type { NatsEventBus } from '../../src/adapters/event-bus/nats-event-bus.js';
 import { TOPICS } from '../../src/domain/events.js';
 import type { BusMessage } from '../../src/ports/event-bus.js';

@@ -15,7 +15,7 @@ import type {
 import { isUniqueViolation, type AnyKysely } from '../storage/database.js';
 import { PreparedQuery } from '../storage/prepared-query.js';
 import type { TransactionalLog, TransactionRunner } from './outbox.js';
-import type { EventTables } from './event-tables.js';
+import type { EventTables } from '../storage/schema.js';
 import { failure, isPermanent, MessageRefused } from './publish-outcomes.js';
 import { InFlightWindow } from './in-flight-window.js';
 import { deliverWindowed, type PartitionAccess } from './windowed-partition.js';

@@ -2,8 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Kysely, Selectable } from 'kysely';
 import { type EventEnvelope, type MessageHeaders, partitionFor } from '../../domain/events.js';
 import type { EventBus, OutgoingMessage } from '../../ports/event-bus.js';
-import type { AnyKysely } from '../storage/database.js';
-import type { EventTables } from './event-tables.js';
+import type { DatabaseSchema, EventOutboxTable } from '../storage/schema.js';
 import type { TransactionalOutbox } from './outbox.js';
 
 export interface OutboxRelayOptions {
@@ -33,7 +32,7 @@ export interface OutboxBacklog {
   readonly oldestAgeSeconds: number;
 }
 
-type OutboxRow = Selectable<EventTables['event_outbox']>;
+type OutboxRow = Selectable<EventOutboxTable>;
 /** An outbox row with its message, or why it cannot have one. */
 type Waiting = { readonly row: OutboxRow } & (
   | { readonly message: OutgoingMessage; readonly error?: undefined }
@@ -74,7 +73,6 @@ function decoded(row: OutboxRow): Waiting {
  * mapping waited for the earlier one's row lock, so its row has the higher id and commits later.
  */
 export class OutboxRelay {
-  private readonly db: Kysely<EventTables>;
   private readonly owner = randomUUID();
   private readonly now: () => number;
   private running = false;
@@ -87,14 +85,13 @@ export class OutboxRelay {
   private backlogMeasure: { at: number; value: Promise<OutboxBacklog> } | undefined;
 
   constructor(
-    db: AnyKysely,
+    private readonly db: Kysely<DatabaseSchema>,
     private readonly bus: EventBus,
     private readonly outbox: TransactionalOutbox,
     private readonly options: OutboxRelayOptions,
     private readonly logger: RelayLogger,
     private readonly hooks: RelayHooks = { published: () => undefined, deadLettered: () => undefined },
   ) {
-    this.db = db as Kysely<EventTables>;
     this.now = options.clock ?? Date.now;
   }
 

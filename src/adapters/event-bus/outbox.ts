@@ -4,9 +4,8 @@ import { errors } from '../../domain/errors.js';
 import type { EventEnvelope, EventsFor, OutgoingEvent } from '../../domain/events.js';
 import type { OutgoingMessage } from '../../ports/event-bus.js';
 import { producerHeaders } from '../telemetry/message-tracing.js';
-import type { EventTables } from './event-tables.js';
-import type { AnyKysely } from '../storage/database.js';
 import type { GroupCommit, TransactionWork } from '../storage/group-commit.js';
+import type { DatabaseSchema } from '../storage/schema.js';
 
 /**
  * Appends messages to the bus's own log inside a transaction of the service's database: when the
@@ -14,7 +13,7 @@ import type { GroupCommit, TransactionWork } from '../storage/group-commit.js';
  */
 export interface TransactionalLog {
   /** Appends inside `trx`; the returned function is to be called once `trx` has committed. */
-  appendInTransaction(trx: AnyKysely, messages: readonly OutgoingMessage[]): Promise<() => void>;
+  appendInTransaction(trx: Kysely<DatabaseSchema>, messages: readonly OutgoingMessage[]): Promise<() => void>;
 }
 
 export interface TransactionalOutboxOptions {
@@ -79,7 +78,7 @@ export class TransactionalOutbox {
    * caller's span. An event larger than `maxEventBytes` fails the change (and its transaction)
    * with EVENT_TOO_LARGE: refused now rather than acknowledged and then never deliverable.
    */
-  async append(trx: AnyKysely, events: readonly OutgoingEvent[]): Promise<Appended | undefined> {
+  async append(trx: Kysely<DatabaseSchema>, events: readonly OutgoingEvent[]): Promise<Appended | undefined> {
     if (events.length === 0) return undefined;
     const encoded = events.map((event) => this.encoded(event.envelope));
     const messages = events.map((event) => ({
@@ -97,7 +96,7 @@ export class TransactionalOutbox {
       envelope: encoded[i]!,
       created_at: this.now(),
     }));
-    await (trx as Kysely<EventTables>).insertInto('event_outbox').values(rows).execute();
+    await trx.insertInto('event_outbox').values(rows).execute();
     return { messages, committed: () => this.notify() };
   }
 
@@ -106,10 +105,10 @@ export class TransactionalOutbox {
    * consumers of the log). Nothing is recorded when the change wrote nothing (`undefined`);
    * without `events` the change runs on its own.
    */
-  async transact<DB, T>(
-    db: Kysely<DB>,
+  async transact<T>(
+    db: Kysely<DatabaseSchema>,
     events: EventsFor<NonNullable<T>> | undefined,
-    change: (db: Kysely<DB>) => Promise<T>,
+    change: (db: Kysely<DatabaseSchema>) => Promise<T>,
   ): Promise<T> {
     if (!events) return change(db);
     let appended: Appended | undefined;

@@ -19,8 +19,8 @@ import { FALLBACK_AUTOCHECKPOINT_PAGES, SqliteCheckpointer } from './sqlite-chec
 export type Dialect = DatabaseConfig['kind'];
 
 /**
- * A Kysely handle with its table types left open, for migrations and for adapters that narrow it
- * to their own tables (`db as Kysely<EventTables>`).
+ * A Kysely handle with its table types left open: for migrations, which see each table as it was
+ * when they were written. Everything else queries `Kysely<DatabaseSchema>` (schema.ts).
  */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the one place the schema is left open
 export type AnyKysely = Kysely<any>;

@@ -1,4 +1,4 @@
-import { type Kysely, type Migration, sql } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import { type Clock, systemClock } from '../../ports/clock.js';
 import type {
   AuthStateSnapshot,
@@ -6,48 +6,7 @@ import type {
   FailureWindow,
   RevocationKind,
 } from '../../ports/auth-state-store.js';
-import type { AnyKysely, Dialect } from './database.js';
-
-/** Expiries are epoch milliseconds of the service's clock: compared the same way in both dialects. */
-interface Tables {
-  /** One row per revoked thing, by kind (`token`, later API keys and users) and id. */
-  auth_revocations: { kind: string; id: string; expires_at_ms: number };
-  /** Failed logins per subject in the open window; the window ends at `expires_at_ms`. */
-  auth_login_failures: { subject: string; failures: number; expires_at_ms: number };
-}
-
-export function authStateMigrations(dialect: Dialect): Record<string, Migration> {
-  const bigint = dialect === 'postgres' ? 'bigint' : 'integer';
-  return {
-    '0051_durable_auth_state': {
-      async up(db: AnyKysely) {
-        await db.schema
-          .createTable('auth_revocations')
-          .addColumn('kind', 'text', (c) => c.notNull())
-          .addColumn('id', 'text', (c) => c.notNull())
-          .addColumn('expires_at_ms', bigint, (c) => c.notNull())
-          .addPrimaryKeyConstraint('auth_revocations_pkey', ['kind', 'id'])
-          .execute();
-        await db.schema.createIndex('auth_revocations_expiry').on('auth_revocations').column('expires_at_ms').execute();
-        await db.schema
-          .createTable('auth_login_failures')
-          .addColumn('subject', 'text', (c) => c.primaryKey())
-          .addColumn('failures', 'integer', (c) => c.notNull().check(sql`failures > 0`))
-          .addColumn('expires_at_ms', bigint, (c) => c.notNull())
-          .execute();
-        await db.schema
-          .createIndex('auth_login_failures_expiry')
-          .on('auth_login_failures')
-          .column('expires_at_ms')
-          .execute();
-      },
-      async down(db: AnyKysely) {
-        await db.schema.dropTable('auth_login_failures').execute();
-        await db.schema.dropTable('auth_revocations').execute();
-      },
-    },
-  };
-}
+import type { DatabaseSchema } from './schema.js';
 
 /**
  * Revocations and lockouts in the service's database (SQLite or PostgreSQL): what survives
@@ -55,14 +14,10 @@ export function authStateMigrations(dialect: Dialect): Record<string, Migration>
  * instances neither lose a failure nor shorten a revocation.
  */
 export class KyselyAuthStateStore implements DurableAuthStateStore {
-  private readonly db: Kysely<Tables>;
-
   constructor(
-    db: AnyKysely,
+    private readonly db: Kysely<DatabaseSchema>,
     private readonly clock: Clock = systemClock,
-  ) {
-    this.db = db as Kysely<Tables>;
-  }
+  ) {}
 
   async revoke(kind: RevocationKind, id: string, expiresAtMs: number): Promise<void> {
     if (expiresAtMs <= this.clock.now()) return;

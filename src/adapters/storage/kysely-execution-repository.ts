@@ -1,92 +1,16 @@
-import { type Generated, type Kysely, type Migration, type Selectable, sql } from 'kysely';
+import { type Kysely, type Selectable, sql } from 'kysely';
 import {
   CUT_MARKERS,
   type Execution,
   type ExecutionOutcome,
   type ExecutionRequestedPayload,
-  type ExecutionStatus,
 } from '../../domain/execution.js';
 import { canonicalTimestamp } from '../../domain/timestamp.js';
 import type { ExecutionClaim, ExecutionRepository } from '../../ports/execution-repository.js';
 import type { EventsFor } from '../../domain/events.js';
 import type { TransactionalOutbox } from '../event-bus/outbox.js';
-import type { Dialect, AnyKysely } from './database.js';
-
-interface ExecutionsTable {
-  id: string;
-  user_id: number;
-  language: string;
-  script: string;
-  timeout_ms: number;
-  status: ExecutionStatus;
-  output: string;
-  result: string | null;
-  error: string | null;
-  duration_ms: number | null;
-  created_at: string;
-  started_at: string | null;
-  finished_at: string | null;
-  /** From 0052: runs started so far; the claim of the latest and until when it holds (ms). */
-  attempt: Generated<number>;
-  claimed_by: string | null;
-  claimed_until: number | null;
-  /** 1 when output, result or error was cut at its limit. */
-  truncated: Generated<number>;
-}
-interface Tables {
-  executions: ExecutionsTable;
-}
-
-export function executionMigrations(dialect: Dialect): Record<string, Migration> {
-  const pg = dialect === 'postgres';
-  const time = pg ? 'timestamptz' : 'text';
-  return {
-    '0020_executions': {
-      async up(db: AnyKysely) {
-        await db.schema
-          .createTable('executions')
-          .addColumn('id', 'text', (c) => c.primaryKey())
-          .addColumn('user_id', pg ? 'bigint' : 'integer', (c) => c.notNull())
-          .addColumn('language', 'text', (c) => c.notNull())
-          .addColumn('script', 'text', (c) => c.notNull())
-          .addColumn('timeout_ms', 'integer', (c) => c.notNull())
-          .addColumn('status', 'text', (c) => c.notNull())
-          .addColumn('output', 'text', (c) => c.notNull().defaultTo(''))
-          .addColumn('result', 'text')
-          .addColumn('error', 'text')
-          .addColumn('duration_ms', 'integer')
-          .addColumn('created_at', time, (c) => c.notNull())
-          .addColumn('started_at', time)
-          .addColumn('finished_at', time)
-          .execute();
-        await db.schema.createIndex('executions_user').on('executions').columns(['user_id', 'id']).execute();
-      },
-    },
-    '0052_execution_attempts': {
-      async up(db: AnyKysely) {
-        const columns: [string, 'integer' | 'text' | 'bigint', boolean][] = [
-          ['attempt', 'integer', true],
-          ['claimed_by', 'text', false],
-          ['claimed_until', pg ? 'bigint' : 'integer', false],
-          ['truncated', 'integer', true],
-        ];
-        for (const [name, type, counter] of columns) {
-          await db.schema
-            .alterTable('executions')
-            .addColumn(name, type, (c) => (counter ? c.notNull().defaultTo(0) : c))
-            .execute();
-        }
-        // What the per-user limit counts, without reading the user's finished executions.
-        await db.schema
-          .createIndex('executions_user_pending')
-          .on('executions')
-          .column('user_id')
-          .where(sql.ref('status'), 'in', ['queued', 'running'])
-          .execute();
-      },
-    },
-  };
-}
+import type { Dialect } from './database.js';
+import type { DatabaseSchema, ExecutionsTable } from './schema.js';
 
 /** Serialises one user's submissions on PostgreSQL (with the user id as the lock's second key). */
 const PENDING_LOCK_CLASS = 0x45584543; // "EXEC"
@@ -141,15 +65,11 @@ function toPreview(row: PreviewRow, chars: number): Execution {
 
 /** Executions in SQLite or PostgreSQL; each state change records its event in the same transaction. */
 export class KyselyExecutionRepository implements ExecutionRepository {
-  private readonly db: Kysely<Tables>;
-
   constructor(
-    db: AnyKysely,
+    private readonly db: Kysely<DatabaseSchema>,
     private readonly dialect: Dialect,
     private readonly outbox: TransactionalOutbox,
-  ) {
-    this.db = db as Kysely<Tables>;
-  }
+  ) {}
 
   async create(
     request: ExecutionRequestedPayload,
@@ -279,7 +199,7 @@ export class KyselyExecutionRepository implements ExecutionRepository {
     return updated !== undefined;
   }
 
-  private inTransaction<T>(events: EventsFor<NonNullable<T>>, change: (trx: Kysely<Tables>) => Promise<T>) {
+  private inTransaction<T>(events: EventsFor<NonNullable<T>>, change: (trx: Kysely<DatabaseSchema>) => Promise<T>) {
     return this.outbox.transact(this.db, events, change);
   }
 }

@@ -1,77 +1,23 @@
-import type { Kysely, Migration, Selectable } from 'kysely';
+import type { Kysely, Selectable } from 'kysely';
 import type { EventsFor } from '../../domain/events.js';
-import type { ChannelType, NotificationChannel } from '../../domain/notification.js';
+import type { NotificationChannel } from '../../domain/notification.js';
 import { canonicalTimestamp } from '../../domain/timestamp.js';
 import type { NotificationRepository } from '../../ports/notification-repository.js';
 import type { TransactionalOutbox } from '../event-bus/outbox.js';
-import { type Dialect, isUniqueViolation, type AnyKysely } from './database.js';
-
-interface Tables {
-  notification_channels: {
-    id: string;
-    user_id: number;
-    type: ChannelType;
-    name: string;
-    url: string;
-    secret: string | null;
-    created_at: string;
-  };
-  /** One row per event whose notifications were requested: makes the fan-out idempotent. */
-  notification_causes: { event_id: string; created_at: string };
-  notification_deliveries: { notification_id: string; channel_id: string; delivered_at: string };
-}
-
-export function notificationMigrations(dialect: Dialect): Record<string, Migration> {
-  const time = dialect === 'postgres' ? 'timestamptz' : 'text';
-  return {
-    '0030_notifications': {
-      async up(db: AnyKysely) {
-        await db.schema
-          .createTable('notification_channels')
-          .addColumn('id', 'text', (c) => c.primaryKey())
-          .addColumn('user_id', dialect === 'postgres' ? 'bigint' : 'integer', (c) => c.notNull())
-          .addColumn('type', 'text', (c) => c.notNull())
-          .addColumn('name', 'text', (c) => c.notNull())
-          .addColumn('url', 'text', (c) => c.notNull())
-          .addColumn('secret', 'text')
-          .addColumn('created_at', time, (c) => c.notNull())
-          .execute();
-        await db.schema
-          .createIndex('notification_channels_user')
-          .on('notification_channels')
-          .column('user_id')
-          .execute();
-        await db.schema
-          .createTable('notification_causes')
-          .addColumn('event_id', 'text', (c) => c.primaryKey())
-          .addColumn('created_at', time, (c) => c.notNull())
-          .execute();
-        await db.schema
-          .createTable('notification_deliveries')
-          .addColumn('notification_id', 'text', (c) => c.primaryKey())
-          .addColumn('channel_id', 'text', (c) => c.notNull())
-          .addColumn('delivered_at', time, (c) => c.notNull())
-          .execute();
-      },
-    },
-  };
-}
+import { isUniqueViolation } from './database.js';
+import type { DatabaseSchema, NotificationChannelsTable } from './schema.js';
 
 const now = () => canonicalTimestamp(new Date().toISOString())!;
 
-function toChannel(row: Selectable<Tables['notification_channels']>): NotificationChannel {
+function toChannel(row: Selectable<NotificationChannelsTable>): NotificationChannel {
   return { ...row, user_id: Number(row.user_id) };
 }
 
 export class KyselyNotificationRepository implements NotificationRepository {
-  private readonly db: Kysely<Tables>;
-
   constructor(
-    db: AnyKysely,
+    private readonly db: Kysely<DatabaseSchema>,
     private readonly outbox: TransactionalOutbox,
-  ) {
-    this.db = db as Kysely<Tables>;
-  }
+  ) {}
 
   async createChannel(channel: Omit<NotificationChannel, 'created_at'>): Promise<NotificationChannel> {
     const row = await this.db

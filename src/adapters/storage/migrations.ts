@@ -1,110 +1,15 @@
-import { type Migration, Migrator, sql } from 'kysely';
-import { eventMigrations } from '../event-bus/event-tables.js';
-import { authStateMigrations } from './kysely-auth-state-store.js';
-import { executionMigrations } from './kysely-execution-repository.js';
-import { notificationMigrations } from './kysely-notification-repository.js';
+import { Migrator, sql } from 'kysely';
 import type { Dialect, AnyKysely } from './database.js';
-
-/**
- * Schema migrations, in order. Each is written once for both dialects; where the SQL differs
- * (identity columns, timestamp types) the dialect is passed in.
- */
-function migrations(dialect: Dialect): Record<string, Migration> {
-  const pg = dialect === 'postgres';
-  return {
-    // Other concerns keep their migrations beside their adapters; names order them.
-    ...eventMigrations(dialect),
-    ...executionMigrations(dialect),
-    ...notificationMigrations(dialect),
-    ...authStateMigrations(dialect),
-    '0001_url_mappings': {
-      async up(db: AnyKysely) {
-        await db.schema
-          .createTable('url_mappings')
-          .addColumn('id', pg ? 'bigint' : 'integer', (c) =>
-            pg ? c.primaryKey().generatedByDefaultAsIdentity() : c.primaryKey().autoIncrement(),
-          )
-          .addColumn('code', 'text', (c) => c.notNull().unique())
-          .addColumn('url', 'text', (c) => c.notNull())
-          .addColumn('created_at', pg ? 'timestamptz' : 'text', (c) => c.notNull())
-          .addColumn('click_count', pg ? 'bigint' : 'integer', (c) =>
-            c
-              .notNull()
-              .defaultTo(0)
-              .check(sql`click_count >= 0`),
-          )
-          .execute();
-      },
-      async down(db: AnyKysely) {
-        await db.schema.dropTable('url_mappings').execute();
-      },
-    },
-    '0002_users': {
-      async up(db: AnyKysely) {
-        await db.schema
-          .createTable('users')
-          .addColumn('id', pg ? 'bigint' : 'integer', (c) =>
-            pg ? c.primaryKey().generatedByDefaultAsIdentity() : c.primaryKey().autoIncrement(),
-          )
-          .addColumn('username', 'text', (c) => c.notNull())
-          .addColumn('email', 'text', (c) =>
-            c
-              .notNull()
-              .unique()
-              .check(sql`email = lower(email)`),
-          )
-          .addColumn('role', 'text', (c) => c.notNull().check(sql`role IN ('user', 'admin')`))
-          .addColumn('password_hash', 'text', (c) => c.notNull())
-          .addColumn('created_at', pg ? 'timestamptz' : 'text', (c) => c.notNull())
-          .addColumn('updated_at', pg ? 'timestamptz' : 'text', (c) => c.notNull())
-          .execute();
-        // Logins match the username exactly; registration refuses one that differs only in case.
-        await db.schema
-          .createIndex('users_username_lower_key')
-          .on('users')
-          .unique()
-          .expression(sql`lower(username)`)
-          .execute();
-      },
-      async down(db: AnyKysely) {
-        await db.schema.dropTable('users').execute();
-      },
-    },
-    '0003_settings': {
-      async up(db: AnyKysely) {
-        await db.schema
-          .createTable('settings')
-          .addColumn('key', 'text', (c) => c.primaryKey())
-          .addColumn('value', 'text', (c) => c.notNull())
-          .addColumn('updated_at', pg ? 'timestamptz' : 'text', (c) => c.notNull())
-          .execute();
-      },
-      async down(db: AnyKysely) {
-        await db.schema.dropTable('settings').execute();
-      },
-    },
-    // Click flushes add here instead of updating `url_mappings` rows all over its B-tree;
-    // compaction folds these into `click_count` now and then (KyselyUrlMappingRepository).
-    '0040_url_click_deltas': {
-      async up(db: AnyKysely) {
-        await db.schema
-          .createTable('url_click_deltas')
-          .addColumn('url_id', pg ? 'bigint' : 'integer', (c) => c.primaryKey())
-          .addColumn('delta', pg ? 'bigint' : 'integer', (c) => c.notNull().check(sql`delta > 0`))
-          .execute();
-      },
-      async down(db: AnyKysely) {
-        await db.schema.dropTable('url_click_deltas').execute();
-      },
-    },
-  };
-}
+import { migrationsFor } from './migrations/index.js';
 
 export interface MigrationReport {
   readonly applied: readonly string[];
 }
 
-/** Brings the schema up to date; safe to run from several processes at once (the migrator locks). */
+/**
+ * Brings the schema up to date with the migrations in ./migrations/; safe to run from several
+ * processes at once (the migrator locks).
+ */
 export async function migrateToLatest(db: AnyKysely, dialect: Dialect): Promise<MigrationReport> {
   // Kysely looks for its bookkeeping tables by name across schemas; pin it to the one in use
   // so a database that holds several schemas (e.g. one per tenant or test run) migrates each.
@@ -114,7 +19,7 @@ export async function migrateToLatest(db: AnyKysely, dialect: Dialect): Promise<
       : undefined;
   const migrator = new Migrator({
     db,
-    provider: { getMigrations: async () => migrations(dialect) },
+    provider: { getMigrations: async () => migrationsFor(dialect) },
     // Names are reserved per line of work and each migration stands alone, so one named earlier
     // may reach a database after a later one has run there (a database from before 0040 that
     // already has 0051); it runs then instead of the migrator refusing the database.

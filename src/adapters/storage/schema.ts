@@ -1,6 +1,17 @@
 import type { Generated } from 'kysely';
+import type { ExecutionStatus } from '../../domain/execution.js';
+import type { ChannelType } from '../../domain/notification.js';
 
-/** The tables as Kysely sees them. Timestamps cross this boundary as canonical RFC 3339 strings. */
+/**
+ * Every table of the service's database as Kysely sees it: the one schema each adapter queries.
+ * The migrations in ./migrations/ make these tables; a change here goes with a migration there.
+ *
+ * Timestamps named `*_at` cross this boundary as canonical RFC 3339 strings (timestamptz on
+ * PostgreSQL, text on SQLite), except where a comment says Unix milliseconds (bigint/integer).
+ */
+
+// URL mappings
+
 export interface UrlMappingsTable {
   id: Generated<number>;
   code: string;
@@ -17,6 +28,8 @@ export interface UrlClickDeltasTable {
   url_id: number;
   delta: number;
 }
+
+// Accounts and settings
 
 export interface UsersTable {
   id: Generated<number>;
@@ -37,9 +50,188 @@ export interface SettingsTable {
   updated_at: string;
 }
 
+/** One row per revoked thing, by kind (`token`, later API keys and users) and id. Expiry: epoch ms. */
+export interface AuthRevocationsTable {
+  kind: string;
+  id: string;
+  expires_at_ms: number;
+}
+
+/** Failed logins per subject in the open window; the window ends at `expires_at_ms` (epoch ms). */
+export interface AuthLoginFailuresTable {
+  subject: string;
+  failures: number;
+  expires_at_ms: number;
+}
+
+// Events: the transactional outbox and the embedded bus's log. Times are Unix milliseconds.
+
+/** Events waiting to be handed to the bus; written in the same transaction as the change. */
+export interface EventOutboxTable {
+  id: Generated<number>;
+  topic: string;
+  message_key: string;
+  event_id: string;
+  headers: string;
+  envelope: string;
+  created_at: number;
+}
+
+/** The embedded bus: an append-only log split into partitions. */
+export interface EventLogTable {
+  topic: string;
+  partition_no: number;
+  log_offset: number;
+  /** The envelope's event id, or the id a deliberate re-publication was given. */
+  message_id: string;
+  headers: string;
+  envelope: string;
+  created_at: number;
+}
+
+/** The next offset to assign, per partition (the row lock orders concurrent publishers). */
+export interface EventPartitionsTable {
+  topic: string;
+  partition_no: number;
+  next_offset: number;
+}
+
+/** Per consumer group and partition: the next offset to deliver. */
+export interface ConsumerOffsetsTable {
+  group_name: string;
+  topic: string;
+  partition_no: number;
+  next_offset: number;
+}
+
+/** Which member of a group holds a partition, until when. Also used for the outbox relay. */
+export interface ConsumerLeasesTable {
+  group_name: string;
+  topic: string;
+  partition_no: number;
+  owner: string;
+  expires_at: number;
+}
+
+/** Live members of a group, refreshed by heartbeat; the partitions are shared among them. */
+export interface ConsumerMembersTable {
+  group_name: string;
+  topic: string;
+  member: string;
+  expires_at: number;
+}
+
+/** Every event, persisted by the event store consumer; one row per event id. */
+export interface EventStoreTable {
+  event_id: string;
+  event_type: string;
+  event_version: number;
+  topic: string;
+  partition_no: number;
+  log_offset: number;
+  execution_id: string | null;
+  service: string;
+  /** RFC 3339, as the envelope carries it. */
+  occurred_at: string;
+  payload: string;
+  headers: string;
+  stored_at: number;
+}
+
+/** Dead-lettered messages, as the dead-letter manager received them. */
+export interface DeadLettersTable {
+  id: Generated<number>;
+  dlq_event_id: string;
+  event_id: string;
+  event_type: string;
+  topic: string;
+  partition_no: number;
+  group_name: string;
+  headers: string;
+  envelope: string;
+  error: string;
+  attempts: number;
+  status: 'retrying' | 'retried' | 'parked' | 'discarded';
+  created_at: number;
+  updated_at: number;
+}
+
+// Executions and notifications
+
+export interface ExecutionsTable {
+  id: string;
+  user_id: number;
+  language: string;
+  script: string;
+  timeout_ms: number;
+  status: ExecutionStatus;
+  output: string;
+  result: string | null;
+  error: string | null;
+  duration_ms: number | null;
+  created_at: string;
+  started_at: string | null;
+  finished_at: string | null;
+  /** From 0052: runs started so far; the claim of the latest and until when it holds (ms). */
+  attempt: Generated<number>;
+  claimed_by: string | null;
+  claimed_until: number | null;
+  /** 1 when output, result or error was cut at its limit. */
+  truncated: Generated<number>;
+}
+
+export interface NotificationChannelsTable {
+  id: string;
+  user_id: number;
+  type: ChannelType;
+  name: string;
+  url: string;
+  secret: string | null;
+  created_at: string;
+}
+
+/** One row per event whose notifications were requested: makes the fan-out idempotent. */
+export interface NotificationCausesTable {
+  event_id: string;
+  created_at: string;
+}
+
+export interface NotificationDeliveriesTable {
+  notification_id: string;
+  channel_id: string;
+  delivered_at: string;
+}
+
 export interface DatabaseSchema {
   url_mappings: UrlMappingsTable;
   url_click_deltas: UrlClickDeltasTable;
   users: UsersTable;
   settings: SettingsTable;
+  auth_revocations: AuthRevocationsTable;
+  auth_login_failures: AuthLoginFailuresTable;
+  event_outbox: EventOutboxTable;
+  event_log: EventLogTable;
+  event_partitions: EventPartitionsTable;
+  consumer_offsets: ConsumerOffsetsTable;
+  consumer_leases: ConsumerLeasesTable;
+  consumer_members: ConsumerMembersTable;
+  event_store: EventStoreTable;
+  dead_letters: DeadLettersTable;
+  executions: ExecutionsTable;
+  notification_channels: NotificationChannelsTable;
+  notification_causes: NotificationCausesTable;
+  notification_deliveries: NotificationDeliveriesTable;
 }
+
+/** The event tables alone: what a test or tool that reads the event log and outbox names. */
+export type EventTables = Pick<
+  DatabaseSchema,
+  | 'event_outbox'
+  | 'event_log'
+  | 'event_partitions'
+  | 'consumer_offsets'
+  | 'consumer_leases'
+  | 'consumer_members'
+  | 'event_store'
+  | 'dead_letters'
+>;

@@ -1,0 +1,40 @@
+import type { Migration } from 'kysely';
+import type { Dialect } from '../database.js';
+import { urlMappings } from './0001-url-mappings.js';
+import { users } from './0002-users.js';
+import { settings } from './0003-settings.js';
+import { eventLog } from './0010-event-log.js';
+import { eventStoreAndDeadLetters } from './0011-event-store-and-dead-letters.js';
+import { executions } from './0020-executions.js';
+import { notifications } from './0030-notifications.js';
+import { urlClickDeltas } from './0040-url-click-deltas.js';
+import { durableAuthState } from './0051-durable-auth-state.js';
+import { executionAttempts } from './0052-execution-attempts.js';
+import { dialectColumns } from './columns.js';
+import type { SchemaMigration } from './migration.js';
+
+/** Every migration, one file each, in name order (the order Kysely runs them in). */
+export const MIGRATIONS: readonly SchemaMigration[] = [
+  urlMappings,
+  users,
+  settings,
+  eventLog,
+  eventStoreAndDeadLetters,
+  executions,
+  notifications,
+  urlClickDeltas,
+  durableAuthState,
+  executionAttempts,
+];
+
+/** The migrations as Kysely's migrator takes them, by name, for one dialect. */
+export function migrationsFor(dialect: Dialect): Record<string, Migration> {
+  const columns = dialectColumns(dialect);
+  const byName: Record<string, Migration> = {};
+  for (const migration of MIGRATIONS) {
+    if (byName[migration.name]) throw new Error(`two migrations are named ${migration.name}`);
+    const { down } = migration;
+    byName[migration.name] = { up: (db) => migration.up(db, columns), ...(down ? { down } : {}) };
+  }
+  return byName;
+}
