@@ -1,10 +1,11 @@
 /**
- * Errors are values with a stable code, an HTTP status and a human-readable detail.
- * They are made by the named constructors below and turned into `{detail}` by one error handler.
+ * Errors are values with a stable code, an HTTP status and a human-readable detail. Every one is
+ * made by a named constructor in the table `errors` below (one row each: code, status, detail),
+ * and turned into `{detail}` by one error handler; the codes form the union `ErrorCode`.
  */
-export class AppError extends Error {
+export class AppError<C extends string = ErrorCode> extends Error {
   constructor(
-    readonly code: string,
+    readonly code: C,
     readonly statusCode: number,
     readonly detail: string,
     readonly headers: Readonly<Record<string, string>> = {},
@@ -12,6 +13,35 @@ export class AppError extends Error {
     super(detail);
     this.name = 'AppError';
   }
+}
+
+/** What a row of the table makes of its constructor's arguments: the detail, or more. */
+type Answer =
+  | string
+  | {
+      readonly detail: string;
+      readonly headers?: Readonly<Record<string, string>>;
+      /** Only where another layer decided the status (the framework's own 4xx answers). */
+      readonly status?: number;
+    };
+
+/** A named constructor: makes the errors with `code`, which it carries too. */
+export type NamedConstructor<C extends string, A extends unknown[]> = ((...args: A) => AppError<C>) & {
+  readonly code: C;
+};
+
+/** One row of the error table: the code, its status, and the detail made of the constructor's arguments. */
+function define<const C extends string, A extends unknown[]>(
+  code: C,
+  status: number,
+  answer: (...args: A) => Answer,
+): NamedConstructor<C, A> {
+  const make = (...args: A) => {
+    const made = answer(...args);
+    if (typeof made === 'string') return new AppError(code, status, made);
+    return new AppError(code, made.status ?? status, made.detail, made.headers);
+  };
+  return Object.assign(make, { code });
 }
 
 /** A backend the service shares with other instances. */
@@ -34,60 +64,73 @@ export class BackendUnavailableError extends Error {
 const BACKEND_NAMES: Readonly<Record<Backend, string>> = { database: 'Database', redis: 'Redis' };
 
 export const errors = {
-  validation: (detail: string) => new AppError('VALIDATION', 422, detail),
-  codeReserved: () => new AppError('CODE_RESERVED', 422, 'Code is reserved'),
-  codeConflict: () => new AppError('CODE_CONFLICT', 409, 'Code already exists'),
-  mappingNotFound: () => new AppError('MAPPING_NOT_FOUND', 404, 'URL mapping not found'),
-  routeNotFound: () => new AppError('ROUTE_NOT_FOUND', 404, 'Not found'),
-  methodNotAllowed: (allow: readonly string[]) =>
-    new AppError('METHOD_NOT_ALLOWED', 405, 'Method not allowed', { allow: allow.join(', ') }),
-  payloadTooLarge: (limit: number) =>
-    new AppError('PAYLOAD_TOO_LARGE', 413, `Request body is larger than ${limit} bytes`),
-  unsupportedMediaType: (type: string | undefined) =>
-    new AppError(
-      'UNSUPPORTED_MEDIA_TYPE',
-      415,
-      type ? `Unsupported media type: ${type}; use application/json` : 'Missing Content-Type; use application/json',
-    ),
-  internal: () => new AppError('INTERNAL', 500, 'Internal server error'),
-  eventTooLarge: (eventType: string, bytes: number, limit: number) =>
-    new AppError(
-      'EVENT_TOO_LARGE',
-      422,
+  validation: define('VALIDATION', 422, (detail: string) => detail),
+  codeReserved: define('CODE_RESERVED', 422, () => 'Code is reserved'),
+  codeConflict: define('CODE_CONFLICT', 409, () => 'Code already exists'),
+  mappingNotFound: define('MAPPING_NOT_FOUND', 404, () => 'URL mapping not found'),
+  routeNotFound: define('ROUTE_NOT_FOUND', 404, () => 'Not found'),
+  methodNotAllowed: define('METHOD_NOT_ALLOWED', 405, (allow: readonly string[]) => ({
+    detail: 'Method not allowed',
+    headers: { allow: allow.join(', ') },
+  })),
+  payloadTooLarge: define('PAYLOAD_TOO_LARGE', 413, (limit: number) => `Request body is larger than ${limit} bytes`),
+  unsupportedMediaType: define('UNSUPPORTED_MEDIA_TYPE', 415, (type: string | undefined) =>
+    type ? `Unsupported media type: ${type}; use application/json` : 'Missing Content-Type; use application/json',
+  ),
+  /** A 4xx the framework answered itself (its status and message), not one of ours. */
+  requestRejected: define('REQUEST_REJECTED', 400, (status: number, message: string) => ({ status, detail: message })),
+  internal: define('INTERNAL', 500, () => 'Internal server error'),
+  eventTooLarge: define(
+    'EVENT_TOO_LARGE',
+    422,
+    (eventType: string, bytes: number, limit: number) =>
       `The change is refused: its ${eventType} event would be ${bytes} bytes, over the limit of ${limit} bytes`,
-    ),
-  eventRefused: (reason: string) =>
-    new AppError('EVENT_REFUSED', 422, `The event bus can never take this event: ${reason}`),
-  backendUnavailable: (backend: Backend) =>
-    new AppError('BACKEND_UNAVAILABLE', 503, `${BACKEND_NAMES[backend]} unavailable`, { 'retry-after': '1' }),
+  ),
+  eventRefused: define('EVENT_REFUSED', 422, (reason: string) => `The event bus can never take this event: ${reason}`),
+  backendUnavailable: define('BACKEND_UNAVAILABLE', 503, (backend: Backend) => ({
+    detail: `${BACKEND_NAMES[backend]} unavailable`,
+    headers: { 'retry-after': '1' },
+  })),
+  webClientNotBuilt: define('WEB_CLIENT_NOT_BUILT', 503, () => 'The web client is not built; run npm run build'),
   // Answered on the connection itself, before a request reaches a route (src/http/client-errors.ts).
-  requestTimeout: () => new AppError('REQUEST_TIMEOUT', 408, 'Request not received in time'),
-  headersTooLarge: () => new AppError('HEADERS_TOO_LARGE', 431, 'Request headers are too large'),
-  malformedRequest: () => new AppError('MALFORMED_REQUEST', 400, 'Malformed HTTP request'),
-  tooManyExecutions: (limit: number) =>
-    new AppError(
-      'TOO_MANY_EXECUTIONS',
-      429,
-      `Too many executions queued or running (at most ${limit}); wait for one to end`,
-    ),
-  rateLimited: (retryAfterSeconds: number) =>
-    new AppError('RATE_LIMITED', 429, 'Rate limit exceeded', { 'retry-after': String(retryAfterSeconds) }),
+  requestTimeout: define('REQUEST_TIMEOUT', 408, () => 'Request not received in time'),
+  headersTooLarge: define('HEADERS_TOO_LARGE', 431, () => 'Request headers are too large'),
+  malformedRequest: define('MALFORMED_REQUEST', 400, () => 'Malformed HTTP request'),
+  rateLimited: define('RATE_LIMITED', 429, (retryAfterSeconds: number) => ({
+    detail: 'Rate limit exceeded',
+    headers: { 'retry-after': String(retryAfterSeconds) },
+  })),
 
   // Accounts, sessions and CSRF (spec §5, design "Accounts" and "Tokens and CSRF").
-  notAuthenticated: () => new AppError('NOT_AUTHENTICATED', 401, 'Not authenticated'),
-  invalidCredentials: () => new AppError('INVALID_CREDENTIALS', 401, 'Invalid username or password'),
-  accountLocked: (retryAfterSeconds: number) =>
-    new AppError('ACCOUNT_LOCKED', 423, 'Account locked due to too many failed attempts', {
-      'retry-after': String(retryAfterSeconds),
-    }),
-  adminRequired: () => new AppError('ADMIN_REQUIRED', 403, 'Admin privileges required'),
-  usernameTaken: () => new AppError('USERNAME_TAKEN', 409, 'Username already registered'),
-  emailTaken: () => new AppError('EMAIL_TAKEN', 409, 'User already exists'),
-  passwordTooShort: (minLength: number) =>
-    new AppError('PASSWORD_TOO_SHORT', 400, `Password must be at least ${minLength} characters`),
-  passwordTooLong: (maxBytes: number) =>
-    new AppError('PASSWORD_TOO_LONG', 400, `Password must be at most ${maxBytes} bytes`),
-  csrfMissingHeader: () => new AppError('CSRF_MISSING_HEADER', 403, 'CSRF token missing from X-CSRF-Token header'),
-  csrfTokenMismatch: () => new AppError('CSRF_TOKEN_MISMATCH', 403, 'CSRF token invalid or does not match cookie'),
-  csrfInvalidSignature: () => new AppError('CSRF_INVALID_SIGNATURE', 403, 'CSRF token signature invalid'),
+  notAuthenticated: define('NOT_AUTHENTICATED', 401, () => 'Not authenticated'),
+  invalidCredentials: define('INVALID_CREDENTIALS', 401, () => 'Invalid username or password'),
+  accountLocked: define('ACCOUNT_LOCKED', 423, (retryAfterSeconds: number) => ({
+    detail: 'Account locked due to too many failed attempts',
+    headers: { 'retry-after': String(retryAfterSeconds) },
+  })),
+  adminRequired: define('ADMIN_REQUIRED', 403, () => 'Admin privileges required'),
+  usernameTaken: define('USERNAME_TAKEN', 409, () => 'Username already registered'),
+  emailTaken: define('EMAIL_TAKEN', 409, () => 'User already exists'),
+  passwordTooShort: define(
+    'PASSWORD_TOO_SHORT',
+    400,
+    (minLength: number) => `Password must be at least ${minLength} characters`,
+  ),
+  passwordTooLong: define('PASSWORD_TOO_LONG', 400, (maxBytes: number) => `Password must be at most ${maxBytes} bytes`),
+  csrfMissingHeader: define('CSRF_MISSING_HEADER', 403, () => 'CSRF token missing from X-CSRF-Token header'),
+  csrfTokenMismatch: define('CSRF_TOKEN_MISMATCH', 403, () => 'CSRF token invalid or does not match cookie'),
+  csrfInvalidSignature: define('CSRF_INVALID_SIGNATURE', 403, () => 'CSRF token signature invalid'),
+
+  // Executions, notifications and dead letters.
+  tooManyExecutions: define(
+    'TOO_MANY_EXECUTIONS',
+    429,
+    (limit: number) => `Too many executions queued or running (at most ${limit}); wait for one to end`,
+  ),
+  executionNotFound: define('EXECUTION_NOT_FOUND', 404, () => 'Execution not found'),
+  channelNotFound: define('CHANNEL_NOT_FOUND', 404, () => 'Notification channel not found'),
+  deadLetterNotFound: define('DEAD_LETTER_NOT_FOUND', 404, () => 'Dead letter not found'),
 } as const;
+
+/** Every code the service's errors carry. */
+export type ErrorCode = (typeof errors)[keyof typeof errors]['code'];

@@ -32,7 +32,7 @@ export function toAppError(error: FastifyError | AppError | Error, context: Erro
   if (backend) return errors.backendUnavailable(backend);
   const status = fastifyError.statusCode ?? 500;
   if (status >= 400 && status < 500) {
-    return new AppError(fastifyError.code ?? 'BAD_REQUEST', status, fastifyError.message);
+    return errors.requestRejected(status, fastifyError.message);
   }
   return errors.internal();
 }

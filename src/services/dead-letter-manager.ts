@@ -3,7 +3,7 @@ import type { Kysely, Selectable } from 'kysely';
 import type { EventTables } from '../adapters/storage/schema.js';
 import type { EventMetrics } from '../adapters/telemetry/event-metrics.js';
 import { extractedContext, injectedHeaders } from '../adapters/telemetry/message-tracing.js';
-import { AppError, errors } from '../domain/errors.js';
+import { errors } from '../domain/errors.js';
 import { type EventEnvelope, type MessageHeaders, TOPICS } from '../domain/events.js';
 import type { BusMessage, EventBus } from '../ports/event-bus.js';
 import type { ConsumerDefinition, DeadLetterPayload } from './consumer-runner.js';
@@ -38,7 +38,7 @@ export interface DeadLetterManagerOptions {
 
 const tracer = trace.getTracer('urlshortener.events');
 
-const notFound = () => new AppError('DEAD_LETTER_NOT_FOUND', 404, 'Dead letter not found');
+const notFound = errors.deadLetterNotFound;
 
 /**
  * Takes what consumers gave up on from `dead_letter_queue`: records it under a `dlq.consume`

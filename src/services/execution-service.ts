@@ -1,4 +1,4 @@
-import { AppError, errors } from '../domain/errors.js';
+import { errors } from '../domain/errors.js';
 import { uuidv7 } from '../domain/events.js';
 import {
   type Execution,
@@ -15,7 +15,7 @@ export interface Caller {
   readonly role: 'user' | 'admin';
 }
 
-const executionNotFound = () => new AppError('EXECUTION_NOT_FOUND', 404, 'Execution not found');
+const executionNotFound = errors.executionNotFound;
 
 /** Characters of script, output, result and error each execution shows in a list (read one for all). */
 export const LIST_PREVIEW_CHARS = 1024;

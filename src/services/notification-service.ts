@@ -1,4 +1,4 @@
-import { AppError, errors } from '../domain/errors.js';
+import { errors } from '../domain/errors.js';
 import { uuidv7 } from '../domain/events.js';
 import type { ChannelType, NotificationChannel } from '../domain/notification.js';
 import { assertAllowedDestination, ForbiddenDestinationError } from '../adapters/notifications/destination-guard.js';
@@ -7,7 +7,7 @@ import type { NotificationRepository } from '../ports/notification-repository.js
 import type { Caller } from './execution-service.js';
 
 const URL_MAX_LENGTH = 2048;
-const channelNotFound = () => new AppError('CHANNEL_NOT_FOUND', 404, 'Notification channel not found');
+const channelNotFound = errors.channelNotFound;
 
 export type ChannelView = Omit<NotificationChannel, 'user_id' | 'secret'>;
 

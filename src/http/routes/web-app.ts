@@ -3,7 +3,7 @@ import { extname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import fastifyStatic from '@fastify/static';
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
-import { AppError } from '../../domain/errors.js';
+import { errors } from '../../domain/errors.js';
 
 /** `web/dist`, where `npm run build` puts the web client (the same path from `src/` and `dist/`). */
 export const WEB_DIST = fileURLToPath(new URL('../../../web/dist/', import.meta.url));
@@ -24,8 +24,6 @@ const SECURITY_HEADERS = {
   'referrer-policy': 'same-origin',
 } as const;
 
-const notBuilt = () => new AppError('WEB_CLIENT_NOT_BUILT', 503, 'The web client is not built; run npm run build');
-
 /**
  * The web client (design §3): `/` redirects to `/app/`, files of `web/dist` are served under
  * `/app/`, and every other `/app/…` path without a file extension is a client-side route that gets
@@ -37,7 +35,7 @@ export const webAppRoutes: FastifyPluginAsync<WebAppRoutesOptions> = async (app,
 
   if (!existsSync(join(root, 'index.html'))) {
     app.get('/app/*', hidden, async () => {
-      throw notBuilt();
+      throw errors.webClientNotBuilt();
     });
     return;
   }
