@@ -90,115 +90,91 @@ const sessionView = (user: User, csrfToken: string) => ({
   csrf_token: csrfToken,
 });
 
+const registerSchema = {
+  operationId: 'register',
+  summary: 'Create a user account',
+  tags,
+  body: RegisterBody,
+  response: {
+    201: { ...RegisteredUser, description: 'The account was created.' },
+    400: errorResponse('`Password must be at least {min_len} characters`, or at most 72 bytes.'),
+    409: errorResponse('`Username already registered` or `User already exists` (the email).'),
+    415: errorResponse('The body is not JSON.'),
+    422: errorResponse('The body breaks a field rule.'),
+  },
+};
+
+const loginSchema = {
+  operationId: 'login',
+  summary: 'Log in and receive the session cookies',
+  description:
+    'JSON `{username, password}` or the OAuth2 password form. Sets `access_token` (httpOnly) and `csrf_token`. ' +
+    'After `max_login_attempts` failures within `lockout_duration_minutes`, answers 423 until that long after the last failure.',
+  tags,
+  body: {
+    content: {
+      'application/json': { schema: LoginJson },
+      'application/x-www-form-urlencoded': { schema: LoginForm },
+    },
+  },
+  response: {
+    200: { ...SessionUser, description: 'Logged in; both cookies are set.' },
+    401: errorResponse('`Invalid username or password`.'),
+    415: errorResponse('The body is neither JSON nor a form.'),
+    422: errorResponse('The body breaks a field rule.'),
+    423: errorResponse('`Account locked due to too many failed attempts`; `Retry-After` gives the seconds left.'),
+  },
+};
+
+const logoutSchema = {
+  operationId: 'logout',
+  summary: 'Log out: revoke the token on every instance and clear the cookies',
+  tags,
+  response: {
+    200: Type.Object({ message: Type.String() }, { description: 'Logged out (also when no session was open).' }),
+  },
+};
+
+const meSchema = {
+  operationId: 'me',
+  summary: 'The signed-in user and the session CSRF token',
+  tags,
+  response: {
+    200: { ...SessionUser, description: 'The signed-in user.' },
+    401: errorResponse('`Not authenticated`.'),
+  },
+};
+
 /** `POST /register`, `POST /login`, `POST /logout`, `GET /me` under `/api/v1/auth`. */
 export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (app, { auth }) => {
-  app.post(
-    '/register',
-    {
-      schema: {
-        operationId: 'register',
-        summary: 'Create a user account',
-        tags,
-        body: RegisterBody,
-        response: {
-          201: { ...RegisteredUser, description: 'The account was created.' },
-          400: errorResponse('`Password must be at least {min_len} characters`, or at most 72 bytes.'),
-          409: errorResponse('`Username already registered` or `User already exists` (the email).'),
-          415: errorResponse('The body is not JSON.'),
-          422: errorResponse('The body breaks a field rule.'),
-        },
-      },
-    },
-    async (request, reply) => {
-      const user = await auth.register(request.body);
-      return reply.code(201).send({
-        id: user.id,
-        username: user.username,
-        email: user.email,
-        role: user.role,
-        created_at: user.created_at,
-      });
-    },
-  );
+  app.post('/register', { schema: registerSchema }, async (request, reply) => {
+    const user = await auth.register(request.body);
+    const { id, username, email, role, created_at } = user;
+    return reply.code(201).send({ id, username, email, role, created_at });
+  });
 
   // The form parser lives in this scope only: every other route still answers 415 to a form.
   await app.register(async (login) => {
     await login.register(formbody, { bodyLimit: 16 * 1024 });
-    login.post(
-      '/login',
-      {
-        schema: {
-          operationId: 'login',
-          summary: 'Log in and receive the session cookies',
-          description:
-            'JSON `{username, password}` or the OAuth2 password form. Sets `access_token` (httpOnly) and `csrf_token`. ' +
-            'After `max_login_attempts` failures within `lockout_duration_minutes`, answers 423 until that long after the last failure.',
-          tags,
-          body: {
-            content: {
-              'application/json': { schema: LoginJson },
-              'application/x-www-form-urlencoded': { schema: LoginForm },
-            },
-          },
-          response: {
-            200: { ...SessionUser, description: 'Logged in; both cookies are set.' },
-            401: errorResponse('`Invalid username or password`.'),
-            415: errorResponse('The body is neither JSON nor a form.'),
-            422: errorResponse('The body breaks a field rule.'),
-            423: errorResponse(
-              '`Account locked due to too many failed attempts`; `Retry-After` gives the seconds left.',
-            ),
-          },
-        },
-      },
-      async (request, reply) => {
-        const { username, password } = request.body as { username: string; password: string };
-        const result = await auth.login(username, password);
-        setSessionCookies(reply, result.accessToken, result.csrfToken, auth.sessionSeconds);
-        return sessionView(result.user, result.csrfToken);
-      },
-    );
+    login.post('/login', { schema: loginSchema }, async (request, reply) => {
+      const { username, password } = request.body as { username: string; password: string };
+      const result = await auth.login(username, password);
+      setSessionCookies(reply, result.accessToken, result.csrfToken, auth.sessionSeconds);
+      return sessionView(result.user, result.csrfToken);
+    });
   });
 
-  app.post(
-    '/logout',
-    {
-      schema: {
-        operationId: 'logout',
-        summary: 'Log out: revoke the token on every instance and clear the cookies',
-        tags,
-        response: {
-          200: Type.Object({ message: Type.String() }, { description: 'Logged out (also when no session was open).' }),
-        },
-      },
-    },
-    async (request, reply) => {
-      await auth.logout(request.cookies[ACCESS_TOKEN_COOKIE] || undefined);
-      clearSessionCookies(reply);
-      return { message: 'Logged out' };
-    },
-  );
+  app.post('/logout', { schema: logoutSchema }, async (request, reply) => {
+    await auth.logout(request.cookies[ACCESS_TOKEN_COOKIE] || undefined);
+    clearSessionCookies(reply);
+    return { message: 'Logged out' };
+  });
 
-  app.get(
-    '/me',
-    {
-      config: { auth: 'user' },
-      schema: {
-        operationId: 'me',
-        summary: 'The signed-in user and the session CSRF token',
-        tags,
-        response: {
-          200: { ...SessionUser, description: 'The signed-in user.' },
-          401: errorResponse('`Not authenticated`.'),
-        },
-      },
-    },
-    async (request, reply) => {
-      const session = request.session!;
-      const csrf = auth.csrfTokenFor(session, request.cookies[CSRF_COOKIE]);
-      // A lost or stale CSRF cookie is replaced, for the rest of the session's lifetime.
-      if (csrf.renewed) setCsrfCookie(reply, csrf.token, csrf.maxAgeSeconds);
-      return sessionView(session.user, csrf.token);
-    },
-  );
+  app.get('/me', { config: { auth: 'user' }, schema: meSchema }, async (request, reply) => {
+    const session = request.session!;
+    const csrf = auth.csrfTokenFor(session, request.cookies[CSRF_COOKIE]);
+    // A lost or stale CSRF cookie is replaced, for the rest of the session's lifetime.
+    if (csrf.renewed) setCsrfCookie(reply, csrf.token, csrf.maxAgeSeconds);
+    return sessionView(session.user, csrf.token);
+  });
 };

@@ -49,92 +49,82 @@ function view(execution: Execution) {
   return rest;
 }
 
+const notSignedIn = errorResponse('Not signed in.');
+
+const executeSchema = {
+  operationId: 'execute',
+  summary: 'Run a script in the sandbox',
+  description: 'Queues the script and answers at once; follow `Location` for its status, output and result.',
+  tags,
+  body: ExecuteRequest,
+  response: {
+    202: Type.Object({ execution_id: Type.String(), status: Type.Literal('queued') }, { description: 'Queued.' }),
+    401: notSignedIn,
+    422: errorResponse('The body breaks a rule.'),
+    429: errorResponse(
+      'The caller has as many executions queued or running as allowed (EXECUTION_MAX_PENDING_PER_USER).',
+    ),
+  },
+};
+
+const getSchema = {
+  operationId: 'get_execution',
+  summary: 'One execution: status, output, result, error, duration',
+  tags,
+  params: Type.Object({ id: Type.String({ maxLength: 64 }) }),
+  response: {
+    200: { ...ExecutionRead, description: 'The execution.' },
+    401: notSignedIn,
+    404: errorResponse('No such execution of yours.'),
+  },
+};
+
+const listSchema = {
+  operationId: 'list_executions',
+  summary: "The caller's executions, newest first",
+  tags,
+  querystring: Type.Object(
+    {
+      limit: Type.Integer({ minimum: 1, maximum: 100, default: 20 }),
+      before: Type.Optional(Type.String({ maxLength: 64 })),
+    },
+    { additionalProperties: false },
+  ),
+  response: {
+    200: { type: 'array', items: ExecutionRead, description: 'The executions.' },
+    401: notSignedIn,
+    422: errorResponse('A query parameter breaks its rule.'),
+  },
+};
+
 /** `POST /execute` (202, queued) and `GET /api/v1/executions[/{id}]` for the owner (or an admin). */
 export const executionRoutes: FastifyPluginAsyncTypebox<{ executions: ExecutionService }> = async (
   app,
   { executions },
 ) => {
-  app.post(
-    '/execute',
-    {
-      config: { auth: 'user' },
-      schema: {
-        operationId: 'execute',
-        summary: 'Run a script in the sandbox',
-        description: 'Queues the script and answers at once; follow `Location` for its status, output and result.',
-        tags,
-        body: ExecuteRequest,
-        response: {
-          202: Type.Object({ execution_id: Type.String(), status: Type.Literal('queued') }, { description: 'Queued.' }),
-          401: errorResponse('Not signed in.'),
-          422: errorResponse('The body breaks a rule.'),
-          429: errorResponse(
-            'The caller has as many executions queued or running as allowed (EXECUTION_MAX_PENDING_PER_USER).',
-          ),
-        },
-      },
-    },
-    async (request, reply) => {
-      setRequestSpanAttributes({
-        [SPAN_ATTRIBUTES.executionLanguage]: request.body.language,
-        [SPAN_ATTRIBUTES.executionScriptLength]: request.body.script.length,
-      });
-      const execution = await executions.submit(callerOf(request), request.body);
-      return reply
-        .code(202)
-        .header('location', `/api/v1/executions/${execution.id}`)
-        .send({ execution_id: execution.id, status: 'queued' as const });
-    },
+  const config = { auth: 'user' } as const;
+  app.post('/execute', { config, schema: executeSchema }, async (request, reply) => {
+    setRequestSpanAttributes({
+      [SPAN_ATTRIBUTES.executionLanguage]: request.body.language,
+      [SPAN_ATTRIBUTES.executionScriptLength]: request.body.script.length,
+    });
+    const execution = await executions.submit(callerOf(request), request.body);
+    return reply
+      .code(202)
+      .header('location', `/api/v1/executions/${execution.id}`)
+      .send({ execution_id: execution.id, status: 'queued' as const });
+  });
+
+  app.get('/api/v1/executions/:id', { config, schema: getSchema }, async (request) =>
+    view(await executions.get(callerOf(request), request.params.id)),
   );
 
-  app.get(
-    '/api/v1/executions/:id',
-    {
-      config: { auth: 'user' },
-      schema: {
-        operationId: 'get_execution',
-        summary: 'One execution: status, output, result, error, duration',
-        tags,
-        params: Type.Object({ id: Type.String({ maxLength: 64 }) }),
-        response: {
-          200: { ...ExecutionRead, description: 'The execution.' },
-          401: errorResponse('Not signed in.'),
-          404: errorResponse('No such execution of yours.'),
-        },
-      },
-    },
-    async (request) => view(await executions.get(callerOf(request), request.params.id)),
-  );
-
-  app.get(
-    '/api/v1/executions',
-    {
-      config: { auth: 'user' },
-      schema: {
-        operationId: 'list_executions',
-        summary: "The caller's executions, newest first",
-        tags,
-        querystring: Type.Object(
-          {
-            limit: Type.Integer({ minimum: 1, maximum: 100, default: 20 }),
-            before: Type.Optional(Type.String({ maxLength: 64 })),
-          },
-          { additionalProperties: false },
-        ),
-        response: {
-          200: { type: 'array', items: ExecutionRead, description: 'The executions.' },
-          401: errorResponse('Not signed in.'),
-          422: errorResponse('A query parameter breaks its rule.'),
-        },
-      },
-    },
-    async (request, reply) => {
-      const { limit, before } = request.query;
-      const page = await executions.list(callerOf(request), { limit, before });
-      if (page.nextBefore !== undefined) {
-        void reply.header('link', `</api/v1/executions?limit=${limit}&before=${page.nextBefore}>; rel="next"`);
-      }
-      return page.executions.map(view);
-    },
-  );
+  app.get('/api/v1/executions', { config, schema: listSchema }, async (request, reply) => {
+    const { limit, before } = request.query;
+    const page = await executions.list(callerOf(request), { limit, before });
+    if (page.nextBefore !== undefined) {
+      void reply.header('link', `</api/v1/executions?limit=${limit}&before=${page.nextBefore}>; rel="next"`);
+    }
+    return page.executions.map(view);
+  });
 };
