@@ -1,5 +1,6 @@
-import { type Kysely, Migrator, sql } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import type { Dialect } from '../../src/adapters/storage/database.js';
+import { migratorFor } from '../../src/adapters/storage/migrations.js';
 
 /**
  * A database as one version of the migrations left it, recorded by `record-migrations.ts`:
@@ -77,18 +78,9 @@ export class MigrationRecorder {
   }
 }
 
-/** Kysely's bookkeeping tables, created by its own migrator (nothing to run), in the schema in use. */
+/** Kysely's bookkeeping tables, made by the service's migrator given nothing to run. */
 async function createBookkeeping(db: AnyDb, dialect: Dialect): Promise<void> {
-  const migrationTableSchema =
-    dialect === 'postgres'
-      ? (await sql<{ schema: string }>`SELECT current_schema() AS schema`.execute(db)).rows[0]?.schema
-      : undefined;
-  const migrator = new Migrator({
-    db,
-    provider: { getMigrations: async () => ({}) },
-    ...(migrationTableSchema ? { migrationTableSchema } : {}),
-  });
-  const { error } = await migrator.migrateToLatest();
+  const { error } = await (await migratorFor(db, dialect, {})).migrateToLatest();
   if (error) throw error instanceof Error ? error : new Error(String(error));
 }
 
