@@ -14,7 +14,7 @@ import { dialectColumns } from './columns.js';
 import type { SchemaMigration } from './migration.js';
 
 /** Every migration, one file each, in name order (the order Kysely runs them in). */
-export const MIGRATIONS: readonly SchemaMigration[] = [
+const MIGRATIONS: readonly SchemaMigration[] = [
   urlMappings,
   users,
   settings,
