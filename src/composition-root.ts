@@ -6,8 +6,8 @@ import { KyselyUrlMappingRepository } from './adapters/storage/kysely-url-mappin
 import { migrateToLatest } from './adapters/storage/migrations.js';
 import { createMetrics, type Metrics } from './adapters/telemetry/metrics.js';
 import { RouteTable } from './http/route-table.js';
-import { ClickBuffer } from './services/click-buffer.js';
-import { RedirectCache } from './services/redirect-cache.js';
+import { ClickBuffer } from './support/click-buffer.js';
+import { RedirectCache } from './support/redirect-cache.js';
 import { UrlMappingService } from './services/url-mapping-service.js';
 import { BcryptPasswordHasher } from './adapters/auth/bcrypt-password-hasher.js';
 import { CsrfTokens } from './adapters/auth/csrf.js';
@@ -20,7 +20,7 @@ import { RedisAuthStateStore } from './adapters/redis/redis-auth-state-store.js'
 import { RedisLink } from './adapters/redis/redis-link.js';
 import { KyselyAuthStateStore } from './adapters/storage/kysely-auth-state-store.js';
 import type { AuthStateStore } from './ports/auth-state-store.js';
-import { PeriodicTask } from './services/periodic-task.js';
+import { PeriodicTask } from './support/periodic-task.js';
 import { KyselySettingsRepository } from './adapters/storage/kysely-settings-repository.js';
 import { KyselyUserRepository } from './adapters/storage/kysely-user-repository.js';
 import { AUTH_SETTINGS, RATE_LIMIT_SETTINGS } from './domain/settings.js';

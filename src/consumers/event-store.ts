@@ -3,7 +3,7 @@ import type { Kysely } from 'kysely';
 import type { EventTables } from '../adapters/event-bus/event-tables.js';
 import { TOPICS } from '../domain/events.js';
 import type { BusMessage } from '../ports/event-bus.js';
-import { BatchWriter } from '../services/batch-writer.js';
+import { BatchWriter } from '../support/batch-writer.js';
 import type { ConsumerDefinition } from '../services/consumer-runner.js';
 import type { AnyKysely } from '../adapters/storage/database.js';
 import { PreparedRows } from '../adapters/storage/prepared-query.js';
