@@ -28,7 +28,7 @@ import { webAppRoutes } from './http/routes/web-app.js';
 import { SHARED_SCHEMAS } from './http/schemas.js';
 import { createValidatorCompiler } from './http/validation.js';
 import type { UrlMappingService } from './services/url-mapping-service.js';
-import type { SecurityMetrics } from './adapters/auth/security-metrics.js';
+import type { SecurityMetrics } from './ports/security-metrics.js';
 import { apiScope } from './http/api-scope.js';
 import type { AuthService } from './services/auth-service.js';
 import type { RuntimeSettings } from './services/runtime-settings.js';

@@ -1,0 +1,19 @@
+import type { Registry } from 'prom-client';
+
+/** The value of `name` with exactly these labels in `registry`; undefined when it has no such series. */
+export async function seriesValue(
+  registry: Registry,
+  name: string,
+  labels: Record<string, string> = {},
+): Promise<number | undefined> {
+  const metric = registry.getSingleMetric(name);
+  if (!metric) return undefined;
+  const { values } = await metric.get();
+  const wanted = Object.entries(labels);
+  const series = values.find(
+    (v) =>
+      Object.keys(v.labels).length === wanted.length &&
+      wanted.every(([key, value]) => (v.labels as Record<string, unknown>)[key] === value),
+  );
+  return series?.value;
+}
