@@ -47,6 +47,9 @@ import { executionEvents } from './domain/execution.js';
 import { urlEvents } from './domain/url-events.js';
 import type { ConsumerDefinition } from './services/consumer-runner.js';
 import { ExecutionService } from './services/execution-service.js';
+import { countedNotificationSender } from './adapters/notifications/counted-notification-sender.js';
+import { DnsDestinationGuard } from './adapters/notifications/destination-guard.js';
+import { HttpNotificationSender } from './adapters/notifications/http-notification-sender.js';
 import { NotificationService } from './services/notification-service.js';
 
 export interface Service {
@@ -237,7 +240,7 @@ export async function compose(config: Config, options: ComposeOptions = {}): Pro
     maxPendingPerUser: config.executions.maxPendingPerUser,
   });
   const notificationRepository = new KyselyNotificationRepository(database.db, backbone.outbox);
-  const notifications = new NotificationService(notificationRepository, {
+  const notifications = new NotificationService(notificationRepository, new DnsDestinationGuard(), {
     allowPrivate: config.notifications.allowPrivate,
   });
   let accounts: Awaited<ReturnType<typeof composeAccounts>>;
@@ -287,7 +290,10 @@ export async function compose(config: Config, options: ComposeOptions = {}): Pro
         ackWaitMs: config.executions.ackWaitMs,
       }),
       notificationFanOut(notificationRepository, serviceName),
-      notificationSender(notificationRepository, config.notifications, metrics.registry),
+      notificationSender(
+        notificationRepository,
+        countedNotificationSender(new HttpNotificationSender(config.notifications), metrics.registry),
+      ),
     );
   }
 
