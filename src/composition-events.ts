@@ -13,7 +13,9 @@ import type { EventEnvelope } from './domain/events.js';
 import type { Database } from './adapters/storage/database.js';
 import { createEventMetrics, type EventMetrics } from './adapters/telemetry/event-metrics.js';
 import type { EventsConfig } from './config/config.js';
-import { pruneEvents } from './consumers/event-store.js';
+import { pruneEventLog } from './adapters/event-bus/event-log-retention.js';
+import { KyselyEventStore } from './adapters/storage/kysely-event-store.js';
+import type { EventStore } from './ports/event-store.js';
 import type { EventBus } from './ports/event-bus.js';
 import { type ConsumerDefinition, ConsumerRunner } from './services/consumer-runner.js';
 import { DeadLetterManager } from './services/dead-letter-manager.js';
@@ -28,6 +30,8 @@ export interface EventBackbone {
   readonly outbox: TransactionalOutbox;
   /** How write transactions run on the service's database (group commit on SQLite). */
   readonly transactions: TransactionRunner;
+  /** Every event, once: what the event-store consumer writes to. */
+  readonly eventStore: EventStore;
   readonly relay: OutboxRelay;
   readonly deadLetters: DeadLetterManager;
   readonly metrics: EventMetrics;
@@ -107,12 +111,14 @@ export async function composeEventBackbone(
     { maxRetries: config.dlqMaxRetries, retryDelayMs: config.dlqRetryDelayMs },
     serviceName,
   );
+  const eventStore = new KyselyEventStore(database.db, transactions);
   let pruner: NodeJS.Timeout | undefined;
 
   return {
     bus,
     outbox,
     transactions,
+    eventStore,
     relay,
     deadLetters,
     metrics,
@@ -124,8 +130,12 @@ export async function composeEventBackbone(
       relay.start();
       for (const consumer of consumers) await runner.start(consumer);
       if (options.prune) {
+        const pruneOnce = async (olderThan: number) => {
+          await eventStore.prune(olderThan);
+          await pruneEventLog(database.db, olderThan);
+        };
         const prune = () =>
-          pruneEvents(database.db, Date.now() - config.retentionMs).catch((error: unknown) =>
+          pruneOnce(Date.now() - config.retentionMs).catch((error: unknown) =>
             logger.warn({ err: error }, 'event retention clean-up failed'),
           );
         void prune();

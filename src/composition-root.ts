@@ -276,11 +276,7 @@ export async function compose(config: Config, options: ComposeOptions = {}): Pro
   if (config.role !== 'worker') consumers.push(cacheInvalidationConsumer(cache));
   if (sandbox) {
     consumers.push(
-      eventStoreConsumer(database.db, {
-        batchSize: CONSUMER_BATCH,
-        maxWaitMs: 20,
-        transactions: backbone.transactions,
-      }),
+      eventStoreConsumer(backbone.eventStore, { batchSize: CONSUMER_BATCH, maxWaitMs: 20 }),
       backbone.deadLetters.consumer(),
       executorConsumer(executionRepository, sandbox, executionEventFactory, {
         ...config.sandbox,

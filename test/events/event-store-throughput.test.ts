@@ -9,6 +9,7 @@ import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EventTables } from '../../src/adapters/event-bus/event-tables.js';
 import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
+import { KyselyEventStore } from '../../src/adapters/storage/kysely-event-store.js';
 import { migrateToLatest } from '../../src/adapters/storage/migrations.js';
 import { createEventMetrics } from '../../src/adapters/telemetry/event-metrics.js';
 import { eventStoreConsumer } from '../../src/consumers/event-store.js';
@@ -45,7 +46,7 @@ describe.each(BUS_KINDS)('event store under a burst on $name', (kind) => {
       { warn: () => undefined },
       'urlshortener',
     );
-    await runner.start(eventStoreConsumer(database.db, { batchSize: 100, maxWaitMs: 20 }));
+    await runner.start(eventStoreConsumer(new KyselyEventStore(database.db), { batchSize: 100, maxWaitMs: 20 }));
   });
   afterAll(async () => {
     await runner?.stop();

@@ -1,0 +1,12 @@
+import type { Kysely } from 'kysely';
+import type { AnyKysely } from '../storage/database.js';
+import type { EventTables } from './event-tables.js';
+
+/**
+ * Deletes the embedded log's entries written before `olderThan` (ms since the epoch): every
+ * consumer group has long read them. Run whichever bus is in use, for what an embedded
+ * deployment left behind.
+ */
+export async function pruneEventLog(db: AnyKysely, olderThan: number): Promise<void> {
+  await (db as Kysely<EventTables>).deleteFrom('event_log').where('created_at', '<', olderThan).execute();
+}
