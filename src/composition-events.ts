@@ -11,7 +11,10 @@ import { OutboxRelay } from './adapters/event-bus/outbox-relay.js';
 import { GroupCommit } from './adapters/storage/group-commit.js';
 import type { EventEnvelope } from './domain/events.js';
 import type { Database } from './adapters/storage/database.js';
-import { createEventMetrics, type EventMetrics } from './adapters/telemetry/event-metrics.js';
+import { createEventMetrics } from './adapters/telemetry/event-metrics.js';
+import { otelMessageTracing } from './adapters/telemetry/otel-message-tracing.js';
+import { KyselyDeadLetterStore } from './adapters/storage/kysely-dead-letter-store.js';
+import type { EventMetrics } from './ports/event-metrics.js';
 import type { EventsConfig } from './config/config.js';
 import { pruneEventLog } from './adapters/event-bus/event-log-retention.js';
 import { KyselyEventStore } from './adapters/storage/kysely-event-store.js';
@@ -105,9 +108,7 @@ export async function composeEventBackbone(
     serviceName,
   );
   const deadLetters = new DeadLetterManager(
-    database.db,
-    bus,
-    metrics,
+    { store: new KyselyDeadLetterStore(database.db), bus, metrics, tracing: otelMessageTracing },
     { maxRetries: config.dlqMaxRetries, retryDelayMs: config.dlqRetryDelayMs },
     serviceName,
   );

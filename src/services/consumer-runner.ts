@@ -1,8 +1,9 @@
 import type { Span } from '@opentelemetry/api';
 import { createEvent, EVENT_TYPES, TOPICS } from '../domain/events.js';
-import type { EventMetrics } from '../adapters/telemetry/event-metrics.js';
 import { inMessageSpan } from '../adapters/telemetry/message-tracing.js';
 import type { BusMessage, EventBus, Subscription } from '../ports/event-bus.js';
+import type { EventMetrics } from '../ports/event-metrics.js';
+import type { DeadLetterPayload } from '../domain/dead-letter.js';
 
 /** An event consumer: a group, its topics and its handler. Handlers must be idempotent by event id. */
 export interface ConsumerDefinition {
@@ -30,17 +31,6 @@ export interface RetryPolicy {
   /** First delay between attempts; it doubles each time, up to `maxBackoffMs`. */
   readonly backoffMs: number;
   readonly maxBackoffMs: number;
-}
-
-/** What a dead-lettered message carries besides its original headers. */
-export interface DeadLetterPayload {
-  readonly topic: string;
-  readonly partition: number;
-  readonly offset: number;
-  readonly group: string;
-  readonly attempts: number;
-  readonly error: { readonly name: string; readonly message: string };
-  readonly original: BusMessage['envelope'];
 }
 
 export interface ConsumerLogger {

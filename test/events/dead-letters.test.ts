@@ -13,7 +13,7 @@ import { NatsEventBus } from '../../src/adapters/event-bus/nats-event-bus.js';
 import { TOPICS } from '../../src/domain/events.js';
 import type { BusMessage } from '../../src/ports/event-bus.js';
 import { ConsumerRunner } from '../../src/services/consumer-runner.js';
-import type { DeadLetter } from '../../src/services/dead-letter-manager.js';
+import type { DeadLetter } from '../../src/domain/dead-letter.js';
 import { type AuthTestApp, login, metricValue, type Session, signUp, startAuthApp } from '../helpers/auth.js';
 import { type Backend, postgres, sqlite } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
