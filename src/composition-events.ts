@@ -20,7 +20,8 @@ import { pruneEventLog } from './adapters/event-bus/event-log-retention.js';
 import { KyselyEventStore } from './adapters/storage/kysely-event-store.js';
 import type { EventStore } from './ports/event-store.js';
 import type { EventBus } from './ports/event-bus.js';
-import { type ConsumerDefinition, ConsumerRunner } from './services/consumer-runner.js';
+import { ConsumerRunner } from './adapters/event-bus/consumer-runner.js';
+import type { ConsumerDefinition } from './ports/event-consumer.js';
 import { DeadLetterManager } from './services/dead-letter-manager.js';
 
 export interface BackboneLogger {

@@ -45,7 +45,7 @@ import { executorConsumer } from './consumers/executor.js';
 import { notificationFanOut, notificationSender } from './consumers/notifier.js';
 import { executionEvents } from './domain/execution.js';
 import { urlEvents } from './domain/url-events.js';
-import type { ConsumerDefinition } from './services/consumer-runner.js';
+import type { ConsumerDefinition } from './ports/event-consumer.js';
 import { ExecutionService } from './services/execution-service.js';
 import { countedNotificationSender } from './adapters/notifications/counted-notification-sender.js';
 import { DnsDestinationGuard } from './adapters/notifications/destination-guard.js';

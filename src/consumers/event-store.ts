@@ -2,7 +2,7 @@ import type { Span } from '@opentelemetry/api';
 import { executionIdOf, TOPICS } from '../domain/events.js';
 import type { BusMessage } from '../ports/event-bus.js';
 import type { EventStore } from '../ports/event-store.js';
-import type { ConsumerDefinition } from '../services/consumer-runner.js';
+import type { ConsumerDefinition } from '../ports/event-consumer.js';
 import { BatchWriter } from '../support/batch-writer.js';
 
 export interface EventStoreOptions {

@@ -2,7 +2,7 @@ import { EVENT_TYPES, TOPICS, uuidv7 } from '../domain/events.js';
 import { type NotificationRequested, notificationRequested, NOTIFICATION_REQUESTED } from '../domain/notification.js';
 import type { NotificationRepository } from '../ports/notification-repository.js';
 import type { NotificationSender } from '../ports/notification-sender.js';
-import type { ConsumerDefinition } from '../services/consumer-runner.js';
+import type { ConsumerDefinition } from '../ports/event-consumer.js';
 
 const FINAL_EVENTS: ReadonlySet<string> = new Set([
   EVENT_TYPES.executionCompleted,

@@ -6,7 +6,7 @@ import type { DeadLetterStore } from '../ports/dead-letter-store.js';
 import type { BusMessage, EventBus } from '../ports/event-bus.js';
 import type { EventMetrics } from '../ports/event-metrics.js';
 import type { MessageTracing } from '../ports/message-tracing.js';
-import type { ConsumerDefinition } from './consumer-runner.js';
+import type { ConsumerDefinition } from '../ports/event-consumer.js';
 
 export interface DeadLetterManagerOptions {
   /** Automatic re-publications of one event for one group before it is parked. */

@@ -12,7 +12,7 @@ import type { EventTables } from '../../src/adapters/event-bus/event-tables.js';
 import { NatsEventBus } from '../../src/adapters/event-bus/nats-event-bus.js';
 import { TOPICS } from '../../src/domain/events.js';
 import type { BusMessage } from '../../src/ports/event-bus.js';
-import { ConsumerRunner } from '../../src/services/consumer-runner.js';
+import { ConsumerRunner } from '../../src/adapters/event-bus/consumer-runner.js';
 import type { DeadLetter } from '../../src/domain/dead-letter.js';
 import { type AuthTestApp, login, metricValue, type Session, signUp, startAuthApp } from '../helpers/auth.js';
 import { type Backend, postgres, sqlite } from '../helpers/backends.js';

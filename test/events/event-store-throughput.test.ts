@@ -15,7 +15,7 @@ import { createEventMetrics } from '../../src/adapters/telemetry/event-metrics.j
 import { eventStoreConsumer } from '../../src/consumers/event-store.js';
 import { createEvent } from '../../src/domain/events.js';
 import type { EventBus } from '../../src/ports/event-bus.js';
-import { ConsumerRunner } from '../../src/services/consumer-runner.js';
+import { ConsumerRunner } from '../../src/adapters/event-bus/consumer-runner.js';
 import { Registry } from 'prom-client';
 import { sqlite, type TestDatabase, testConfig } from '../helpers/backends.js';
 import { BUS_KINDS } from '../helpers/event-buses.js';
