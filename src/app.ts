@@ -3,10 +3,10 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, {
+  type FastifyBaseLogger,
   type FastifyInstance,
   type FastifyReply,
   type FastifyRequest,
-  type FastifyServerOptions,
   LogController,
 } from 'fastify';
 import type { Config, HttpTimeouts } from './config/config.js';
@@ -15,7 +15,6 @@ import { registerErrorHandling } from './http/error-handler.js';
 import { clientErrorHandler } from './http/client-errors.js';
 import type { RouteTable } from './http/route-table.js';
 import type { Metrics } from './adapters/telemetry/metrics.js';
-import { traceLogFields } from './adapters/telemetry/span-attributes.js';
 import { healthRoutes } from './http/routes/health.js';
 import { registerHttpMetrics } from './http/plugins/http-metrics.js';
 import { type RateLimitPolicySource, registerRateLimiting } from './http/plugins/rate-limit.js';
@@ -59,8 +58,8 @@ export interface AppDependencies {
   readonly executions: ExecutionService;
   readonly notifications: NotificationService;
   readonly deadLetters: DeadLetterManager;
-  /** A pino logger or logger options; tests pass `false`. */
-  readonly logger?: FastifyServerOptions['logger'];
+  /** The process's pino logger (see composition/logger.ts): the app logs to it too. */
+  readonly logger: FastifyBaseLogger;
 }
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
@@ -102,11 +101,7 @@ function serverTimeouts(limits: HttpTimeouts) {
 export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> {
   const { config } = deps;
   const app = Fastify({
-    logger: deps.logger ?? {
-      level: config.logLevel,
-      redact: ['req.headers.cookie', 'req.headers.authorization', 'req.headers["x-csrf-token"]'],
-      ...(config.tracing.enabled ? { mixin: traceLogFields } : {}),
-    },
+    loggerInstance: deps.logger,
     logController: new RequestLogs(),
     bodyLimit: config.bodyLimit,
     trustProxy: config.trustProxy,

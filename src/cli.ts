@@ -2,7 +2,7 @@
 import { type Config, ConfigError, loadConfig, ROLES, type Role, settingsMarkdown } from './config/config.js';
 import { openDatabase } from './adapters/storage/database.js';
 import { migrateToLatest } from './adapters/storage/migrations.js';
-import { compose } from './composition-root.js';
+import { compose } from './composition/compose.js';
 import { serve } from './server.js';
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
