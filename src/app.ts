@@ -97,6 +97,31 @@ function serverTimeouts(limits: HttpTimeouts) {
   };
 }
 
+/** The OpenAPI document (at /openapi.json) and its UI (at /docs), built from the routes' schemas. */
+async function registerOpenApi(app: FastifyInstance): Promise<void> {
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        ...OPENAPI_INFO,
+        description: 'Short codes that redirect to URLs. Errors are always `{"detail": "…"}`.',
+      },
+      tags: [
+        { name: 'url_mapping', description: 'Create, resolve, list, change and delete short URLs.' },
+        { name: 'infrastructure', description: 'Health and operations.' },
+        { name: 'auth', description: 'Accounts and cookie sessions (JWT + double-submit CSRF).' },
+        { name: 'admin', description: 'Runtime settings (administrators).' },
+        { name: 'executions', description: 'Scripts run in the sandbox by the workers.' },
+        { name: 'notifications', description: 'Webhook and chat channels told when an execution ends.' },
+        { name: 'dead_letters', description: 'Events the consumers gave up on (administrators).' },
+      ],
+    },
+    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { deepLinking: false } });
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+}
+
 /** Builds the HTTP app without listening: the server entry and the tests both use it. */
 export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> {
   const { config } = deps;
@@ -134,27 +159,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   app.removeContentTypeParser(['text/plain']);
   registerErrorHandling(app, config.bodyLimit);
 
-  await app.register(swagger, {
-    openapi: {
-      openapi: '3.1.0',
-      info: {
-        ...OPENAPI_INFO,
-        description: 'Short codes that redirect to URLs. Errors are always `{"detail": "…"}`.',
-      },
-      tags: [
-        { name: 'url_mapping', description: 'Create, resolve, list, change and delete short URLs.' },
-        { name: 'infrastructure', description: 'Health and operations.' },
-        { name: 'auth', description: 'Accounts and cookie sessions (JWT + double-submit CSRF).' },
-        { name: 'admin', description: 'Runtime settings (administrators).' },
-        { name: 'executions', description: 'Scripts run in the sandbox by the workers.' },
-        { name: 'notifications', description: 'Webhook and chat channels told when an execution ends.' },
-        { name: 'dead_letters', description: 'Events the consumers gave up on (administrators).' },
-      ],
-    },
-    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
-  });
-  await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { deepLinking: false } });
-  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  await registerOpenApi(app);
 
   await app.register(healthRoutes, { readiness: deps.readiness ?? [] });
   await app.register(metricsRoutes, { metrics: deps.metrics });

@@ -69,21 +69,19 @@ function openBus(config: EventsConfig, database: Database, groupCommit: Transact
 }
 
 /**
- * Picks the bus adapter and wires the rest. Each part registers its close as it opens, so on
- * shutdown the retention clean-up stops, then the consumers, then the relay (handing the
- * outbox's last rows to the bus if it can), then the bus.
+ * The outbox (the embedded log itself, with the embedded bus) and its relay, which hands what
+ * the outbox holds to the bus; on shutdown the relay hands over the last rows if it can.
  */
-export function composeEventBackbone(context: CompositionContext, database: Database): EventBackbone {
-  const { config, logger, stack, metrics: processMetrics } = context;
+function composeOutbox(
+  { config, logger, stack, metrics: processMetrics }: CompositionContext,
+  database: Database,
+  bus: EventBus,
+  transactions: TransactionRunner,
+) {
   const events = config.events;
-  const serviceName = config.tracing.serviceName;
-  // SQLite has one writer, and a commit costs more than a write: writes arriving together share one.
-  const groupCommit = database.dialect === 'sqlite' ? groupCommitOn(new GroupCommit(database.db)) : undefined;
-  const transactions = groupCommit ?? eachInItsOwnTransaction;
-  const bus = stack.use('event bus', openBus(events, database, groupCommit));
   const metrics = createEventMetrics(processMetrics.registry, () => relay.backlog());
   const published = (topic: string, envelope: EventEnvelope) => metrics.published(topic, envelope.event_type);
-  const outbox = new TransactionalOutbox(serviceName, {
+  const outbox = new TransactionalOutbox(config.tracing.serviceName, {
     transactions,
     // The embedded bus is a log in this same database: the log is the outbox.
     log: bus instanceof EmbeddedLogEventBus ? bus : undefined,
@@ -103,6 +101,45 @@ export function composeEventBackbone(context: CompositionContext, database: Data
     await relay.stop();
     await relay.drain().catch(() => undefined); // the broker may be away: the rows wait in the outbox
   });
+  return { outbox, relay, metrics };
+}
+
+/** Deletes stored events and log entries past EVENT_RETENTION_MS: now, then every hour, once started. */
+function eventRetention({ config, logger, stack }: CompositionContext, database: Database, eventStore: EventStore) {
+  let timer: NodeJS.Timeout | undefined;
+  stack.defer('event retention', () => clearInterval(timer));
+  const prune = async () => {
+    const olderThan = Date.now() - config.events.retentionMs;
+    try {
+      await eventStore.prune(olderThan);
+      await pruneEventLog(database.db, olderThan);
+    } catch (error) {
+      logger.warn({ err: error }, 'event retention clean-up failed');
+    }
+  };
+  return {
+    start() {
+      void prune();
+      timer = setInterval(() => void prune(), PRUNE_EVERY_MS);
+      timer.unref();
+    },
+  };
+}
+
+/**
+ * Picks the bus adapter and wires the rest. Each part registers its close as it opens, so on
+ * shutdown the retention clean-up stops, then the consumers, then the relay (handing the
+ * outbox's last rows to the bus if it can), then the bus.
+ */
+export function composeEventBackbone(context: CompositionContext, database: Database): EventBackbone {
+  const { config, logger, stack } = context;
+  const events = config.events;
+  const serviceName = config.tracing.serviceName;
+  // SQLite has one writer, and a commit costs more than a write: writes arriving together share one.
+  const groupCommit = database.dialect === 'sqlite' ? groupCommitOn(new GroupCommit(database.db)) : undefined;
+  const transactions = groupCommit ?? eachInItsOwnTransaction;
+  const bus = stack.use('event bus', openBus(events, database, groupCommit));
+  const { outbox, relay, metrics } = composeOutbox(context, database, bus, transactions);
   const retry = {
     attempts: events.handlerAttempts,
     backoffMs: events.retryBackoffMs,
@@ -111,22 +148,12 @@ export function composeEventBackbone(context: CompositionContext, database: Data
   const runner = new ConsumerRunner(bus, retry, metrics, logger, serviceName);
   stack.defer('event consumers', () => runner.stop());
   const eventStore = new KyselyEventStore(database.db, transactions);
+  const retention = eventRetention(context, database, eventStore);
   const deadLetters = new DeadLetterManager(
     { store: new KyselyDeadLetterStore(database.db), bus, metrics, tracing: otelMessageTracing },
     { maxRetries: events.dlqMaxRetries, retryDelayMs: events.dlqRetryDelayMs },
     serviceName,
   );
-  let pruner: NodeJS.Timeout | undefined;
-  stack.defer('event retention', () => clearInterval(pruner));
-  const prune = async () => {
-    const olderThan = Date.now() - events.retentionMs;
-    try {
-      await eventStore.prune(olderThan);
-      await pruneEventLog(database.db, olderThan);
-    } catch (error) {
-      logger.warn({ err: error }, 'event retention clean-up failed');
-    }
-  };
 
   return {
     bus,
@@ -142,11 +169,7 @@ export function composeEventBackbone(context: CompositionContext, database: Data
     async start(consumers, options) {
       relay.start();
       for (const consumer of consumers) await runner.start(consumer);
-      if (options.prune) {
-        void prune();
-        pruner = setInterval(() => void prune(), PRUNE_EVERY_MS);
-        pruner.unref();
-      }
+      if (options.prune) retention.start();
     },
   };
 }
