@@ -1,4 +1,4 @@
-import type { Registry } from 'prom-client';
+import { Registry } from 'prom-client';
 
 /** The value of `name` with exactly these labels in `registry`; undefined when it has no such series. */
 export async function seriesValue(
@@ -16,4 +16,16 @@ export async function seriesValue(
       wanted.every(([key, value]) => (v.labels as Record<string, unknown>)[key] === value),
   );
   return series?.value;
+}
+
+/** A metrics adapter, and how a test reads what it counted (a series by name and labels). */
+export interface Counted<M> {
+  readonly metrics: M;
+  read(name: string, labels?: Record<string, string>): Promise<number | undefined>;
+}
+
+/** The adapter `create` makes on a registry of its own, for a contract suite. */
+export function onFreshRegistry<M>(create: (registry: Registry) => M): Counted<M> {
+  const registry = new Registry();
+  return { metrics: create(registry), read: (name, labels) => seriesValue(registry, name, labels) };
 }
