@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
 import { AckPolicy, connect, JSONCodec, StorageType } from 'nats';
-import { EmbeddedLogEventBus } from '../src/adapters/event-bus/embedded-log-event-bus.js';
+import { EmbeddedLogEventBus } from '../src/adapters/event-bus/embedded-log/embedded-log-event-bus.js';
 import { NatsEventBus } from '../src/adapters/event-bus/nats-event-bus.js';
 import { openDatabase } from '../src/adapters/storage/database.js';
 import { migrateToLatest } from '../src/adapters/storage/migrations.js';

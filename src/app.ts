@@ -3,10 +3,10 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, {
+  type FastifyBaseLogger,
   type FastifyInstance,
   type FastifyReply,
   type FastifyRequest,
-  type FastifyServerOptions,
   LogController,
 } from 'fastify';
 import type { Config, HttpTimeouts } from './config/config.js';
@@ -15,7 +15,6 @@ import { registerErrorHandling } from './http/error-handler.js';
 import { clientErrorHandler } from './http/client-errors.js';
 import type { RouteTable } from './http/route-table.js';
 import type { Metrics } from './adapters/telemetry/metrics.js';
-import { traceLogFields } from './adapters/telemetry/span-attributes.js';
 import { healthRoutes } from './http/routes/health.js';
 import { registerHttpMetrics } from './http/plugins/http-metrics.js';
 import { type RateLimitPolicySource, registerRateLimiting } from './http/plugins/rate-limit.js';
@@ -28,7 +27,7 @@ import { webAppRoutes } from './http/routes/web-app.js';
 import { SHARED_SCHEMAS } from './http/schemas.js';
 import { createValidatorCompiler } from './http/validation.js';
 import type { UrlMappingService } from './services/url-mapping-service.js';
-import type { SecurityMetrics } from './adapters/auth/security-metrics.js';
+import type { SecurityMetrics } from './ports/security-metrics.js';
 import { apiScope } from './http/api-scope.js';
 import type { AuthService } from './services/auth-service.js';
 import type { RuntimeSettings } from './services/runtime-settings.js';
@@ -59,8 +58,8 @@ export interface AppDependencies {
   readonly executions: ExecutionService;
   readonly notifications: NotificationService;
   readonly deadLetters: DeadLetterManager;
-  /** A pino logger or logger options; tests pass `false`. */
-  readonly logger?: FastifyServerOptions['logger'];
+  /** The process's pino logger (see composition/logger.ts): the app logs to it too. */
+  readonly logger: FastifyBaseLogger;
 }
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
@@ -98,15 +97,36 @@ function serverTimeouts(limits: HttpTimeouts) {
   };
 }
 
+/** The OpenAPI document (at /openapi.json) and its UI (at /docs), built from the routes' schemas. */
+async function registerOpenApi(app: FastifyInstance): Promise<void> {
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: {
+        ...OPENAPI_INFO,
+        description: 'Short codes that redirect to URLs. Errors are always `{"detail": "…"}`.',
+      },
+      tags: [
+        { name: 'url_mapping', description: 'Create, resolve, list, change and delete short URLs.' },
+        { name: 'infrastructure', description: 'Health and operations.' },
+        { name: 'auth', description: 'Accounts and cookie sessions (JWT + double-submit CSRF).' },
+        { name: 'admin', description: 'Runtime settings (administrators).' },
+        { name: 'executions', description: 'Scripts run in the sandbox by the workers.' },
+        { name: 'notifications', description: 'Webhook and chat channels told when an execution ends.' },
+        { name: 'dead_letters', description: 'Events the consumers gave up on (administrators).' },
+      ],
+    },
+    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { deepLinking: false } });
+  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+}
+
 /** Builds the HTTP app without listening: the server entry and the tests both use it. */
 export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> {
   const { config } = deps;
   const app = Fastify({
-    logger: deps.logger ?? {
-      level: config.logLevel,
-      redact: ['req.headers.cookie', 'req.headers.authorization', 'req.headers["x-csrf-token"]'],
-      ...(config.tracing.enabled ? { mixin: traceLogFields } : {}),
-    },
+    loggerInstance: deps.logger,
     logController: new RequestLogs(),
     bodyLimit: config.bodyLimit,
     trustProxy: config.trustProxy,
@@ -139,27 +159,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   app.removeContentTypeParser(['text/plain']);
   registerErrorHandling(app, config.bodyLimit);
 
-  await app.register(swagger, {
-    openapi: {
-      openapi: '3.1.0',
-      info: {
-        ...OPENAPI_INFO,
-        description: 'Short codes that redirect to URLs. Errors are always `{"detail": "…"}`.',
-      },
-      tags: [
-        { name: 'url_mapping', description: 'Create, resolve, list, change and delete short URLs.' },
-        { name: 'infrastructure', description: 'Health and operations.' },
-        { name: 'auth', description: 'Accounts and cookie sessions (JWT + double-submit CSRF).' },
-        { name: 'admin', description: 'Runtime settings (administrators).' },
-        { name: 'executions', description: 'Scripts run in the sandbox by the workers.' },
-        { name: 'notifications', description: 'Webhook and chat channels told when an execution ends.' },
-        { name: 'dead_letters', description: 'Events the consumers gave up on (administrators).' },
-      ],
-    },
-    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
-  });
-  await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { deepLinking: false } });
-  app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
+  await registerOpenApi(app);
 
   await app.register(healthRoutes, { readiness: deps.readiness ?? [] });
   await app.register(metricsRoutes, { metrics: deps.metrics });

@@ -2,7 +2,7 @@
 import { type Config, ConfigError, loadConfig, ROLES, type Role, settingsMarkdown } from './config/config.js';
 import { openDatabase } from './adapters/storage/database.js';
 import { migrateToLatest } from './adapters/storage/migrations.js';
-import { compose } from './composition-root.js';
+import { compose } from './composition/compose.js';
 import { serve } from './server.js';
 import { createInterface } from 'node:readline';
 import { parseArgs } from 'node:util';
@@ -42,16 +42,8 @@ async function main(argv: readonly string[]): Promise<number> {
     throw error;
   }
   switch (command) {
-    case 'serve': {
-      const { values } = parseArgs({ args: [...rest], options: { role: { type: 'string' } }, strict: true });
-      const role = values.role ?? config.role;
-      if (!(ROLES as readonly string[]).includes(role)) {
-        process.stderr.write(`--role must be one of ${ROLES.join(', ')}\n`);
-        return 64;
-      }
-      await serve({ ...config, role: role as Role });
-      return -1; // keep running
-    }
+    case 'serve':
+      return serveCommand(config, rest);
     case 'migrate': {
       const database = openDatabase(config.database);
       try {
@@ -62,28 +54,43 @@ async function main(argv: readonly string[]): Promise<number> {
       }
       return 0;
     }
-    case 'openapi': {
-      // The document depends on the routes only: build them over a throw-away in-memory database.
-      const service = await compose(
-        // No key file either: the document needs no stable secret.
-        {
-          ...config,
-          database: { kind: 'sqlite', url: ':memory:', poolMax: 1 },
-          auth: { ...config.auth, secretKeyFile: undefined },
-        },
-        { logger: false },
-      );
-      await service.app.ready();
-      process.stdout.write(`${JSON.stringify(service.app.swagger(), null, 2)}\n`);
-      await service.close();
-      return 0;
-    }
+    case 'openapi':
+      return printOpenApi(config);
     case 'create-admin':
       return createAdmin(config, rest);
     default:
       process.stderr.write(`unknown command: ${command}\n\n${USAGE}`);
       return 64; // EX_USAGE
   }
+}
+
+/** `serve [--role all|api|worker]`: runs until a signal stops it. */
+async function serveCommand(config: Config, args: readonly string[]): Promise<number> {
+  const { values } = parseArgs({ args: [...args], options: { role: { type: 'string' } }, strict: true });
+  const role = values.role ?? config.role;
+  if (!(ROLES as readonly string[]).includes(role)) {
+    process.stderr.write(`--role must be one of ${ROLES.join(', ')}\n`);
+    return 64;
+  }
+  await serve({ ...config, role: role as Role });
+  return -1; // keep running
+}
+
+/** The document depends on the routes only: they are built over a throw-away in-memory database. */
+async function printOpenApi(config: Config): Promise<number> {
+  const service = await compose(
+    // No key file either: the document needs no stable secret.
+    {
+      ...config,
+      database: { kind: 'sqlite', url: ':memory:', poolMax: 1 },
+      auth: { ...config.auth, secretKeyFile: undefined },
+    },
+    { logger: false },
+  );
+  await service.app.ready();
+  process.stdout.write(`${JSON.stringify(service.app.swagger(), null, 2)}\n`);
+  await service.close();
+  return 0;
 }
 
 /** `create-admin --username NAME --email ADDRESS`, password from ADMIN_PASSWORD or the first line of stdin. */

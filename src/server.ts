@@ -1,5 +1,5 @@
 import type { Config } from './config/config.js';
-import { compose, type Service } from './composition-root.js';
+import { compose, type Service } from './composition/compose.js';
 
 /** Starts the service and stops it gracefully on SIGTERM/SIGINT. */
 export async function serve(config: Config): Promise<Service> {

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { EVENT_TYPES, TOPICS } from '../domain/events.js';
-import type { ConsumerDefinition } from '../services/consumer-runner.js';
+import type { ConsumerDefinition } from '../ports/event-consumer.js';
 
 export interface InvalidatableCache {
   invalidate(code: string): void;

@@ -12,7 +12,7 @@ import {
 } from '../domain/execution.js';
 import type { ExecutionRepository } from '../ports/execution-repository.js';
 import type { Sandbox, SandboxResult } from '../ports/sandbox.js';
-import type { ConsumerDefinition } from '../services/consumer-runner.js';
+import type { ConsumerDefinition } from '../ports/event-consumer.js';
 import { FairSlots } from './fair-slots.js';
 
 export interface ExecutorOptions {

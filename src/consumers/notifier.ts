@@ -1,13 +1,8 @@
-import { Counter, type Registry } from 'prom-client';
 import { EVENT_TYPES, TOPICS, uuidv7 } from '../domain/events.js';
 import { type NotificationRequested, notificationRequested, NOTIFICATION_REQUESTED } from '../domain/notification.js';
-import {
-  type HttpSenderOptions,
-  postJson,
-  standardWebhookHeaders,
-} from '../adapters/notifications/http-notification-sender.js';
 import type { NotificationRepository } from '../ports/notification-repository.js';
-import type { ConsumerDefinition } from '../services/consumer-runner.js';
+import type { NotificationSender } from '../ports/notification-sender.js';
+import type { ConsumerDefinition } from '../ports/event-consumer.js';
 
 const FINAL_EVENTS: ReadonlySet<string> = new Set([
   EVENT_TYPES.executionCompleted,
@@ -18,9 +13,6 @@ const FINAL_EVENTS: ReadonlySet<string> = new Set([
 interface ExecutionOutcomePayload {
   readonly execution_id: string;
   readonly user_id: number;
-  readonly status: string;
-  readonly duration_ms?: number;
-  readonly error?: string | null;
 }
 
 /**
@@ -57,17 +49,7 @@ export function notificationFanOut(repository: NotificationRepository, service: 
 }
 
 /** Sends one notification to one channel; a failure is retried by the consumer runner, then dead-lettered. */
-export function notificationSender(
-  repository: NotificationRepository,
-  options: HttpSenderOptions,
-  registry: Registry,
-): ConsumerDefinition {
-  const sent = new Counter({
-    name: 'notifications_total',
-    help: 'Notification delivery attempts by channel type and outcome.',
-    labelNames: ['channel', 'outcome'],
-    registers: [registry],
-  });
+export function notificationSender(repository: NotificationRepository, sender: NotificationSender): ConsumerDefinition {
   return {
     group: 'notification-sender',
     topics: [TOPICS.notification],
@@ -83,36 +65,8 @@ export function notificationSender(
       if (await repository.wasDelivered(request.notification_id)) return;
       const channel = await repository.getChannel(request.channel_id);
       if (!channel) return; // deleted since: nothing to send
-      try {
-        if (channel.type === 'webhook') {
-          const body = JSON.stringify({
-            type: request.cause.event_type,
-            timestamp: new Date().toISOString(),
-            data: request.cause.payload,
-          });
-          await postJson(
-            channel.url,
-            body,
-            standardWebhookHeaders(channel.secret ?? '', request.notification_id, body),
-            options,
-          );
-        } else {
-          await postJson(channel.url, JSON.stringify({ text: chatText(request) }), {}, options);
-        }
-      } catch (error) {
-        sent.inc({ channel: channel.type, outcome: 'failed' });
-        throw error;
-      }
-      sent.inc({ channel: channel.type, outcome: 'delivered' });
+      await sender.send(channel, request);
       await repository.markDelivered(request.notification_id, channel.id);
     },
   };
-}
-
-function chatText(request: NotificationRequested): string {
-  const outcome = request.cause.payload as ExecutionOutcomePayload;
-  const status = outcome.status.replace('_', ' ');
-  const duration = outcome.duration_ms === undefined ? '' : ` in ${outcome.duration_ms} ms`;
-  const error = outcome.error ? `: ${outcome.error}` : '';
-  return `Execution ${request.execution_id} ${status}${duration}${error}`;
 }

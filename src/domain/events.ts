@@ -115,3 +115,9 @@ export function partitionFor(key: string, partitions: number): number {
   }
   return (hash >>> 0) % partitions;
 }
+
+/** The execution an event belongs to, when its payload names one. */
+export function executionIdOf(envelope: EventEnvelope): string | null {
+  const payload = envelope.payload as { execution_id?: unknown } | null;
+  return typeof payload?.execution_id === 'string' ? payload.execution_id : null;
+}

@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { createEvent, type OutgoingEvent, TOPICS } from './events.js';
 
 export const CHANNEL_TYPES = ['webhook', 'chat'] as const;
@@ -36,4 +37,9 @@ export function notificationRequested(
     topic: TOPICS.notification,
     key: request.channel_id,
   });
+}
+
+/** A webhook channel's signing secret, per Standard Webhooks: `whsec_` and 24 random bytes. */
+export function newWebhookSecret(): string {
+  return `whsec_${randomBytes(24).toString('base64')}`;
 }

@@ -1,6 +1,6 @@
 import cookie from '@fastify/cookie';
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { SecurityMetrics } from '../adapters/auth/security-metrics.js';
+import type { SecurityMetrics } from '../ports/security-metrics.js';
 import type { AuthService } from '../services/auth-service.js';
 import type { RuntimeSettings } from '../services/runtime-settings.js';
 import authPlugin from './plugins/auth.js';

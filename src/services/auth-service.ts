@@ -1,7 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { type CsrfTokens, constantTimeEqual } from '../adapters/auth/csrf.js';
-import type { JwtCodec, TokenClaims } from '../adapters/auth/jwt.js';
-import type { SecurityMetrics } from '../adapters/auth/security-metrics.js';
 import { AppError, errors } from '../domain/errors.js';
 import type { AuthSettingValues } from '../domain/settings.js';
 import { canonicalTimestamp } from '../domain/timestamp.js';
@@ -15,10 +12,14 @@ import {
   type Role,
   type User,
 } from '../domain/user.js';
-import type { Clock } from '../ports/clock.js';
 import type { AuthStateStore } from '../ports/auth-state-store.js';
+import type { Clock } from '../ports/clock.js';
+import type { CsrfSigner } from '../ports/csrf-signer.js';
 import type { PasswordHasher } from '../ports/password-hasher.js';
+import type { SecurityMetrics } from '../ports/security-metrics.js';
+import type { TokenClaims, TokenCodec } from '../ports/token-codec.js';
 import type { UserRepository } from '../ports/user-repository.js';
+import { constantTimeEqual } from '../support/constant-time.js';
 
 export interface AuthServiceOptions {
   readonly users: UserRepository;
@@ -26,8 +27,8 @@ export interface AuthServiceOptions {
   /** Revocations and lockouts: in the database, shared by every instance, kept across restarts. */
   readonly state: AuthStateStore;
   readonly settings: { current(): AuthSettingValues };
-  readonly tokens: JwtCodec;
-  readonly csrf: CsrfTokens;
+  readonly tokens: TokenCodec;
+  readonly csrf: CsrfSigner;
   readonly clock: Clock;
   readonly metrics: SecurityMetrics;
   /** ACCESS_TOKEN_EXPIRE_MINUTES: token lifetime, and the cookies' Max-Age. */

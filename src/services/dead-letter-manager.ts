@@ -1,32 +1,12 @@
-import { trace } from '@opentelemetry/api';
-import type { Kysely, Selectable } from 'kysely';
-import type { EventTables } from '../adapters/storage/schema.js';
-import type { EventMetrics } from '../adapters/telemetry/event-metrics.js';
-import { extractedContext, injectedHeaders } from '../adapters/telemetry/message-tracing.js';
-import { errors } from '../domain/errors.js';
-import { type EventEnvelope, type MessageHeaders, TOPICS } from '../domain/events.js';
+import type { Span } from '@opentelemetry/api';
+import type { DeadLetter, DeadLetterPayload, DeadLetterStatus } from '../domain/dead-letter.js';
+import { AppError, errors } from '../domain/errors.js';
+import { TOPICS } from '../domain/events.js';
+import type { DeadLetterStore } from '../ports/dead-letter-store.js';
 import type { BusMessage, EventBus } from '../ports/event-bus.js';
-import type { ConsumerDefinition, DeadLetterPayload } from './consumer-runner.js';
-import type { AnyKysely } from '../adapters/storage/database.js';
-
-export type DeadLetterStatus = EventTables['dead_letters']['status'];
-
-/** A dead letter as the admin API shows it. */
-export interface DeadLetter {
-  readonly id: number;
-  readonly event_id: string;
-  readonly event_type: string;
-  readonly topic: string;
-  readonly partition: number;
-  readonly group: string;
-  readonly status: DeadLetterStatus;
-  readonly attempts: number;
-  readonly error: string;
-  readonly headers: MessageHeaders;
-  readonly envelope: EventEnvelope;
-  readonly created_at: string;
-  readonly updated_at: string;
-}
+import type { EventMetrics } from '../ports/event-metrics.js';
+import type { MessageTracing } from '../ports/message-tracing.js';
+import type { ConsumerDefinition } from '../ports/event-consumer.js';
 
 export interface DeadLetterManagerOptions {
   /** Automatic re-publications of one event for one group before it is parked. */
@@ -36,9 +16,15 @@ export interface DeadLetterManagerOptions {
   readonly clock?: () => number;
 }
 
-const tracer = trace.getTracer('urlshortener.events');
+/** What the manager works with: where letters are kept, the bus, its counter and the trace context. */
+export interface DeadLetterManagerPorts {
+  readonly store: DeadLetterStore;
+  readonly bus: EventBus;
+  readonly metrics: Pick<EventMetrics, 'retried'>;
+  readonly tracing: MessageTracing;
+}
 
-const notFound = errors.deadLetterNotFound;
+const notFound = () => new AppError('DEAD_LETTER_NOT_FOUND', 404, 'Dead letter not found');
 
 /**
  * Takes what consumers gave up on from `dead_letter_queue`: records it under a `dlq.consume`
@@ -47,17 +33,13 @@ const notFound = errors.deadLetterNotFound;
  * and discard what is parked.
  */
 export class DeadLetterManager {
-  private readonly db: Kysely<EventTables>;
   private readonly now: () => number;
 
   constructor(
-    db: AnyKysely,
-    private readonly bus: EventBus,
-    private readonly metrics: EventMetrics,
+    private readonly ports: DeadLetterManagerPorts,
     private readonly options: DeadLetterManagerOptions,
     private readonly service: string,
   ) {
-    this.db = db as Kysely<EventTables>;
     this.now = options.clock ?? Date.now;
   }
 
@@ -67,21 +49,18 @@ export class DeadLetterManager {
       topics: [TOPICS.deadLetter],
       spanName: 'dlq.consume',
       deadLetter: false, // never dead-letter the dead-letter queue: retry until it is recorded
-      handle: (message) => this.receive(message),
+      handle: (message, span) => this.receive(message, span),
     };
   }
 
-  async list(options: { status?: DeadLetterStatus; limit: number; after?: number }): Promise<DeadLetter[]> {
-    let query = this.db.selectFrom('dead_letters').selectAll().orderBy('id').limit(options.limit);
-    if (options.status) query = query.where('status', '=', options.status);
-    if (options.after !== undefined) query = query.where('id', '>', options.after);
-    return (await query.execute()).map(toDeadLetter);
+  list(options: { status?: DeadLetterStatus; limit: number; after?: number }): Promise<DeadLetter[]> {
+    return this.ports.store.list(options);
   }
 
   async get(id: number): Promise<DeadLetter> {
-    const row = await this.db.selectFrom('dead_letters').selectAll().where('id', '=', id).executeTakeFirst();
-    if (!row) throw notFound();
-    return toDeadLetter(row);
+    const letter = await this.ports.store.get(id);
+    if (!letter) throw notFound();
+    return letter;
   }
 
   /**
@@ -90,15 +69,13 @@ export class DeadLetterManager {
    */
   async retry(id: number): Promise<DeadLetter> {
     const letter = await this.get(id);
-    await tracer.startActiveSpan('dlq.retry', {}, extractedContext(letter.headers), async (span) => {
+    await this.ports.tracing.continueTrace('dlq.retry', letter.headers, async () => {
       try {
         await this.republish(letter);
       } catch (error) {
         // Too large for the broker, say: it stays parked, and the admin is told why.
         if ((error as { permanent?: unknown }).permanent === true) throw errors.eventRefused((error as Error).message);
         throw error;
-      } finally {
-        span.end();
       }
     });
     return this.setStatus(id, 'retried');
@@ -109,33 +86,23 @@ export class DeadLetterManager {
     return this.setStatus(id, 'discarded');
   }
 
-  private async receive(message: BusMessage): Promise<void> {
-    const span = trace.getActiveSpan();
+  private async receive(message: BusMessage, span: Span): Promise<void> {
+    const { store } = this.ports;
     const payload = message.envelope.payload as DeadLetterPayload;
     const original = payload.original;
-    span?.setAttributes({
+    span.setAttributes({
       'dlq.original.topic': payload.topic,
       'dlq.original.group': payload.group,
       'dlq.original.event_id': original.event_id,
       'dlq.original.event_type': original.event_type,
       'dlq.attempts': payload.attempts,
     });
-    const seen = await this.db
-      .selectFrom('dead_letters')
-      .select(['id', 'status'])
-      .where('dlq_event_id', '=', message.envelope.event_id)
-      .executeTakeFirst();
+    const seen = await store.findByMessage(message.envelope.event_id);
     if (seen && seen.status !== 'retrying') return; // a redelivery of something already handled
 
-    const earlier = await this.db
-      .selectFrom('dead_letters')
-      .select((eb) => eb.fn.countAll<number>().as('n'))
-      .where('event_id', '=', original.event_id)
-      .where('group_name', '=', payload.group)
-      .where('dlq_event_id', '!=', message.envelope.event_id)
-      .executeTakeFirstOrThrow();
-    const retrying = Number(earlier.n) < this.options.maxRetries;
-    span?.setAttribute('dlq.decision', retrying ? 'retry' : 'park');
+    const earlier = await store.countOthers(original.event_id, payload.group, message.envelope.event_id);
+    const retrying = earlier < this.options.maxRetries;
+    span.setAttribute('dlq.decision', retrying ? 'retry' : 'park');
     const id = seen?.id ?? (await this.record(message, payload, retrying ? 'retrying' : 'parked'));
     if (!retrying) return;
     await new Promise((resolve) => setTimeout(resolve, this.options.retryDelayMs));
@@ -144,60 +111,33 @@ export class DeadLetterManager {
     await this.setStatus(id, 'retried');
   }
 
-  private async record(message: BusMessage, payload: DeadLetterPayload, status: DeadLetterStatus): Promise<number> {
-    const now = this.now();
-    const row = await this.db
-      .insertInto('dead_letters')
-      .values({
-        dlq_event_id: message.envelope.event_id,
-        event_id: payload.original.event_id,
-        event_type: payload.original.event_type,
-        topic: payload.topic,
-        partition_no: payload.partition,
-        group_name: payload.group,
-        headers: JSON.stringify(message.headers),
-        envelope: JSON.stringify(payload.original),
-        error: `${payload.error.name}: ${payload.error.message}`,
-        attempts: payload.attempts,
-        status,
-        created_at: now,
-        updated_at: now,
-      })
-      .returning('id')
-      .executeTakeFirstOrThrow();
-    return Number(row.id);
+  private record(message: BusMessage, payload: DeadLetterPayload, status: DeadLetterStatus): Promise<number> {
+    const letter = {
+      dlq_event_id: message.envelope.event_id,
+      topic: payload.topic,
+      partition: payload.partition,
+      group: payload.group,
+      headers: message.headers,
+      envelope: payload.original,
+      error: `${payload.error.name}: ${payload.error.message}`,
+      attempts: payload.attempts,
+      status,
+    };
+    return this.ports.store.record(letter, this.now());
   }
 
   private async republish(letter: DeadLetter): Promise<void> {
     const { envelope } = letter;
-    const headers = injectedHeaders(envelope.event_type, this.service);
-    await this.bus.publish(letter.topic, envelope.event_id, headers, envelope, {
+    const headers = this.ports.tracing.headers(envelope.event_type, this.service);
+    await this.ports.bus.publish(letter.topic, envelope.event_id, headers, envelope, {
       messageId: `${envelope.event_id}:retry:${letter.id}:${this.now()}`,
       partition: letter.partition,
     });
-    this.metrics.retried(letter.topic);
+    this.ports.metrics.retried(letter.topic);
   }
 
   private async setStatus(id: number, status: DeadLetterStatus): Promise<DeadLetter> {
-    await this.db.updateTable('dead_letters').set({ status, updated_at: this.now() }).where('id', '=', id).execute();
+    await this.ports.store.setStatus(id, status, this.now());
     return this.get(id);
   }
-}
-
-function toDeadLetter(row: Selectable<EventTables['dead_letters']>): DeadLetter {
-  return {
-    id: Number(row.id),
-    event_id: row.event_id,
-    event_type: row.event_type,
-    topic: row.topic,
-    partition: row.partition_no,
-    group: row.group_name,
-    status: row.status,
-    attempts: row.attempts,
-    error: row.error,
-    headers: JSON.parse(row.headers) as MessageHeaders,
-    envelope: JSON.parse(row.envelope) as EventEnvelope,
-    created_at: new Date(Number(row.created_at)).toISOString(),
-    updated_at: new Date(Number(row.updated_at)).toISOString(),
-  };
 }

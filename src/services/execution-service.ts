@@ -8,7 +8,7 @@ import {
   TIMEOUT_DEFAULT_MS,
 } from '../domain/execution.js';
 import type { ExecutionRepository } from '../ports/execution-repository.js';
-import { fetchPage } from './paging.js';
+import { fetchPage } from '../support/paging.js';
 
 export interface Caller {
   readonly userId: number;

@@ -1,8 +1,7 @@
 import { errors } from '../domain/errors.js';
 import { uuidv7 } from '../domain/events.js';
-import type { ChannelType, NotificationChannel } from '../domain/notification.js';
-import { assertAllowedDestination, ForbiddenDestinationError } from '../adapters/notifications/destination-guard.js';
-import { newWebhookSecret } from '../adapters/notifications/http-notification-sender.js';
+import { type ChannelType, newWebhookSecret, type NotificationChannel } from '../domain/notification.js';
+import type { DestinationGuard } from '../ports/destination-guard.js';
 import type { NotificationRepository } from '../ports/notification-repository.js';
 import type { Caller } from './execution-service.js';
 
@@ -15,6 +14,7 @@ export type ChannelView = Omit<NotificationChannel, 'user_id' | 'secret'>;
 export class NotificationService {
   constructor(
     private readonly repository: NotificationRepository,
+    private readonly destinations: DestinationGuard,
     private readonly options: { readonly allowPrivate: boolean },
   ) {}
 
@@ -24,12 +24,8 @@ export class NotificationService {
   ): Promise<ChannelView & { secret?: string }> {
     const url = parseDestination(input.url);
     if (!this.options.allowPrivate) {
-      try {
-        await assertAllowedDestination(url);
-      } catch (error) {
-        if (error instanceof ForbiddenDestinationError) throw errors.validation(`body: 'url' ${error.message}`);
-        throw errors.validation(`body: 'url' host ${url.hostname} cannot be resolved`);
-      }
+      const verdict = await this.destinations.check(url);
+      if (!verdict.allowed) throw errors.validation(`body: 'url' ${verdict.detail}`);
     }
     const secret = input.type === 'webhook' ? newWebhookSecret() : null;
     const channel = await this.repository.createChannel({

@@ -12,9 +12,9 @@ import {
 } from '../domain/url-mapping.js';
 import type { UrlEventFactory } from '../domain/url-events.js';
 import type { ListOptions, UrlMappingRepository } from '../ports/url-mapping-repository.js';
-import type { ClickBuffer } from './click-buffer.js';
-import { fetchPage } from './paging.js';
-import type { CachedTarget, RedirectCache } from './redirect-cache.js';
+import type { ClickBuffer } from '../support/click-buffer.js';
+import { fetchPage } from '../support/paging.js';
+import type { CachedTarget, RedirectCache } from '../support/redirect-cache.js';
 
 export interface UrlMappingServiceOptions {
   readonly rules: UrlRules;

@@ -9,7 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { compose, type Service } from '../../src/composition-root.js';
+import { compose, type Service } from '../../src/composition/compose.js';
 import { postgres, type TestDatabase, testConfig } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
 import { codeMaker, newMapping, postShorten } from '../helpers/http.js';

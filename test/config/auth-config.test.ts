@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { resolveSecretKey } from '../../src/adapters/auth/secret-key.js';
-import { compose } from '../../src/composition-root.js';
+import { compose } from '../../src/composition/compose.js';
 import { ConfigError, loadConfig } from '../../src/config/config.js';
 import { AUTH_TEST_ENV, login, me, newUser, registerUser } from '../helpers/auth.js';
 import { testConfig } from '../helpers/backends.js';

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
 import { GroupCommit } from '../../src/adapters/storage/group-commit.js';
 import { PreparedQuery } from '../../src/adapters/storage/prepared-query.js';
-import { EmbeddedLogEventBus } from '../../src/adapters/event-bus/embedded-log-event-bus.js';
+import { EmbeddedLogEventBus } from '../../src/adapters/event-bus/embedded-log/embedded-log-event-bus.js';
 import type { EventTables } from '../../src/adapters/storage/schema.js';
 import { migrateToLatest } from '../../src/adapters/storage/migrations.js';
 import { createEvent } from '../../src/domain/events.js';

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { compose } from '../../src/composition-root.js';
+import { compose } from '../../src/composition/compose.js';
 import { settingsMarkdown } from '../../src/config/config.js';
 import { testConfig } from '../helpers/backends.js';
 

@@ -7,7 +7,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { NatsEventBus } from '../../src/adapters/event-bus/nats-event-bus.js';
-import { compose, type Service } from '../../src/composition-root.js';
+import { compose, type Service } from '../../src/composition/compose.js';
 import { postgres, testConfig, type TestDatabase } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
 import { codeMaker, createMapping, expectRedirect, HTTP_TEST_ENV, newMapping, patchMapping } from '../helpers/http.js';

@@ -9,12 +9,13 @@ import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EventTables } from '../../src/adapters/storage/schema.js';
 import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
+import { KyselyEventStore } from '../../src/adapters/storage/kysely-event-store.js';
 import { migrateToLatest } from '../../src/adapters/storage/migrations.js';
 import { createEventMetrics } from '../../src/adapters/telemetry/event-metrics.js';
 import { eventStoreConsumer } from '../../src/consumers/event-store.js';
 import { createEvent } from '../../src/domain/events.js';
 import type { EventBus } from '../../src/ports/event-bus.js';
-import { ConsumerRunner } from '../../src/services/consumer-runner.js';
+import { ConsumerRunner } from '../../src/adapters/event-bus/consumer-runner.js';
 import { Registry } from 'prom-client';
 import { sqlite, type TestDatabase, testConfig } from '../helpers/backends.js';
 import { BUS_KINDS } from '../helpers/event-buses.js';
@@ -45,7 +46,7 @@ describe.each(BUS_KINDS)('event store under a burst on $name', (kind) => {
       { warn: () => undefined },
       'urlshortener',
     );
-    await runner.start(eventStoreConsumer(database.db, { batchSize: 100, maxWaitMs: 20 }));
+    await runner.start(eventStoreConsumer(new KyselyEventStore(database.db), { batchSize: 100, maxWaitMs: 20 }));
   });
   afterAll(async () => {
     await runner?.stop();

@@ -8,7 +8,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EmbeddedLogEventBus } from '../../src/adapters/event-bus/embedded-log-event-bus.js';
+import { EmbeddedLogEventBus } from '../../src/adapters/event-bus/embedded-log/embedded-log-event-bus.js';
 import type { EventTables } from '../../src/adapters/storage/schema.js';
 import { NatsEventBus } from '../../src/adapters/event-bus/nats-event-bus.js';
 import { type Database, openDatabase } from '../../src/adapters/storage/database.js';

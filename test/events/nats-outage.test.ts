@@ -9,7 +9,7 @@ import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EventTables } from '../../src/adapters/storage/schema.js';
 import { NatsEventBus } from '../../src/adapters/event-bus/nats-event-bus.js';
-import { compose, type Service } from '../../src/composition-root.js';
+import { compose, type Service } from '../../src/composition/compose.js';
 import { TOPICS } from '../../src/domain/events.js';
 import type { Subscription } from '../../src/ports/event-bus.js';
 import { postgres, sqlite, testConfig, type TestDatabase } from '../helpers/backends.js';

@@ -7,7 +7,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { compose, type Service } from '../../src/composition-root.js';
+import { compose, type Service } from '../../src/composition/compose.js';
 import { metricValue } from '../helpers/auth.js';
 import { postgres, sqlite, testConfig, type TestDatabase } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';

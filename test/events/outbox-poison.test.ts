@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EventTables } from '../../src/adapters/storage/schema.js';
 import type { NatsEventBus } from '../../src/adapters/event-bus/nats-event-bus.js';
 import { createEvent, EVENT_TYPES, TOPICS } from '../../src/domain/events.js';
-import type { DeadLetter } from '../../src/services/dead-letter-manager.js';
+import type { DeadLetter } from '../../src/domain/dead-letter.js';
 import { type AuthTestApp, login, metricValue, type Session, startAuthApp } from '../helpers/auth.js';
 import { type Backend, postgres, sqlite } from '../helpers/backends.js';
 import { storedCreatedByCode } from '../helpers/event-store.js';

@@ -7,7 +7,7 @@
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/config.js';
-import { compose } from '../../src/composition-root.js';
+import { compose } from '../../src/composition/compose.js';
 import { sqlite, testConfig, type TestDatabase } from '../helpers/backends.js';
 import { type ServerProcess, startServer } from '../helpers/server-process.js';
 

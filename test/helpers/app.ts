@@ -1,4 +1,4 @@
-import { compose, type Service } from '../../src/composition-root.js';
+import { compose, type Service } from '../../src/composition/compose.js';
 import type { Backend, TestDatabase } from './backends.js';
 import { testConfig } from './backends.js';
 

@@ -1,6 +1,6 @@
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { expect } from 'vitest';
-import { compose, type Service } from '../../src/composition-root.js';
+import { compose, type Service } from '../../src/composition/compose.js';
 import type { Clock } from '../../src/ports/clock.js';
 import type { Backend, TestDatabase } from './backends.js';
 import { testConfig } from './backends.js';

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { EmbeddedLogEventBus } from '../../src/adapters/event-bus/embedded-log-event-bus.js';
+import { EmbeddedLogEventBus } from '../../src/adapters/event-bus/embedded-log/embedded-log-event-bus.js';
 import { NatsEventBus } from '../../src/adapters/event-bus/nats-event-bus.js';
 import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
 import { migrateToLatest } from '../../src/adapters/storage/migrations.js';

@@ -1,7 +1,7 @@
 import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { compose, type Service } from '../../src/composition-root.js';
+import { compose, type Service } from '../../src/composition/compose.js';
 import { type TestApp, startTestApp } from '../helpers/app.js';
 import { BACKENDS, type TestDatabase, testConfig } from '../helpers/backends.js';
 import {

@@ -1,6 +1,6 @@
 import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { compose, type Service } from '../../src/composition-root.js';
+import { compose, type Service } from '../../src/composition/compose.js';
 import { sqlite, testConfig, type TestDatabase } from '../helpers/backends.js';
 import { AUTH_TEST_ENV, ManualClock, metricValue, signUp } from '../helpers/auth.js';
 import { codeMaker, expectError, newMapping, postShorten } from '../helpers/http.js';

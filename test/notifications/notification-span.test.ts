@@ -14,7 +14,7 @@ const tracing = startTracing(testConfig('sqlite::memory:', TRACING_ENV).tracing,
 
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { compose, type Service } from '../../src/composition-root.js';
+import { compose, type Service } from '../../src/composition/compose.js';
 import { sqlite, type TestDatabase } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
 import { jsonPost, signUp } from '../helpers/auth.js';

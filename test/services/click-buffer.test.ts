@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { OutgoingEvent } from '../../src/domain/events.js';
 import { urlEvents } from '../../src/domain/url-events.js';
 import type { ClickCompaction, CompactOptions, UrlMappingRepository } from '../../src/ports/url-mapping-repository.js';
-import { ClickBuffer } from '../../src/services/click-buffer.js';
+import { ClickBuffer } from '../../src/support/click-buffer.js';
 
 type Clicks = ReadonlyArray<readonly [id: number, count: number]>;
 

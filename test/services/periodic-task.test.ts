@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { PeriodicTask } from '../../src/services/periodic-task.js';
+import { PeriodicTask } from '../../src/support/periodic-task.js';
 import { eventually } from '../helpers/eventually.js';
 
 describe('PeriodicTask', () => {

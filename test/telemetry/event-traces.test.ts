@@ -24,7 +24,7 @@ import type { EventTables } from '../../src/adapters/storage/schema.js';
 import type { NatsEventBus } from '../../src/adapters/event-bus/nats-event-bus.js';
 import { TOPICS } from '../../src/domain/events.js';
 import type { BusMessage } from '../../src/ports/event-bus.js';
-import { ConsumerRunner } from '../../src/services/consumer-runner.js';
+import { ConsumerRunner } from '../../src/adapters/event-bus/consumer-runner.js';
 import { type AuthTestApp, jsonPost, type Session, signUp, startAuthApp } from '../helpers/auth.js';
 import { sqlite } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';

@@ -20,7 +20,7 @@ import { PromiseContextManager } from '../../src/adapters/telemetry/promise-cont
 import { RootSampling, rootSampling } from '../../src/adapters/telemetry/root-sampling.js';
 import { AdaptiveSampler, RatioSampler, traceIdFraction, withParent } from '../../src/adapters/telemetry/samplers.js';
 import { injectedHeaders } from '../../src/adapters/telemetry/message-tracing.js';
-import { compose, type Service } from '../../src/composition-root.js';
+import { compose, type Service } from '../../src/composition/compose.js';
 import { BACKENDS, type TestDatabase } from '../helpers/backends.js';
 import { codeMaker, newMapping } from '../helpers/http.js';
 

@@ -1,4 +1,5 @@
-import { createHash, createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
+import { createHmac, hkdfSync, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { CsrfSigner } from '../../ports/csrf-signer.js';
 
 const NONCE_BYTES = 16;
 
@@ -8,7 +9,7 @@ const NONCE_BYTES = 16;
  * key derived from SECRET_KEY (HKDF, so it never equals the JWT key). A token issued for one
  * session does not verify for another.
  */
-export class CsrfTokens {
+export class CsrfTokens implements CsrfSigner {
   private readonly key: Buffer;
 
   constructor(secretKey: string) {
@@ -37,10 +38,4 @@ export class CsrfTokens {
     const message = `${nonce.length}!${nonce}!${jti.length}!${jti}`;
     return createHmac('sha256', this.key).update(message).digest('base64url');
   }
-}
-
-/** Compares two secrets in constant time whatever their lengths (both are hashed first). */
-export function constantTimeEqual(a: string, b: string): boolean {
-  const digest = (s: string) => createHash('sha256').update(s, 'utf8').digest();
-  return timingSafeEqual(digest(a), digest(b));
 }

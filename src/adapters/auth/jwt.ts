@@ -1,21 +1,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
-import { ROLES, type Role } from '../../domain/user.js';
+import { ROLES } from '../../domain/user.js';
 import type { Clock } from '../../ports/clock.js';
-
-/** What a session token says (spec §5.3 and the design's "Tokens and CSRF"). */
-export interface TokenClaims {
-  /** Username. */
-  readonly sub: string;
-  /** Expiry, seconds since the epoch (UTC). */
-  readonly exp: number;
-  /** Issued at, seconds since the epoch. */
-  readonly iat: number;
-  /** Token id: what logout puts on the denylist. */
-  readonly jti: string;
-  /** User id. */
-  readonly uid: number;
-  readonly role: Role;
-}
+import type { TokenClaims, TokenCodec } from '../../ports/token-codec.js';
 
 const HEADER = base64url(JSON.stringify({ alg: 'HS256', typ: 'JWT' }));
 /** Tolerated clock difference between instances for `iat`, in seconds. */
@@ -63,7 +49,7 @@ function isClaims(value: unknown): value is TokenClaims {
  * HS256 JSON Web Tokens with node:crypto. Only HS256 is accepted, the signature is compared in
  * constant time, and `exp` and `iat` are checked against the clock.
  */
-export class JwtCodec {
+export class JwtCodec implements TokenCodec {
   private readonly key: Buffer;
 
   constructor(

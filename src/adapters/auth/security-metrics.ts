@@ -1,16 +1,7 @@
 import { Counter, type Registry } from 'prom-client';
-
-export type CsrfFailureReason = 'missing_header' | 'token_mismatch' | 'invalid_signature';
-export type LoginFailureReason = 'invalid_credentials' | 'locked';
+import type { SecurityMetrics } from '../../ports/security-metrics.js';
 
 /** Security events, counted on the process's Prometheus registry (exposed at `GET /metrics`). */
-export interface SecurityMetrics {
-  csrfFailure(reason: CsrfFailureReason): void;
-  loginFailure(reason: LoginFailureReason): void;
-  /** An account (or unknown username) has just reached the failed-attempt threshold. */
-  lockout(): void;
-}
-
 export function createSecurityMetrics(registry: Registry): SecurityMetrics {
   const csrf = new Counter({
     name: 'csrf_failures_total',

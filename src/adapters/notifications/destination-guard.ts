@@ -1,6 +1,7 @@
 import { lookup as dnsLookup, type LookupAddress } from 'node:dns';
 import { lookup } from 'node:dns/promises';
 import { BlockList, isIP, type LookupFunction } from 'node:net';
+import type { DestinationGuard, DestinationVerdict } from '../../ports/destination-guard.js';
 
 /**
  * The SSRF guard of outgoing notifications: destinations on loopback, private, link-local,
@@ -64,6 +65,20 @@ export async function assertAllowedDestination(url: URL): Promise<void> {
   const addresses = isIP(host) ? [{ address: host }] : await lookup(host, { all: true, verbatim: true });
   if (addresses.length === 0 || addresses.some((a) => isForbiddenAddress(a.address))) {
     throw new ForbiddenDestinationError(url.hostname);
+  }
+}
+
+/** The guard at channel creation: the host's addresses, as DNS gives them now. */
+export class DnsDestinationGuard implements DestinationGuard {
+  async check(url: URL): Promise<DestinationVerdict> {
+    try {
+      await assertAllowedDestination(url);
+      return { allowed: true };
+    } catch (error) {
+      if (error instanceof ForbiddenDestinationError)
+        return { allowed: false, reason: 'forbidden', detail: error.message };
+      return { allowed: false, reason: 'unresolvable', detail: `host ${url.hostname} cannot be resolved` };
+    }
   }
 }
 

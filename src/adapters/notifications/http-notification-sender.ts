@@ -1,6 +1,8 @@
-import { createHmac, randomBytes } from 'node:crypto';
+import { createHmac } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
+import type { NotificationChannel, NotificationRequested } from '../../domain/notification.js';
+import type { NotificationSender } from '../../ports/notification-sender.js';
 import { assertAllowedLiteral, guardedLookup } from './destination-guard.js';
 
 export interface HttpSenderOptions {
@@ -86,15 +88,47 @@ export function postJson(
   });
 }
 
-/** Standard Webhooks: a `whsec_` secret of 24 random bytes. */
-export function newWebhookSecret(): string {
-  return `whsec_${randomBytes(24).toString('base64')}`;
-}
-
 /** Standard Webhooks headers: `webhook-signature` is `v1,` + base64 HMAC-SHA256 of `id.timestamp.body`. */
 export function standardWebhookHeaders(secret: string, id: string, body: string, now = Date.now()) {
   const timestamp = String(Math.floor(now / 1000));
   const key = Buffer.from(secret.replace(/^whsec_/, ''), 'base64');
   const signature = createHmac('sha256', key).update(`${id}.${timestamp}.${body}`).digest('base64');
   return { 'webhook-id': id, 'webhook-timestamp': timestamp, 'webhook-signature': `v1,${signature}` };
+}
+
+/** What the chat message says of the execution that ended. */
+interface ExecutionOutcomeSummary {
+  readonly status: string;
+  readonly duration_ms?: number;
+  readonly error?: string | null;
+}
+
+function chatText(request: NotificationRequested): string {
+  const outcome = request.cause.payload as ExecutionOutcomeSummary;
+  const status = outcome.status.replace('_', ' ');
+  const duration = outcome.duration_ms === undefined ? '' : ` in ${outcome.duration_ms} ms`;
+  const error = outcome.error ? `: ${outcome.error}` : '';
+  return `Execution ${request.execution_id} ${status}${duration}${error}`;
+}
+
+/**
+ * Notifications over HTTP: a webhook channel gets the cause as a Standard Webhooks message signed
+ * with its secret; a chat channel gets `{"text": "Execution … completed in 12 ms"}`.
+ */
+export class HttpNotificationSender implements NotificationSender {
+  constructor(private readonly options: HttpSenderOptions) {}
+
+  async send(channel: NotificationChannel, request: NotificationRequested): Promise<void> {
+    if (channel.type === 'webhook') {
+      const body = JSON.stringify({
+        type: request.cause.event_type,
+        timestamp: new Date().toISOString(),
+        data: request.cause.payload,
+      });
+      const headers = standardWebhookHeaders(channel.secret ?? '', request.notification_id, body);
+      await postJson(channel.url, body, headers, this.options);
+    } else {
+      await postJson(channel.url, JSON.stringify({ text: chatText(request) }), {}, this.options);
+    }
+  }
 }

@@ -1,16 +1,5 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
-
-/** Counters of the event backbone, on the process's registry. */
-export interface EventMetrics {
-  /** The bus took the event (counted when it did, never when it was only stored). */
-  published(topic: string, eventType: string): void;
-  /** The bus can never take the event; the outbox relay moved it to the dead letters. */
-  outboxDeadLettered(topic: string, eventType: string): void;
-  consumed(topic: string, group: string): void;
-  failed(topic: string, group: string): void;
-  deadLettered(topic: string, group: string): void;
-  retried(topic: string): void;
-}
+import type { EventMetrics } from '../../ports/event-metrics.js';
 
 /** The counter's child for two label values, kept once made. */
 function childrenOf<L extends string>(
@@ -68,6 +57,7 @@ function outboxGauges(registry: Registry, backlog: () => Promise<OutboxFigures>)
   });
 }
 
+/** The event backbone's counters (and the outbox gauges, given `backlog`) on the process's registry. */
 export function createEventMetrics(registry: Registry, backlog?: () => Promise<OutboxFigures>): EventMetrics {
   const registers = [registry];
   const published = new Counter({

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsync } from 'fastify';
 import fp from 'fastify-plugin';
 import { unverifiedTokenId } from '../../adapters/auth/jwt.js';
-import type { CsrfFailureReason, SecurityMetrics } from '../../adapters/auth/security-metrics.js';
+import type { CsrfFailureReason, SecurityMetrics } from '../../ports/security-metrics.js';
 import { type AppError, errors } from '../../domain/errors.js';
 import { AuthService } from '../../services/auth-service.js';
 import { ACCESS_TOKEN_COOKIE, CSRF_COOKIE } from './session-cookies.js';

@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
-import type { CachedTarget } from '../../services/redirect-cache.js';
+import type { CachedTarget } from '../../support/redirect-cache.js';
 import type { UrlMappingService } from '../../services/url-mapping-service.js';
 import {
   CodeParams,

@@ -10,8 +10,8 @@ import type {
   SubscribeOptions,
   Subscription,
 } from '../../../ports/event-bus.js';
-import { type AnyKysely, isUniqueViolation } from '../../storage/database.js';
-import type { EventTables } from '../../storage/schema.js';
+import { isUniqueViolation } from '../../storage/database.js';
+import type { DatabaseSchema } from '../../storage/schema.js';
 import type { TransactionalLog } from '../outbox.js';
 import { failure, isPermanent, MessageRefused } from '../publish-outcomes.js';
 import { GroupConsumer } from './group-consumer.js';
@@ -30,13 +30,13 @@ export type { EmbeddedLogOptions } from './log-context.js';
  */
 export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
   readonly partitions: number;
-  private readonly db: Kysely<EventTables>;
+  private readonly db: Kysely<DatabaseSchema>;
   private readonly log: LogContext;
   private readonly offsets: PartitionOffsets;
   private readonly subscriptions = new Set<Subscription>();
 
-  constructor(db: AnyKysely, options: EmbeddedLogOptions) {
-    this.db = db as Kysely<EventTables>;
+  constructor(db: Kysely<DatabaseSchema>, options: EmbeddedLogOptions) {
+    this.db = db;
     this.partitions = options.partitions;
     const statements = logStatements(this.db);
     const wake = new EventEmitter();
@@ -104,7 +104,7 @@ export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
    * change and its events commit together. Partitions are taken in order, so two transactions
    * never wait for each other's partitions in opposite orders (PostgreSQL row locks).
    */
-  async appendInTransaction(trx: AnyKysely, messages: readonly OutgoingMessage[]): Promise<() => void> {
+  async appendInTransaction(trx: Kysely<DatabaseSchema>, messages: readonly OutgoingMessage[]): Promise<() => void> {
     const placed = messages.map((message) => ({ message, partition: partitionFor(message.key, this.partitions) }));
     // Stable: messages of one partition keep their order.
     placed.sort((a, b) =>
@@ -114,7 +114,7 @@ export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
     for (const { message, partition } of placed) {
       const { topic, headers, envelope } = message;
       entries.push(
-        await this.appendEntry(trx as Kysely<EventTables>, topic, partition, envelope.event_id, headers, envelope),
+        await this.appendEntry(trx, topic, partition, envelope.event_id, headers, envelope),
       );
     }
     return () => this.committed(entries);
@@ -151,7 +151,7 @@ export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
 
   /** Appends one message to its partition inside `trx`; a repeated message id fails the unique insert. */
   private async append(
-    trx: Kysely<EventTables>,
+    trx: Kysely<DatabaseSchema>,
     topic: string,
     key: string,
     headers: MessageHeaders,
@@ -163,7 +163,7 @@ export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
   }
 
   private async appendEntry(
-    trx: Kysely<EventTables>,
+    trx: Kysely<DatabaseSchema>,
     topic: string,
     partition: number,
     messageId: string,

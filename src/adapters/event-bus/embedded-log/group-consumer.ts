@@ -3,7 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Kysely } from 'kysely';
 import type { EventEnvelope, MessageHeaders } from '../../../domain/events.js';
 import type { BusMessage, SubscribeOptions } from '../../../ports/event-bus.js';
-import type { EventTables } from '../../storage/schema.js';
+import type { DatabaseSchema } from '../../storage/schema.js';
 import { InFlightWindow } from '../in-flight-window.js';
 import { deliverWindowed, type PartitionAccess } from '../windowed-partition.js';
 import { type GroupKey, GroupLeases } from './group-leases.js';
@@ -43,7 +43,7 @@ export class GroupConsumer {
     if (subscription.concurrency !== undefined) this.window = new InFlightWindow(subscription.concurrency);
   }
 
-  private get db(): Kysely<EventTables> {
+  private get db(): Kysely<DatabaseSchema> {
     return this.log.db;
   }
 
@@ -162,7 +162,7 @@ export class GroupConsumer {
   private commit(p: number, next: number): Promise<unknown> {
     const { statements, options } = this.log;
     const position = { ...this.group, partition: p, next_offset: next };
-    const commit = (db: Kysely<EventTables>) => statements.commitPosition.run(db, position);
+    const commit = (db: Kysely<DatabaseSchema>) => statements.commitPosition.run(db, position);
     return options.transactions ? options.transactions(this.db, commit) : commit(this.db);
   }
 

@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import type { EventTables } from '../../storage/schema.js';
+import type { DatabaseSchema, EventTables } from '../../storage/schema.js';
 
 /** A consumer group on one topic, as the group tables key it. */
 export interface GroupKey {
@@ -17,7 +17,7 @@ type Lease = Pick<EventTables['consumer_leases'], 'partition_no' | 'owner' | 'ex
  */
 export class GroupLeases {
   constructor(
-    private readonly db: Kysely<EventTables>,
+    private readonly db: Kysely<DatabaseSchema>,
     private readonly group: GroupKey,
     private readonly member: string,
     private readonly partitions: number,

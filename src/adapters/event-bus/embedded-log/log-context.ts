@@ -1,6 +1,6 @@
 import type { EventEmitter } from 'node:events';
 import type { Kysely } from 'kysely';
-import type { EventTables } from '../../storage/schema.js';
+import type { DatabaseSchema } from '../../storage/schema.js';
 import type { TransactionRunner } from '../outbox.js';
 import type { LogStatements } from './log-statements.js';
 import type { RecentEntries } from './recent-entries.js';
@@ -21,7 +21,7 @@ export interface EmbeddedLogOptions {
 
 /** What the bus shares with the members of its consumer groups. */
 export interface LogContext {
-  readonly db: Kysely<EventTables>;
+  readonly db: Kysely<DatabaseSchema>;
   readonly statements: LogStatements;
   /** What this process committed lately, for its own consumers. */
   readonly recent: RecentEntries;

@@ -1,13 +1,13 @@
 import type { Kysely } from 'kysely';
 import { PreparedQuery } from '../../storage/prepared-query.js';
-import type { EventTables } from '../../storage/schema.js';
+import type { DatabaseSchema } from '../../storage/schema.js';
 import type { LogRow } from './log-entry.js';
 
 /**
  * The statements of every append and of every position commit, built once: appends are on the
  * write path of every change, commits on the path of every batch a consumer handles.
  */
-export function logStatements(db: Kysely<EventTables>) {
+export function logStatements(db: Kysely<DatabaseSchema>) {
   return {
     takeOffset: new PreparedQuery(db, (db, p) =>
       db
@@ -39,7 +39,7 @@ export function logStatements(db: Kysely<EventTables>) {
         .where('topic', '=', p('topic'))
         .where('partition_no', '=', p('partition')),
     ),
-    insertEntry: new PreparedQuery<EventTables, unknown, LogRow>(db, (db, p) =>
+    insertEntry: new PreparedQuery<DatabaseSchema, unknown, LogRow>(db, (db, p) =>
       db.insertInto('event_log').values({
         topic: p('topic'),
         partition_no: p('partition_no'),

@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import type { EventTables } from '../../storage/schema.js';
+import type { DatabaseSchema } from '../../storage/schema.js';
 import { partitionKey } from './log-entry.js';
 import type { LogStatements } from './log-statements.js';
 
@@ -17,7 +17,7 @@ export class PartitionOffsets {
    * condition fails and the counter is read back instead. Only the condition decides: the
    * expectation is a hint, never trusted.
    */
-  async take(trx: Kysely<EventTables>, topic: string, partition: number): Promise<number> {
+  async take(trx: Kysely<DatabaseSchema>, topic: string, partition: number): Promise<number> {
     const key = partitionKey(topic, partition);
     const expected = this.expected.get(key);
     let offset: number;

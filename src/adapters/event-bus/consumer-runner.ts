@@ -1,28 +1,9 @@
-import type { Span } from '@opentelemetry/api';
-import { createEvent, EVENT_TYPES, TOPICS } from '../domain/events.js';
-import type { EventMetrics } from '../adapters/telemetry/event-metrics.js';
-import { inMessageSpan } from '../adapters/telemetry/message-tracing.js';
-import type { BusMessage, EventBus, Subscription } from '../ports/event-bus.js';
-
-/** An event consumer: a group, its topics and its handler. Handlers must be idempotent by event id. */
-export interface ConsumerDefinition {
-  readonly group: string;
-  readonly topics: readonly string[];
-  readonly startAt?: 'earliest' | 'latest';
-  /** False when the handler does not need messages one after the other (see SubscribeOptions). */
-  readonly ordered?: boolean;
-  /** Messages in the handler at once, each as soon as there is room (see SubscribeOptions). */
-  readonly concurrency?: number;
-  /** How long a held message may go without `inProgress()` before another member gets it (see SubscribeOptions). */
-  readonly ackWaitMs?: number;
-  /** Called when the runner stops, before its subscriptions close: give back what waits. */
-  stop?(): void;
-  /** The consumer span's name; `<topic> process` when absent. */
-  readonly spanName?: string;
-  /** When false, a failing message is retried for ever instead of being dead-lettered. */
-  readonly deadLetter?: boolean;
-  handle(message: BusMessage, span: Span): Promise<void>;
-}
+import type { DeadLetterPayload } from '../../domain/dead-letter.js';
+import { createEvent, EVENT_TYPES, TOPICS } from '../../domain/events.js';
+import type { BusMessage, EventBus, Subscription } from '../../ports/event-bus.js';
+import type { ConsumerDefinition } from '../../ports/event-consumer.js';
+import type { EventMetrics } from '../../ports/event-metrics.js';
+import { inMessageSpan } from '../telemetry/message-tracing.js';
 
 export interface RetryPolicy {
   /** Attempts before the message goes to the dead-letter queue. */
@@ -30,17 +11,6 @@ export interface RetryPolicy {
   /** First delay between attempts; it doubles each time, up to `maxBackoffMs`. */
   readonly backoffMs: number;
   readonly maxBackoffMs: number;
-}
-
-/** What a dead-lettered message carries besides its original headers. */
-export interface DeadLetterPayload {
-  readonly topic: string;
-  readonly partition: number;
-  readonly offset: number;
-  readonly group: string;
-  readonly attempts: number;
-  readonly error: { readonly name: string; readonly message: string };
-  readonly original: BusMessage['envelope'];
 }
 
 export interface ConsumerLogger {

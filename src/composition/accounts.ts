@@ -1,0 +1,74 @@
+import { BcryptPasswordHasher } from '../adapters/auth/bcrypt-password-hasher.js';
+import { CsrfTokens } from '../adapters/auth/csrf.js';
+import { JwtCodec } from '../adapters/auth/jwt.js';
+import { resolveSecretKey } from '../adapters/auth/secret-key.js';
+import { createSecurityMetrics } from '../adapters/auth/security-metrics.js';
+import type { Database } from '../adapters/storage/database.js';
+import { KyselySettingsRepository } from '../adapters/storage/kysely-settings-repository.js';
+import { KyselyUserRepository } from '../adapters/storage/kysely-user-repository.js';
+import { AUTH_SETTINGS, RATE_LIMIT_SETTINGS } from '../domain/settings.js';
+import type { SecurityMetrics } from '../ports/security-metrics.js';
+import { AuthService } from '../services/auth-service.js';
+import { RateLimitPolicies } from '../services/rate-limit-policies.js';
+import { RuntimeSettings } from '../services/runtime-settings.js';
+import type { CompositionContext } from './context.js';
+import type { SharedState } from './shared-state.js';
+
+/** How often each instance polls for runtime-settings changes by default (within 1 s is promised). */
+const SETTINGS_POLL_INTERVAL_MS = 250;
+
+export interface Accounts {
+  readonly runtimeSettings: RuntimeSettings;
+  /** The rate-limit policies in force, following the runtime settings. */
+  readonly rateLimitPolicies: RateLimitPolicies;
+  readonly securityMetrics: SecurityMetrics;
+  readonly auth: AuthService;
+}
+
+/**
+ * The account side: runtime settings (account settings and rate-limit values, env values until
+ * an administrator changes them), users, tokens, and the ADMIN_* administrator.
+ */
+export async function composeAccounts(
+  context: CompositionContext,
+  database: Database,
+  shared: SharedState,
+  settingsPollIntervalMs = SETTINGS_POLL_INTERVAL_MS,
+): Promise<Accounts> {
+  const { config, logger, stack, clock, metrics } = context;
+  const runtimeSettings = new RuntimeSettings({
+    definitions: [...Object.values(AUTH_SETTINGS), ...RATE_LIMIT_SETTINGS],
+    defaults: { ...config.auth.defaults, ...RateLimitPolicies.defaults(config.rateLimit) },
+    repository: new KyselySettingsRepository(database.db),
+    counters: shared.counters,
+    clock,
+    pollIntervalMs: settingsPollIntervalMs,
+    logger,
+  });
+  stack.defer('runtime settings', () => runtimeSettings.stop());
+  await runtimeSettings.start();
+  const rateLimitPolicies = new RateLimitPolicies(config.rateLimit);
+  // The stored rate-limit settings now, and every change from any instance from now on.
+  rateLimitPolicies.follow(runtimeSettings);
+
+  const secretKey = resolveSecretKey(config.auth);
+  const securityMetrics = createSecurityMetrics(metrics.registry);
+  const auth = new AuthService({
+    users: new KyselyUserRepository(database.db),
+    passwords: new BcryptPasswordHasher(config.auth.bcryptRounds),
+    state: shared.authState,
+    settings: runtimeSettings,
+    tokens: new JwtCodec(secretKey, clock),
+    csrf: new CsrfTokens(secretKey),
+    clock,
+    metrics: securityMetrics,
+    accessTokenMinutes: config.auth.accessTokenMinutes,
+  });
+  const { username, email, password } = config.auth.admin;
+  if (username !== undefined && email !== undefined && password !== undefined) {
+    if (await auth.ensureAdmin({ username, email, password })) {
+      logger.info({ username }, 'administrator created from ADMIN_USERNAME');
+    }
+  }
+  return { runtimeSettings, rateLimitPolicies, securityMetrics, auth };
+}

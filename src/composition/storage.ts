@@ -1,0 +1,37 @@
+import { type Database, openDatabase } from '../adapters/storage/database.js';
+import { migrateToLatest } from '../adapters/storage/migrations.js';
+import { KyselyTracingPlugin } from '../adapters/telemetry/kysely-tracing-plugin.js';
+import type { CompositionContext } from './context.js';
+
+/** How often a SQLite database's WAL is checkpointed in the background. */
+const SQLITE_CHECKPOINT_INTERVAL_MS = 100;
+
+/** Calls `log` at most once per 10 s: a restart breaks every pooled connection at once. */
+function everyFewSeconds(log: (error: Error) => void): (error: Error) => void {
+  let last = -Infinity;
+  return (error) => {
+    const now = performance.now();
+    if (now - last < 10_000) return;
+    last = now;
+    log(error);
+  };
+}
+
+/** The service's database, traced when tracing is on, with its schema brought up to date. */
+export async function openStorage({ config, logger, stack }: CompositionContext): Promise<Database> {
+  // One span per SQL statement when tracing is on; nothing in the way when it is off.
+  const tracing = config.tracing.enabled ? new KyselyTracingPlugin({ dialect: config.database.kind }) : undefined;
+  const database = stack.use(
+    'database',
+    openDatabase(config.database, {
+      ...(tracing ? { plugins: [tracing], log: tracing.log } : {}),
+      // SQLite: the WAL is copied into the database file off the event loop.
+      checkpointIntervalMs: SQLITE_CHECKPOINT_INTERVAL_MS,
+      onConnectionLost: everyFewSeconds((error) =>
+        logger.warn({ err: error.message }, 'database connection lost; the pool opens a new one when next needed'),
+      ),
+    }),
+  );
+  await migrateToLatest(database.db, database.dialect);
+  return database;
+}

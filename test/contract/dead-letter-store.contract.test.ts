@@ -1,0 +1,122 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
+import { KyselyDeadLetterStore } from '../../src/adapters/storage/kysely-dead-letter-store.js';
+import { migrateToLatest } from '../../src/adapters/storage/migrations.js';
+import { createEvent } from '../../src/domain/events.js';
+import type { DeadLetterStore, NewDeadLetter } from '../../src/ports/dead-letter-store.js';
+import { BACKENDS, type TestDatabase, testConfig } from '../helpers/backends.js';
+
+const AT = Date.parse('2024-05-06T07:08:09.123Z');
+
+const newLetter = (overrides: Partial<NewDeadLetter> = {}): NewDeadLetter => {
+  const { envelope } = createEvent(
+    'url.created',
+    { code: 'abc', n: [1, 2] },
+    {
+      service: 'urlshortener',
+      topic: 'url_events',
+      key: 'abc',
+    },
+  );
+  return {
+    dlq_event_id: randomUUID(),
+    topic: 'url_events',
+    partition: 5,
+    group: 'event-store',
+    headers: { event_type: 'url.created', service: 'urlshortener', traceparent: '', tracestate: '' },
+    envelope,
+    error: 'Error: boom',
+    attempts: 3,
+    status: 'parked',
+    ...overrides,
+  };
+};
+
+/** One contract, every storage adapter: what consumers gave up on. */
+describe.each(BACKENDS)('DeadLetterStore on $name', (backend) => {
+  let testDb: TestDatabase;
+  let database: Database;
+  let store: DeadLetterStore;
+
+  beforeAll(async () => {
+    if (!backend.available) return;
+    testDb = await backend.create();
+    database = openDatabase(testConfig(testDb.databaseUrl).database);
+    await migrateToLatest(database.db, database.dialect);
+    store = new KyselyDeadLetterStore(database.db);
+  });
+  afterAll(async () => {
+    await database?.close();
+    await testDb?.drop();
+  });
+
+  it.skipIf(!backend.available)('records a letter and reads it back as the admin API shows it', async () => {
+    const letter = newLetter();
+    const id = await store.record(letter, AT);
+    expect(await store.get(id)).toEqual({
+      id,
+      event_id: letter.envelope.event_id,
+      event_type: 'url.created',
+      topic: 'url_events',
+      partition: 5,
+      group: 'event-store',
+      status: 'parked',
+      attempts: 3,
+      error: 'Error: boom',
+      headers: letter.headers,
+      envelope: letter.envelope,
+      created_at: '2024-05-06T07:08:09.123Z',
+      updated_at: '2024-05-06T07:08:09.123Z',
+    });
+    expect(await store.get(id + 1000)).toBeUndefined();
+  });
+
+  it.skipIf(!backend.available)('finds a letter by the dead-letter message that recorded it', async () => {
+    const letter = newLetter({ status: 'retrying' });
+    const id = await store.record(letter, AT);
+    expect(await store.findByMessage(letter.dlq_event_id)).toEqual({ id, status: 'retrying' });
+    expect(await store.findByMessage(randomUUID())).toBeUndefined();
+    await expect(store.record(letter, AT)).rejects.toThrow();
+  });
+
+  it.skipIf(!backend.available)('counts the letters other messages recorded for one event in one group', async () => {
+    const first = newLetter();
+    const again = { ...newLetter(), envelope: first.envelope };
+    const otherGroup = { ...newLetter(), envelope: first.envelope, group: 'notifier' };
+    for (const letter of [first, again, otherGroup]) await store.record(letter, AT);
+    const eventId = first.envelope.event_id;
+    expect(await store.countOthers(eventId, 'event-store', first.dlq_event_id)).toBe(1);
+    expect(await store.countOthers(eventId, 'event-store', randomUUID())).toBe(2);
+    expect(await store.countOthers(eventId, 'notifier', first.dlq_event_id)).toBe(1);
+    expect(await store.countOthers(randomUUID(), 'event-store', first.dlq_event_id)).toBe(0);
+  });
+
+  it.skipIf(!backend.available)('changes a status, stamping the change time only', async () => {
+    const id = await store.record(newLetter(), AT);
+    await store.setStatus(id, 'discarded', AT + 60_000);
+    expect(await store.get(id)).toMatchObject({
+      status: 'discarded',
+      created_at: '2024-05-06T07:08:09.123Z',
+      updated_at: '2024-05-06T07:09:09.123Z',
+    });
+  });
+
+  it.skipIf(!backend.available)('lists oldest first, by status, a page after an id', async () => {
+    const ids: number[] = [];
+    for (const status of ['retried', 'parked', 'retried', 'retried'] as const) {
+      ids.push(await store.record(newLetter({ status }), AT));
+    }
+    const retried = (await store.list({ status: 'retried', limit: 500 })).map((l) => l.id);
+    expect(retried).toEqual([...retried].sort((a, b) => a - b));
+    expect(retried).toEqual(expect.arrayContaining([ids[0], ids[2], ids[3]]));
+    expect(retried).not.toContain(ids[1]);
+    expect((await store.list({ status: 'retried', limit: 2, after: ids[0] })).map((l) => l.id)).toEqual([
+      ids[2],
+      ids[3],
+    ]);
+    const all = await store.list({ limit: 3 });
+    expect(all).toHaveLength(3);
+    expect(all.map((l) => l.id)).toEqual([...all.map((l) => l.id)].sort((a, b) => a - b));
+  });
+});
