@@ -113,9 +113,7 @@ export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
     const entries: LogRow[] = [];
     for (const { message, partition } of placed) {
       const { topic, headers, envelope } = message;
-      entries.push(
-        await this.appendEntry(trx, topic, partition, envelope.event_id, headers, envelope),
-      );
+      entries.push(await this.appendEntry(trx, topic, partition, envelope.event_id, headers, envelope));
     }
     return () => this.committed(entries);
   }
