@@ -5,9 +5,9 @@
  * was away.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { type TestApp, useTestApp, useTestApps, useTestDatabase } from '../helpers/app.js';
+import { type TestApp, useTestApp, useTestApps } from '../helpers/app.js';
 import { login, loginRequest, ManualClock, me, newUser, registerUser, type Session } from '../helpers/auth.js';
-import { BACKENDS, postgres } from '../helpers/backends.js';
+import { BACKENDS, postgres, useTestDatabase } from '../helpers/backends.js';
 import type { Injector } from '../helpers/http.js';
 import { OwnRedisServer, redisServerBinaryAvailable } from '../helpers/own-redis-server.js';
 
@@ -47,10 +47,10 @@ describe.each(BACKENDS)(
     it('keeps the logged-out token refused and the lockout in force', async (ctx) => {
       if (!backend.available) return ctx.skip();
       const clock = new ManualClock();
-      const first = await start(backend, { SECRET_KEY }, { database, clock });
+      const first = await start(backend, { SECRET_KEY }, { accounts: true, database, clock });
       const state = await makeState(first.app);
       await first.close(); // the process ends: its memory goes with it
-      const second = await start(backend, { SECRET_KEY }, { database, clock });
+      const second = await start(backend, { SECRET_KEY }, { accounts: true, database, clock });
       await expectStateHolds(second.app, state);
     });
   },
@@ -70,8 +70,8 @@ describe.skipIf(!redisServerBinaryAvailable() || !postgres.available)(
     const database = useTestDatabase(postgres);
     const env = () => ({ SECRET_KEY, REDIS_URL: redis.url, REDIS_TIMEOUT_MS: '200' });
     const clock = new ManualClock();
-    let a: TestApp = useTestApp(postgres, env, { database, clock });
-    const b = useTestApp(postgres, env, { database, clock });
+    let a: TestApp = useTestApp(postgres, env, { accounts: true, database, clock });
+    const b = useTestApp(postgres, env, { accounts: true, database, clock });
     const start = useTestApps();
     afterEach(async () => {
       await redis?.start();
@@ -104,7 +104,7 @@ describe.skipIf(!redisServerBinaryAvailable() || !postgres.available)(
       await a.close();
       await redis.stop();
       await redis.start();
-      a = await start(postgres, { SECRET_KEY, REDIS_URL: redis.url }, { database, clock: b.clock });
+      a = await start(postgres, { SECRET_KEY, REDIS_URL: redis.url }, { accounts: true, database, clock: b.clock });
       await expectStateHolds(a.app, state);
       await expectStateHolds(b.app, state);
     });

@@ -18,7 +18,7 @@ import { sqlite, testConfig, type TestDatabase } from '../helpers/backends.js';
 import { FAST_BUS } from '../helpers/event-buses.js';
 import { eventually } from '../helpers/eventually.js';
 import { type ServerProcess, startServer } from '../helpers/server-process.js';
-import { natsServerBinaryAvailable, OwnNatsServer } from './own-nats-server.js';
+import { natsServerBinaryAvailable, OwnNatsServer } from '../helpers/own-nats-server.js';
 import { storedCreatedByCode } from '../helpers/event-store.js';
 
 const body = (code: string) =>

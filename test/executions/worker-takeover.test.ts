@@ -13,12 +13,12 @@ import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { EventTables } from '../../src/adapters/event-bus/event-tables.js';
-import { useTestApp, useTestDatabase } from '../helpers/app.js';
+import { useTestApp } from '../helpers/app.js';
 import { type Session, signUp } from '../helpers/auth.js';
-import { type Backend, postgres, sqlite } from '../helpers/backends.js';
+import { type Backend, postgres, sqlite, useTestDatabase } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
 import { type ServerProcess, startServer } from '../helpers/server-process.js';
-import { natsServerBinaryAvailable, OwnNatsServer } from '../events/own-nats-server.js';
+import { natsServerBinaryAvailable, OwnNatsServer } from '../helpers/own-nats-server.js';
 import { submit } from './execution-client.js';
 
 const ACK_WAIT_MS = 3000;

@@ -4,6 +4,7 @@ import type { NatsEventBus } from '../../src/adapters/event-bus/nats-event-bus.j
 import { compose, type Service } from '../../src/composition-root.js';
 import { AUTH_TEST_ENV, login, ManualClock, type Session, signUp } from './auth.js';
 import { type Backend, type TestDatabase, testConfig } from './backends.js';
+import { lazy } from './lazy.js';
 import { NATS_URL } from './services.js';
 
 export type Env = Readonly<Record<string, string>>;
@@ -26,7 +27,7 @@ export interface TestAppOptions {
    * (`clock`, a new one unless given).
    */
   readonly accounts?: boolean;
-  /** The manual clock to run on, e.g. one shared by two instances; implies `accounts`. */
+  /** A clock the test moves by hand, e.g. one shared by two instances; the system clock unless given. */
   readonly clock?: ManualClock;
   /** A database to share with another instance; by default a fresh one, dropped on close. */
   readonly database?: TestDatabase;
@@ -51,7 +52,7 @@ export interface TestApp {
   /** The app's `inject`, so that the handle stands wherever an app is injected into. */
   readonly inject: FastifyInstance['inject'];
   readonly database: TestDatabase;
-  /** The manual clock of an `accounts` app. */
+  /** The manual clock of an app started with `accounts` or a `clock`. */
   readonly clock: ManualClock;
   /** The session of `options.admin`. */
   readonly admin: Session;
@@ -74,8 +75,8 @@ type Started = Omit<TestApp, 'inject' | 'clock' | 'admin' | 'close'> & {
 
 /** The service on a fresh database of `backend` (or `options.database`); the caller closes it. */
 export async function startTestApp(backend: Backend, env: Env = {}, options: TestAppOptions = {}): Promise<TestApp> {
-  const accounts = options.accounts || options.clock !== undefined;
-  const clock = accounts ? (options.clock ?? new ManualClock()) : undefined;
+  const accounts = options.accounts === true;
+  const clock = options.clock ?? (accounts ? new ManualClock() : undefined);
   const database = options.database ?? (await backend.create());
   const settings = {
     ...(accounts ? AUTH_TEST_ENV : {}),
@@ -123,9 +124,7 @@ export function useTestApp(backend: Backend, env: Env | (() => Env) = {}, option
     get running() {
       return started !== undefined;
     },
-    get service() {
-      return current().service;
-    },
+    service: lazy(() => current().service),
     get app() {
       return current().app;
     },
@@ -167,31 +166,6 @@ export function useTestApps(scope: 'each' | 'all' = 'all') {
   };
 }
 
-/**
- * A fresh database of `backend` for a suite whose instances share it: created in a `beforeAll`
- * (when `backend.available` and `when`), dropped in its `afterAll`.
- */
-export function useTestDatabase(backend: Backend, when = true): TestDatabase {
-  let database: TestDatabase | undefined;
-  beforeAll(async () => {
-    if (backend.available && when) database = await backend.create();
-  });
-  afterAll(async () => {
-    await database?.drop();
-  });
-  return {
-    get databaseUrl() {
-      if (!database)
-        throw new Error(`the ${backend.name} test database does not exist (not available, or not created yet)`);
-      return database.databaseUrl;
-    },
-    drop: async () => {
-      await database?.drop();
-      database = undefined;
-    },
-  };
-}
-
 function handle(started: Started, close: () => Promise<void>): TestApp {
   const { app, clock, admin } = started;
   return {
@@ -209,7 +183,7 @@ function handle(started: Started, close: () => Promise<void>): TestApp {
   };
 }
 
-/** A session whose fields are read from `read()` when used. */
+/** A session whose fields are read from `read()` when used (and spread, unlike a proxy's). */
 function sessionView(read: () => Session | undefined, what: string): Session {
   const current = () => {
     const session = read();

@@ -1,6 +1,20 @@
 import { afterAll, beforeAll } from 'vitest';
+import type { EventMetrics } from '../../src/adapters/telemetry/event-metrics.js';
+import type { EventBus } from '../../src/ports/event-bus.js';
 import { type ConsumerDefinition, ConsumerRunner, type RetryPolicy } from '../../src/services/consumer-runner.js';
 import type { SuiteTestApp } from './app.js';
+
+/** A consumer group of the test's own on `bus`, with its own retry policy; the caller stops it. */
+export async function startTestConsumer(
+  bus: EventBus,
+  metrics: EventMetrics,
+  policy: RetryPolicy,
+  consumer: ConsumerDefinition,
+): Promise<ConsumerRunner> {
+  const runner = new ConsumerRunner(bus, policy, metrics, { warn: () => undefined }, 'urlshortener');
+  await runner.start(consumer);
+  return runner;
+}
 
 /**
  * A consumer group of the test's own on the app's bus, with its own retry policy: started in a
@@ -11,8 +25,7 @@ export function useTestConsumer(app: SuiteTestApp, policy: RetryPolicy, consumer
   beforeAll(async () => {
     if (!app.running) return;
     const { bus, metrics } = app.service.events;
-    runner = new ConsumerRunner(bus, policy, metrics, { warn: () => undefined }, 'urlshortener');
-    await runner.start(consumer);
+    runner = await startTestConsumer(bus, metrics, policy, consumer);
   });
   afterAll(async () => {
     await runner?.stop();

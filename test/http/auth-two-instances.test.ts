@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { adminEnv, type TestApp, useTestApp, useTestDatabase } from '../helpers/app.js';
-import { postgres } from '../helpers/backends.js';
+import { adminEnv, type TestApp, useTestApp } from '../helpers/app.js';
+import { postgres, useTestDatabase } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
 import { expectError } from '../helpers/http.js';
 import {
@@ -37,8 +37,8 @@ describe('two instances sharing PostgreSQL and Redis', () => {
     ...adminEnv(ADMIN),
   };
   const clock = new ManualClock();
-  const a = useTestApp(postgres, env, { database, clock, admin: ADMIN, when: available });
-  const b = useTestApp(postgres, env, { database, clock, when: available });
+  const a = useTestApp(postgres, env, { accounts: true, database, clock, admin: ADMIN, when: available });
+  const b = useTestApp(postgres, env, { accounts: true, database, clock, when: available });
   const adminOnA = a.admin;
 
   const account = async () => {

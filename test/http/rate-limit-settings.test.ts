@@ -5,9 +5,9 @@
  */
 import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, describe, expect, it } from 'vitest';
-import { adminEnv, type TestApp, useTestApp, useTestApps, useTestDatabase } from '../helpers/app.js';
+import { adminEnv, type TestApp, useTestApp, useTestApps } from '../helpers/app.js';
 import { login, type Session } from '../helpers/auth.js';
-import { sqlite } from '../helpers/backends.js';
+import { sqlite, useTestDatabase } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
 import { expectError } from '../helpers/http.js';
 import { deleteRedisKeys, uniqueRedisPrefix } from '../helpers/redis.js';

@@ -9,9 +9,9 @@ import type { FastifyInstance } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Database } from '../../src/adapters/storage/database.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { adminEnv, type TestApp, useTestApp, useTestApps, useTestDatabase } from '../helpers/app.js';
+import { adminEnv, type TestApp, useTestApp, useTestApps } from '../helpers/app.js';
 import { jsonPost, login, type Session, signUp } from '../helpers/auth.js';
-import { BACKENDS, sqlite } from '../helpers/backends.js';
+import { BACKENDS, sqlite, useTestDatabase } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
 import { Receiver, verifyStandardWebhook } from './receiver.js';
 
