@@ -10,7 +10,8 @@ import { useTestApp } from '../helpers/app.js';
 import { postgres, useTestDatabase } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
 import { codeMaker, createMapping, expectRedirect, HTTP_TEST_ENV, newMapping, patchMapping } from '../helpers/http.js';
-import { NATS_URL, natsAvailable, uniqueNatsPrefix } from '../helpers/services.js';
+import { NATS_URL, natsAvailable } from '../helpers/services.js';
+import { uniqueNatsPrefix } from '../helpers/nats.js';
 
 const natsUp = await natsAvailable();
 const VARIANTS = [

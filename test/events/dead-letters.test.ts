@@ -14,10 +14,11 @@ import type { DeadLetter } from '../../src/services/dead-letter-manager.js';
 import { useTestApp } from '../helpers/app.js';
 import { metricValue } from '../helpers/auth.js';
 import { useTestConsumer } from '../helpers/consumers.js';
-import { type Backend, postgres, sqlite } from '../helpers/backends.js';
+import { busVariants } from '../helpers/event-buses.js';
 import { eventually } from '../helpers/eventually.js';
 import { codeMaker, createMapping, expectError, newMapping } from '../helpers/http.js';
-import { natsAvailable, uniqueNatsPrefix } from '../helpers/services.js';
+import { natsAvailable } from '../helpers/services.js';
+import { uniqueNatsPrefix } from '../helpers/nats.js';
 
 const ADMIN = { username: 'dlq_admin', email: 'dlq_admin@example.com', password: 'admin password 1' };
 const ATTEMPTS = 2;
@@ -33,20 +34,10 @@ const ENV = {
 };
 const GROUP = 'flaky-test-group';
 
-interface Variant {
-  readonly name: string;
-  readonly backend: Backend;
-  readonly nats: boolean;
-}
-const VARIANTS: Variant[] = [
-  { name: 'the embedded bus on sqlite', backend: sqlite, nats: false },
-  { name: 'the embedded bus on postgres', backend: postgres, nats: false },
-  { name: 'NATS JetStream', backend: sqlite, nats: true },
-];
-const natsUp = await natsAvailable();
+const VARIANTS = busVariants(await natsAvailable(), 'NATS JetStream');
 
 describe.each(VARIANTS)('dead letters on $name', (variant) => {
-  const ok = variant.backend.available && (!variant.nats || natsUp);
+  const ok = variant.available;
   const t = useTestApp(variant.backend, ENV, {
     accounts: true,
     admin: ADMIN,

@@ -17,6 +17,7 @@ import { eventually } from '../helpers/eventually.js';
 import { HTTP_TEST_ENV, postShorten } from '../helpers/http.js';
 import { natsServerBinaryAvailable, useOwnNatsServer } from '../helpers/own-nats-server.js';
 import { storedCreatedByCode } from '../helpers/event-store.js';
+import { connectTestNatsBus } from '../helpers/nats.js';
 
 const backend = postgres.available ? postgres : sqlite;
 
@@ -41,15 +42,7 @@ describe(`NATS outage during writes (${backend.name})`, () => {
 
   beforeAll(async () => {
     if (!ok) return;
-    observer = await NatsEventBus.connect({
-      url: nats.url,
-      partitions: 4,
-      ackWaitMs: 2000,
-      retryDelayMs: 50,
-      prefix,
-      retentionMs: 3_600_000,
-      duplicateWindowMs: 120_000,
-    });
+    observer = await connectTestNatsBus(nats.url, prefix, 2000);
     subscription = await observer.subscribe({
       group: 'outage-observer',
       topic: TOPICS.url,

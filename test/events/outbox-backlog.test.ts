@@ -12,7 +12,7 @@ import { postgres, sqlite } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
 import { codeMaker, createMapping, HTTP_TEST_ENV, newMapping } from '../helpers/http.js';
 import { natsServerBinaryAvailable, useOwnNatsServer } from '../helpers/own-nats-server.js';
-import { uniqueNatsPrefix } from '../helpers/services.js';
+import { uniqueNatsPrefix } from '../helpers/nats.js';
 
 const backend = postgres.available ? postgres : sqlite;
 

@@ -14,11 +14,13 @@ import { createEvent, EVENT_TYPES, TOPICS } from '../../src/domain/events.js';
 import type { DeadLetter } from '../../src/services/dead-letter-manager.js';
 import { useTestApp } from '../helpers/app.js';
 import { metricValue } from '../helpers/auth.js';
-import { type Backend, postgres, sqlite } from '../helpers/backends.js';
+import { postgres, sqlite } from '../helpers/backends.js';
+import { busVariants } from '../helpers/event-buses.js';
 import { storedCreatedByCode } from '../helpers/event-store.js';
 import { eventually } from '../helpers/eventually.js';
 import { codeMaker, createMapping, expectError, newMapping, postShorten } from '../helpers/http.js';
-import { natsAvailable, uniqueNatsPrefix } from '../helpers/services.js';
+import { natsAvailable } from '../helpers/services.js';
+import { uniqueNatsPrefix } from '../helpers/nats.js';
 
 const ADMIN = { username: 'poison_admin', email: 'poison_admin@example.com', password: 'admin password 1' };
 const natsUp = await natsAvailable();
@@ -120,54 +122,49 @@ describe(`a poison event first in the outbox (NATS, ${backend.name})`, () => {
   });
 });
 
-interface Variant {
-  readonly name: string;
-  readonly backend: Backend;
-  readonly nats: boolean;
-}
-const VARIANTS: Variant[] = [
-  { name: 'the embedded bus on sqlite', backend: sqlite, nats: false },
-  { name: 'the embedded bus on postgres', backend: postgres, nats: false },
-  { name: `NATS on ${backend.name}`, backend, nats: true },
-];
-
-describe.each(VARIANTS)('an event over EVENT_MAX_BYTES at append, $name', (variant) => {
-  const ok = variant.backend.available && (!variant.nats || natsUp);
-  const t = useTestApp(
-    variant.backend,
-    { EVENT_MAX_BYTES: '1024', EVENT_POLL_MS: '50' },
-    { accounts: true, natsPrefix: variant.nats ? uniqueNatsPrefix('big') : undefined, when: ok },
-  );
-  let db: Kysely<EventTables>;
-  const nextCode = codeMaker('big');
-
-  beforeAll(() => {
-    if (t.running) db = t.service.database.db as unknown as Kysely<EventTables>;
-  });
-
-  it.skipIf(!ok)('refuses the change with 422 {detail}; nothing is stored; changes beside it go through', async () => {
-    const big = newMapping(nextCode, { url: `https://example.com/${'a'.repeat(1500)}` });
-    const small = Array.from({ length: 8 }, () => newMapping(nextCode));
-    // Together, so that on SQLite they share one group commit: the refused change is rolled back alone.
-    const [refused, ...accepted] = await Promise.all([big, ...small].map((body) => postShorten(t.app, body)));
-    expectError(
-      refused!,
-      422,
-      /^The change is refused: its url\.created event would be \d+ bytes, over the limit of 1024 bytes$/,
+describe.each(busVariants(natsUp, `NATS on ${backend.name}`, backend))(
+  'an event over EVENT_MAX_BYTES at append, $name',
+  (variant) => {
+    const ok = variant.available;
+    const t = useTestApp(
+      variant.backend,
+      { EVENT_MAX_BYTES: '1024', EVENT_POLL_MS: '50' },
+      { accounts: true, natsPrefix: variant.nats ? uniqueNatsPrefix('big') : undefined, when: ok },
     );
-    for (const response of accepted) expect(response.statusCode, response.body).toBe(201);
+    let db: Kysely<EventTables>;
+    const nextCode = codeMaker('big');
 
-    expect((await t.app.inject({ url: `/${big.code}` })).statusCode).toBe(404);
-    await eventually(
+    beforeAll(() => {
+      if (t.running) db = t.service.database.db as unknown as Kysely<EventTables>;
+    });
+
+    it.skipIf(!ok)(
+      'refuses the change with 422 {detail}; nothing is stored; changes beside it go through',
       async () => {
-        const stored = await storedCreatedByCode(db);
-        for (const body of small) expect(stored.get(body.code), body.code).toHaveLength(1);
-        expect(stored.has(big.code)).toBe(false);
+        const big = newMapping(nextCode, { url: `https://example.com/${'a'.repeat(1500)}` });
+        const small = Array.from({ length: 8 }, () => newMapping(nextCode));
+        // Together, so that on SQLite they share one group commit: the refused change is rolled back alone.
+        const [refused, ...accepted] = await Promise.all([big, ...small].map((body) => postShorten(t.app, body)));
+        expectError(
+          refused!,
+          422,
+          /^The change is refused: its url\.created event would be \d+ bytes, over the limit of 1024 bytes$/,
+        );
+        for (const response of accepted) expect(response.statusCode, response.body).toBe(201);
+
+        expect((await t.app.inject({ url: `/${big.code}` })).statusCode).toBe(404);
+        await eventually(
+          async () => {
+            const stored = await storedCreatedByCode(db);
+            for (const body of small) expect(stored.get(body.code), body.code).toHaveLength(1);
+            expect(stored.has(big.code)).toBe(false);
+          },
+          { timeoutMs: 15_000, intervalMs: 100 },
+        );
+        const logged = await db.selectFrom('event_log').select('envelope').execute();
+        expect(logged.filter((row) => row.envelope.includes(big.code))).toEqual([]);
+        await eventually(async () => expect(await db.selectFrom('event_outbox').select('id').execute()).toEqual([]));
       },
-      { timeoutMs: 15_000, intervalMs: 100 },
     );
-    const logged = await db.selectFrom('event_log').select('envelope').execute();
-    expect(logged.filter((row) => row.envelope.includes(big.code))).toEqual([]);
-    await eventually(async () => expect(await db.selectFrom('event_outbox').select('id').execute()).toEqual([]));
-  });
-});
+  },
+);

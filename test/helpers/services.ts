@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import net from 'node:net';
 
 /**
@@ -40,8 +39,3 @@ export const NATS_URL = process.env.TEST_NATS_URL ?? 'nats://127.0.0.1:4222';
 /** Lazily checked, so suites that do not need Redis or NATS do not probe them. */
 export const redisAvailable = () => requireService('Redis', REDIS_URL);
 export const natsAvailable = () => requireService('NATS', NATS_URL.replace(/^nats:/, 'http:'));
-
-/** A NATS stream prefix no other test run uses, led by `suite` (a few letters). */
-export function uniqueNatsPrefix(suite: string): string {
-  return `${suite}${randomBytes(4).toString('hex')}_`;
-}

@@ -28,7 +28,8 @@ import { jsonPost } from '../helpers/auth.js';
 import { sqlite } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
 import { useTestConsumer } from '../helpers/consumers.js';
-import { NATS_URL, natsAvailable, uniqueNatsPrefix } from '../helpers/services.js';
+import { NATS_URL, natsAvailable } from '../helpers/services.js';
+import { uniqueNatsPrefix } from '../helpers/nats.js';
 
 const natsUp = await natsAvailable();
 const VARIANTS = [
