@@ -120,34 +120,24 @@ export function useTestApp(backend: Backend, env: Env | (() => Env) = {}, option
     if (!started) throw new Error(`the ${backend.name} test app is not running (not available, or not started yet)`);
     return started;
   };
-  return {
+  const suite = {
     get running() {
       return started !== undefined;
     },
     service: lazy(() => current().service),
-    get app() {
-      return current().app;
-    },
-    get inject() {
-      return current().inject;
-    },
-    get database() {
-      return current().database;
-    },
-    get clock() {
-      return current().clock;
-    },
     // Read when used, so that a suite can name it before its `beforeAll` has logged in.
     admin: sessionView(() => started?.admin, 'the administrator'),
     close: () => current().close(),
-    user(prefix) {
+    user(prefix: string) {
       let session: Session | undefined;
       beforeAll(async () => {
         if (started) session = (await signUp(started.app, prefix)).session;
       });
       return sessionView(() => session, `user ${prefix}`);
     },
-  };
+  } as SuiteTestApp;
+  defineReadThrough(suite, ['app', 'inject', 'database', 'clock'], current);
+  return suite;
 }
 
 /**
@@ -185,23 +175,16 @@ function handle(started: Started, close: () => Promise<void>): TestApp {
 
 /** A session whose fields are read from `read()` when used (and spread, unlike a proxy's). */
 function sessionView(read: () => Session | undefined, what: string): Session {
-  const current = () => {
+  const view = {} as Session;
+  defineReadThrough(view, ['accessToken', 'csrfToken', 'cookie', 'headers'], () => {
     const session = read();
     if (!session) throw new Error(`${what} has no session (the test app is not running)`);
     return session;
-  };
-  return {
-    get accessToken() {
-      return current().accessToken;
-    },
-    get csrfToken() {
-      return current().csrfToken;
-    },
-    get cookie() {
-      return current().cookie;
-    },
-    get headers() {
-      return current().headers;
-    },
-  };
+  });
+  return view;
+}
+
+/** Defines each of `keys` on `target` as a getter of that key of `read()`, read at the time of use. */
+function defineReadThrough<T>(target: T, keys: readonly (keyof T)[], read: () => T): void {
+  for (const key of keys) Object.defineProperty(target, key, { get: () => read()[key], enumerable: true });
 }
