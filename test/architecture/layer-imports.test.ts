@@ -19,7 +19,7 @@ describe('the inner layers import ports, never adapters or http/', () => {
     ['src/services/bad.ts', "import { JwtCodec } from '../adapters/auth/jwt.js';\nexport const codec = JwtCodec;\n"],
     [
       'src/consumers/bad.ts',
-      "import type { EventTables } from '../adapters/event-bus/event-tables.js';\nexport type T = EventTables;\n",
+      "import type { EventTables } from '../adapters/storage/schema.js';\nexport type T = EventTables;\n",
     ],
     ['src/domain/bad.ts', "export { errorHandler } from '../http/error-handler.js';\n"],
     [

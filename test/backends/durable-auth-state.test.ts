@@ -4,29 +4,20 @@
  * database), and both across two instances sharing Redis, including a logout made while Redis
  * was away.
  */
-import type { FastifyInstance } from 'fastify';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import {
-  type AuthTestApp,
-  login,
-  loginRequest,
-  ManualClock,
-  me,
-  newUser,
-  registerUser,
-  type Session,
-  startAuthApp,
-} from '../helpers/auth.js';
-import { BACKENDS, postgres, type TestDatabase } from '../helpers/backends.js';
+import { type TestApp, useTestApp, useTestApps } from '../helpers/app.js';
+import { login, loginRequest, ManualClock, me, newUser, registerUser, type Session } from '../helpers/auth.js';
+import { BACKENDS, postgres, useTestDatabase } from '../helpers/backends.js';
+import type { Injector } from '../helpers/http.js';
 import { OwnRedisServer, redisServerBinaryAvailable } from '../helpers/own-redis-server.js';
 
 const SECRET_KEY = 'durable-auth-state-secret-key-0123456789abcdef';
 
-const logout = (app: FastifyInstance, session: Session) =>
+const logout = (app: Injector, session: Session) =>
   app.inject({ method: 'POST', url: '/api/v1/auth/logout', headers: session.headers });
 
 /** A user with a session that was logged out, one still signed in, and a locked-out user. */
-async function makeState(app: FastifyInstance) {
+async function makeState(app: Injector) {
   const body = newUser('dur');
   await registerUser(app, body);
   const revoked = await login(app, body.username, body.password);
@@ -40,7 +31,7 @@ async function makeState(app: FastifyInstance) {
 }
 
 /** The state holds on `app`: the logged-out token is refused, the other works, the lockout stands. */
-async function expectStateHolds(app: FastifyInstance, state: Awaited<ReturnType<typeof makeState>>) {
+async function expectStateHolds(app: Injector, state: Awaited<ReturnType<typeof makeState>>) {
   expect((await me(app, state.revoked.cookie)).statusCode).toBe(401);
   expect((await me(app, state.live.cookie)).statusCode).toBe(200);
   const attempt = await loginRequest(app, state.locked.username, state.locked.password);
@@ -50,24 +41,16 @@ async function expectStateHolds(app: FastifyInstance, state: Awaited<ReturnType<
 describe.each(BACKENDS)(
   'revocations and lockouts across a restart of the service without Redis, on $name',
   (backend) => {
-    let database: TestDatabase;
-    const apps: AuthTestApp[] = [];
-    beforeAll(async () => {
-      if (backend.available) database = await backend.create();
-    });
-    afterAll(async () => {
-      for (const app of apps) await app.close();
-      await database?.drop();
-    });
+    const database = useTestDatabase(backend);
+    const start = useTestApps();
 
     it('keeps the logged-out token refused and the lockout in force', async (ctx) => {
       if (!backend.available) return ctx.skip();
       const clock = new ManualClock();
-      const first = await startAuthApp(backend, { SECRET_KEY }, { database, clock });
+      const first = await start(backend, { SECRET_KEY }, { accounts: true, database, clock });
       const state = await makeState(first.app);
       await first.close(); // the process ends: its memory goes with it
-      const second = await startAuthApp(backend, { SECRET_KEY }, { database, clock });
-      apps.push(second);
+      const second = await start(backend, { SECRET_KEY }, { accounts: true, database, clock });
       await expectStateHolds(second.app, state);
     });
   },
@@ -77,27 +60,21 @@ describe.skipIf(!redisServerBinaryAvailable() || !postgres.available)(
   'revocations and lockouts with Redis restarting empty, two instances sharing it',
   () => {
     let redis: OwnRedisServer;
-    let database: TestDatabase;
-    let a: AuthTestApp;
-    let b: AuthTestApp;
-
     beforeAll(async () => {
       redis = await OwnRedisServer.create();
       await redis.start();
-      database = await postgres.create();
-      const env = { SECRET_KEY, REDIS_URL: redis.url, REDIS_TIMEOUT_MS: '200' };
-      const clock = new ManualClock();
-      a = await startAuthApp(postgres, env, { database, clock });
-      b = await startAuthApp(postgres, env, { database, clock });
-    });
-    afterEach(async () => {
-      await redis?.start();
     });
     afterAll(async () => {
-      await a?.close();
-      await b?.close();
       await redis?.stop();
-      await database?.drop();
+    });
+    const database = useTestDatabase(postgres);
+    const env = () => ({ SECRET_KEY, REDIS_URL: redis.url, REDIS_TIMEOUT_MS: '200' });
+    const clock = new ManualClock();
+    let a: TestApp = useTestApp(postgres, env, { accounts: true, database, clock });
+    const b = useTestApp(postgres, env, { accounts: true, database, clock });
+    const start = useTestApps();
+    afterEach(async () => {
+      await redis?.start();
     });
 
     it('holds on both instances after Redis restarts empty', async () => {
@@ -127,7 +104,7 @@ describe.skipIf(!redisServerBinaryAvailable() || !postgres.available)(
       await a.close();
       await redis.stop();
       await redis.start();
-      a = await startAuthApp(postgres, { SECRET_KEY, REDIS_URL: redis.url }, { database, clock: b.clock });
+      a = await start(postgres, { SECRET_KEY, REDIS_URL: redis.url }, { accounts: true, database, clock: b.clock });
       await expectStateHolds(a.app, state);
       await expectStateHolds(b.app, state);
     });

@@ -2,13 +2,12 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { RedisAuthStateStore } from '../../src/adapters/redis/redis-auth-state-store.js';
 import { RedisLink } from '../../src/adapters/redis/redis-link.js';
-import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
 import { KyselyAuthStateStore } from '../../src/adapters/storage/kysely-auth-state-store.js';
-import { migrateToLatest } from '../../src/adapters/storage/migrations.js';
 import { BackendUnavailableError } from '../../src/domain/errors.js';
-import { sqlite, type TestDatabase, testConfig } from '../helpers/backends.js';
+import { sqlite } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
 import { OwnRedisServer, redisServerBinaryAvailable } from '../helpers/own-redis-server.js';
+import { useOpenDatabase } from '../helpers/storage.js';
 
 const TIMEOUT_MS = 200;
 
@@ -28,8 +27,7 @@ describe('RedisLink with Redis going away and coming back', () => {
   const available = redisServerBinaryAvailable();
   let server: OwnRedisServer;
   let link: RedisLink;
-  let testDatabase: TestDatabase;
-  let database: Database;
+  const { database } = useOpenDatabase(sqlite, { when: available });
   const lines: string[] = [];
   const consoleErrors = vi.spyOn(console, 'error');
 
@@ -43,9 +41,6 @@ describe('RedisLink with Redis going away and coming back', () => {
       probeIntervalMs: 300,
       logger: { info: (_o, message) => lines.push(message), warn: (_o, message) => lines.push(message) },
     });
-    testDatabase = await sqlite.create();
-    database = openDatabase(testConfig(testDatabase.databaseUrl).database);
-    await migrateToLatest(database.db, database.dialect);
   });
   afterEach(async () => {
     server?.resume();
@@ -54,8 +49,6 @@ describe('RedisLink with Redis going away and coming back', () => {
   afterAll(async () => {
     await link?.close();
     await server?.stop();
-    await database?.close();
-    await testDatabase?.drop();
     expect(consoleErrors.mock.calls.flat().join('\n')).not.toMatch(/Unhandled error event/);
   });
 

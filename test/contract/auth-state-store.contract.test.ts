@@ -1,18 +1,18 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { connectRedis } from '../../src/adapters/redis/connect-redis.js';
 import { RedisAuthStateStore } from '../../src/adapters/redis/redis-auth-state-store.js';
-import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
 import { KyselyAuthStateStore } from '../../src/adapters/storage/kysely-auth-state-store.js';
-import { migrateToLatest } from '../../src/adapters/storage/migrations.js';
 import type { AuthStateStore } from '../../src/ports/auth-state-store.js';
 import { ManualClock } from '../helpers/auth.js';
-import { type Backend, BACKENDS, type TestDatabase, testConfig } from '../helpers/backends.js';
+import { type Backend, BACKENDS } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
 import { deleteRedisKeys, uniqueRedisPrefix } from '../helpers/redis.js';
 import { REDIS_URL, redisAvailable } from '../helpers/services.js';
+import { useOpenDatabase } from '../helpers/storage.js';
 
 const MINUTE = 60_000;
+const redisUp = await redisAvailable();
 
 interface Variant {
   readonly name: string;
@@ -28,9 +28,8 @@ const VARIANTS: readonly Variant[] = BACKENDS.flatMap((backend) => [
 
 /** One contract, every way the service keeps revocations and lockouts. */
 describe.each(VARIANTS)('AuthStateStore on $name', (variant) => {
-  let available = false;
-  let testDatabase: TestDatabase;
-  let database: Database;
+  const available = variant.backend.available && (!variant.redis || redisUp);
+  const { database } = useOpenDatabase(variant.backend, { when: available });
   const prefix = uniqueRedisPrefix('auth-state');
   const closers: Array<() => Promise<void>> = [];
   const clock = new ManualClock();
@@ -48,17 +47,8 @@ describe.each(VARIANTS)('AuthStateStore on $name', (variant) => {
   };
   const id = () => randomUUID();
 
-  beforeAll(async () => {
-    available = variant.backend.available && (!variant.redis || (await redisAvailable()));
-    if (!available) return;
-    testDatabase = await variant.backend.create();
-    database = openDatabase(testConfig(testDatabase.databaseUrl).database);
-    await migrateToLatest(database.db, database.dialect);
-  });
   afterAll(async () => {
     for (const close of closers.splice(0)) await close();
-    await database?.close();
-    await testDatabase?.drop();
     if (available && variant.redis) await deleteRedisKeys(prefix);
   });
 

@@ -1,16 +1,16 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { openDatabase } from '../../src/adapters/storage/database.js';
 import { KyselyUrlMappingRepository } from '../../src/adapters/storage/kysely-url-mapping-repository.js';
 import { migrateToLatest } from '../../src/adapters/storage/migrations.js';
 import { AppError } from '../../src/domain/errors.js';
 import type { UrlMapping } from '../../src/domain/url-mapping.js';
 import type { UrlMappingRepository } from '../../src/ports/url-mapping-repository.js';
-import { BACKENDS, type TestDatabase, testConfig } from '../helpers/backends.js';
+import { BACKENDS, testConfig } from '../helpers/backends.js';
+import { useOpenDatabase } from '../helpers/storage.js';
 
 /** One contract, every storage adapter. */
 describe.each(BACKENDS)('UrlMappingRepository on $name', (backend) => {
-  let testDb: TestDatabase;
-  let database: Database;
+  const { database, testDatabase: testDb } = useOpenDatabase(backend);
   let repo: UrlMappingRepository;
   let n = 0;
   const code = () => `c${String(++n).padStart(6, '0')}`;
@@ -24,16 +24,8 @@ describe.each(BACKENDS)('UrlMappingRepository on $name', (backend) => {
     ...overrides,
   });
 
-  beforeAll(async () => {
-    if (!backend.available) return;
-    testDb = await backend.create();
-    database = openDatabase(testConfig(testDb.databaseUrl).database);
-    await migrateToLatest(database.db, database.dialect);
-    repo = new KyselyUrlMappingRepository(database.db, database.dialect);
-  });
-  afterAll(async () => {
-    await database?.close();
-    await testDb?.drop();
+  beforeAll(() => {
+    if (backend.available) repo = new KyselyUrlMappingRepository(database.db, database.dialect);
   });
 
   it.skipIf(!backend.available)('creates and reads back a mapping, timestamp to the microsecond', async () => {

@@ -1,17 +1,16 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { KyselySettingsRepository } from '../../src/adapters/storage/kysely-settings-repository.js';
 import { KyselyUserRepository } from '../../src/adapters/storage/kysely-user-repository.js';
 import { migrateToLatest } from '../../src/adapters/storage/migrations.js';
 import type { NewUser } from '../../src/domain/user.js';
 import type { SettingsRepository } from '../../src/ports/settings-repository.js';
 import type { UserRepository } from '../../src/ports/user-repository.js';
-import { BACKENDS, type TestDatabase, testConfig } from '../helpers/backends.js';
+import { BACKENDS } from '../helpers/backends.js';
+import { useOpenDatabase } from '../helpers/storage.js';
 
 /** One contract, every storage adapter: users and runtime settings. */
 describe.each(BACKENDS)('UserRepository and SettingsRepository on $name', (backend) => {
-  let testDb: TestDatabase;
-  let database: Database;
+  const { database } = useOpenDatabase(backend);
   let users: UserRepository;
   let settings: SettingsRepository;
   let n = 0;
@@ -28,17 +27,10 @@ describe.each(BACKENDS)('UserRepository and SettingsRepository on $name', (backe
     };
   };
 
-  beforeAll(async () => {
+  beforeAll(() => {
     if (!backend.available) return;
-    testDb = await backend.create();
-    database = openDatabase(testConfig(testDb.databaseUrl).database);
-    await migrateToLatest(database.db, database.dialect);
     users = new KyselyUserRepository(database.db);
     settings = new KyselySettingsRepository(database.db);
-  });
-  afterAll(async () => {
-    await database?.close();
-    await testDb?.drop();
   });
 
   it.skipIf(!backend.available)(

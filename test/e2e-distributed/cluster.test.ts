@@ -8,7 +8,6 @@
  */
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { connect as natsConnect } from 'nats';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { postgres, type TestDatabase } from '../helpers/backends.js';
@@ -19,6 +18,7 @@ import { type ServerProcess, startServer } from '../helpers/server-process.js';
 import { inCi, NATS_URL, natsAvailable, REDIS_URL, redisAvailable } from '../helpers/services.js';
 import { Receiver, verifyStandardWebhook } from '../notifications/receiver.js';
 import { OtlpReceiver, type OtlpSpan, SPAN_KIND, spanAttribute } from '../helpers/otlp-receiver.js';
+import { deleteNatsStreams } from '../helpers/nats.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 const LOCKED = 'Account locked due to too many failed attempts';
@@ -76,18 +76,6 @@ async function registerAt(base: string, prefix: string) {
 }
 
 /** Deletes the JetStream streams whose names start with `prefix`. */
-async function deleteStreams(prefix: string): Promise<void> {
-  const nc = await natsConnect({ servers: NATS_URL });
-  try {
-    const jsm = await nc.jetstreamManager();
-    const names: string[] = [];
-    for await (const info of jsm.streams.list()) if (info.config.name.startsWith(prefix)) names.push(info.config.name);
-    for (const name of names) await jsm.streams.delete(name);
-  } finally {
-    await nc.close();
-  }
-}
-
 describe('two API instances and one worker on PostgreSQL, Redis and NATS', async () => {
   const available = postgres.available && (await redisAvailable()) && (await natsAvailable());
   const built = existsSync(join(ROOT, 'dist', 'cli.js'));
@@ -149,7 +137,7 @@ describe('two API instances and one worker on PostgreSQL, Redis and NATS', async
     await hooks.close();
     await database?.drop();
     await deleteRedisKeys(redisPrefix);
-    await deleteStreams(natsPrefix);
+    await deleteNatsStreams(natsPrefix);
   }, 30_000);
 
   it.skipIf(!ready)('each process runs its role: the worker serves /health but not the API', async () => {

@@ -4,14 +4,14 @@
  * database), with a cache TTL of an hour. A change through one stops the other serving the old
  * answer within 1 s (design: "within 1 s").
  */
-import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { NatsEventBus } from '../../src/adapters/event-bus/nats-event-bus.js';
-import { compose, type Service } from '../../src/composition/compose.js';
-import { postgres, testConfig, type TestDatabase } from '../helpers/backends.js';
+import { describe, expect, it } from 'vitest';
+import type { Service } from '../../src/composition/compose.js';
+import { useTestApp } from '../helpers/app.js';
+import { postgres, useTestDatabase } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
 import { codeMaker, createMapping, expectRedirect, HTTP_TEST_ENV, newMapping, patchMapping } from '../helpers/http.js';
 import { NATS_URL, natsAvailable } from '../helpers/services.js';
+import { uniqueNatsPrefix } from '../helpers/nats.js';
 
 const natsUp = await natsAvailable();
 const VARIANTS = [
@@ -22,29 +22,17 @@ const WITHIN_MS = 1000;
 
 describe.each(VARIANTS)('cache invalidation across two instances on PostgreSQL + $name', (variant) => {
   const ok = postgres.available && (!variant.nats || natsUp);
-  let database: TestDatabase;
-  let a: Service;
-  let b: Service;
   const nextCode = codeMaker(variant.nats ? 'cinv' : 'cine');
-
-  beforeAll(async () => {
-    if (!ok) return;
-    database = await postgres.create();
-    const env = {
-      ...HTTP_TEST_ENV,
-      CACHE_TTL_MS: '3600000',
-      ...(variant.nats ? { NATS_URL, NATS_PREFIX: `cinv${randomBytes(4).toString('hex')}_` } : {}),
-    };
-    a = await compose(testConfig(database.databaseUrl, env), { logger: false });
-    b = await compose(testConfig(database.databaseUrl, env), { logger: false });
-    await Promise.all([a.app.ready(), b.app.ready()]);
-  });
-  afterAll(async () => {
-    if (variant.nats && a) await (a.events.bus as NatsEventBus).destroy();
-    await a?.close();
-    await b?.close();
-    await database?.drop();
-  });
+  const database = useTestDatabase(postgres, ok);
+  const natsPrefix = variant.nats ? uniqueNatsPrefix('cinv') : undefined;
+  const env = {
+    ...HTTP_TEST_ENV,
+    CACHE_TTL_MS: '3600000',
+    ...(natsPrefix ? { NATS_URL, NATS_PREFIX: natsPrefix } : {}),
+  };
+  // A deletes the streams at close, after B has closed.
+  const { service: a } = useTestApp(postgres, env, { database, natsPrefix, when: ok });
+  const { service: b } = useTestApp(postgres, env, { database, when: ok });
 
   const resolve = (service: Service, code: string) => service.app.inject({ method: 'GET', url: `/${code}` });
 

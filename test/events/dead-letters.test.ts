@@ -5,28 +5,25 @@
  * and discard under `/api/v1/admin/dlq` (401 / 403 / CSRF as everywhere under /api/). The
  * counters of GET /metrics follow. On the embedded bus (both databases) and on NATS JetStream.
  */
-import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { EventTables } from '../../src/adapters/storage/schema.js';
-import { NatsEventBus } from '../../src/adapters/event-bus/nats-event-bus.js';
 import { TOPICS } from '../../src/domain/events.js';
 import type { BusMessage } from '../../src/ports/event-bus.js';
-import { ConsumerRunner } from '../../src/adapters/event-bus/consumer-runner.js';
 import type { DeadLetter } from '../../src/domain/dead-letter.js';
-import { type AuthTestApp, login, metricValue, type Session, signUp, startAuthApp } from '../helpers/auth.js';
-import { type Backend, postgres, sqlite } from '../helpers/backends.js';
+import { useTestApp } from '../helpers/app.js';
+import { metricValue } from '../helpers/auth.js';
+import { useTestConsumer } from '../helpers/consumers.js';
+import { busVariants } from '../helpers/event-buses.js';
 import { eventually } from '../helpers/eventually.js';
 import { codeMaker, createMapping, expectError, newMapping } from '../helpers/http.js';
-import { NATS_URL, natsAvailable } from '../helpers/services.js';
+import { natsAvailable } from '../helpers/services.js';
+import { uniqueNatsPrefix } from '../helpers/nats.js';
 
 const ADMIN = { username: 'dlq_admin', email: 'dlq_admin@example.com', password: 'admin password 1' };
 const ATTEMPTS = 2;
 const MAX_RETRIES = 2;
 const ENV = {
-  ADMIN_USERNAME: ADMIN.username,
-  ADMIN_EMAIL: ADMIN.email,
-  ADMIN_PASSWORD: ADMIN.password,
   EVENT_HANDLER_ATTEMPTS: String(ATTEMPTS),
   EVENT_RETRY_BACKOFF_MS: '20',
   EVENT_RETRY_MAX_BACKOFF_MS: '40',
@@ -37,47 +34,31 @@ const ENV = {
 };
 const GROUP = 'flaky-test-group';
 
-interface Variant {
-  readonly name: string;
-  readonly backend: Backend;
-  readonly nats: boolean;
-}
-const VARIANTS: Variant[] = [
-  { name: 'the embedded bus on sqlite', backend: sqlite, nats: false },
-  { name: 'the embedded bus on postgres', backend: postgres, nats: false },
-  { name: 'NATS JetStream', backend: sqlite, nats: true },
-];
-const natsUp = await natsAvailable();
+const VARIANTS = busVariants(await natsAvailable(), 'NATS JetStream');
 
 describe.each(VARIANTS)('dead letters on $name', (variant) => {
-  const ok = variant.backend.available && (!variant.nats || natsUp);
-  let t: AuthTestApp;
+  const ok = variant.available;
+  const t = useTestApp(variant.backend, ENV, {
+    accounts: true,
+    admin: ADMIN,
+    natsPrefix: variant.nats ? uniqueNatsPrefix('dlq') : undefined,
+    when: ok,
+  });
+  const admin = t.admin;
+  const user = t.user('dlquser');
   let db: Kysely<EventTables>;
-  let admin: Session;
-  let user: Session;
-  let runner: ConsumerRunner;
   const nextCode = codeMaker(variant.nats ? 'dlqn' : variant.backend.name === 'sqlite' ? 'dlqs' : 'dlqp');
   /** Codes whose url.created the flaky consumer refuses; every delivery it sees, by event id. */
   const failing = new Set<string>();
   const deliveries: BusMessage[] = [];
 
-  beforeAll(async () => {
-    if (!ok) return;
-    const nats: Record<string, string> = variant.nats
-      ? { NATS_URL, NATS_PREFIX: `dlq${randomBytes(4).toString('hex')}_` }
-      : {};
-    t = await startAuthApp(variant.backend, { ...ENV, ...nats });
-    db = t.service.database.db as unknown as Kysely<EventTables>;
-    admin = await login(t.app, ADMIN.username, ADMIN.password);
-    user = (await signUp(t.app, 'dlquser')).session;
-    runner = new ConsumerRunner(
-      t.service.events.bus,
-      { attempts: ATTEMPTS, backoffMs: 20, maxBackoffMs: 40 },
-      t.service.events.metrics,
-      { warn: () => undefined },
-      'urlshortener',
-    );
-    await runner.start({
+  beforeAll(() => {
+    if (t.running) db = t.service.database.db as unknown as Kysely<EventTables>;
+  });
+  useTestConsumer(
+    t,
+    { attempts: ATTEMPTS, backoffMs: 20, maxBackoffMs: 40 },
+    {
       group: GROUP,
       topics: [TOPICS.url],
       startAt: 'latest',
@@ -88,13 +69,8 @@ describe.each(VARIANTS)('dead letters on $name', (variant) => {
           throw new Error(`refusing ${code}`);
         }
       },
-    });
-  });
-  afterAll(async () => {
-    await runner?.stop();
-    if (variant.nats && t) await (t.service.events.bus as NatsEventBus).destroy();
-    await t?.close();
-  });
+    },
+  );
 
   const lettersOf = (eventId: string) =>
     db.selectFrom('dead_letters').selectAll().where('event_id', '=', eventId).orderBy('id').execute();

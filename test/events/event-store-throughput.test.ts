@@ -8,16 +8,16 @@ import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EventTables } from '../../src/adapters/storage/schema.js';
-import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
-import { KyselyEventStore } from '../../src/adapters/storage/kysely-event-store.js';
-import { migrateToLatest } from '../../src/adapters/storage/migrations.js';
 import { createEventMetrics } from '../../src/adapters/telemetry/event-metrics.js';
+import { KyselyEventStore } from '../../src/adapters/storage/kysely-event-store.js';
 import { eventStoreConsumer } from '../../src/consumers/event-store.js';
 import { createEvent } from '../../src/domain/events.js';
 import type { EventBus } from '../../src/ports/event-bus.js';
-import { ConsumerRunner } from '../../src/adapters/event-bus/consumer-runner.js';
+import type { ConsumerRunner } from '../../src/adapters/event-bus/consumer-runner.js';
 import { Registry } from 'prom-client';
-import { sqlite, type TestDatabase, testConfig } from '../helpers/backends.js';
+import { sqlite } from '../helpers/backends.js';
+import { startTestConsumer } from '../helpers/consumers.js';
+import { useOpenDatabase } from '../helpers/storage.js';
 import { BUS_KINDS } from '../helpers/event-buses.js';
 import { eventually } from '../helpers/eventually.js';
 
@@ -26,33 +26,25 @@ const available = Object.fromEntries(await Promise.all(BUS_KINDS.map(async (k) =
 
 describe.each(BUS_KINDS)('event store under a burst on $name', (kind) => {
   const ok = available[kind.name] as boolean;
-  let file: TestDatabase;
-  let database: Database;
+  const { database } = useOpenDatabase(sqlite, { when: ok });
   let family: Awaited<ReturnType<(typeof kind)['family']>>;
   let bus: EventBus;
   let runner: ConsumerRunner;
 
   beforeAll(async () => {
     if (!ok) return;
-    file = await sqlite.create();
-    database = openDatabase(testConfig(file.databaseUrl).database);
-    await migrateToLatest(database.db, database.dialect);
     family = await kind.family();
     bus = await family.connect();
-    runner = new ConsumerRunner(
+    runner = await startTestConsumer(
       bus,
-      { attempts: 3, backoffMs: 20, maxBackoffMs: 40 },
       createEventMetrics(new Registry()),
-      { warn: () => undefined },
-      'urlshortener',
+      { attempts: 3, backoffMs: 20, maxBackoffMs: 40 },
+      eventStoreConsumer(new KyselyEventStore(database.db), { batchSize: 100, maxWaitMs: 20 }),
     );
-    await runner.start(eventStoreConsumer(new KyselyEventStore(database.db), { batchSize: 100, maxWaitMs: 20 }));
   });
   afterAll(async () => {
     await runner?.stop();
     await family?.destroy();
-    await database?.close();
-    await file?.drop();
   });
 
   it.skipIf(!ok)(`stores a burst of ${BURST} events once each, a batch per transaction`, async () => {

@@ -4,9 +4,10 @@
  * the executor's follow-ups) reach `event_store` with the execution id.
  */
 import type { Kysely } from 'kysely';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { EventTables } from '../../src/adapters/storage/schema.js';
-import { type AuthTestApp, jsonPost, type Session, signUp, startAuthApp } from '../helpers/auth.js';
+import { useTestApp } from '../helpers/app.js';
+import { jsonPost } from '../helpers/auth.js';
 import { BACKENDS } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
 import { expectError } from '../helpers/http.js';
@@ -14,17 +15,8 @@ import { expectError } from '../helpers/http.js';
 const ENV = { EVENT_POLL_MS: '50', EVENT_LEASE_MS: '2000' };
 
 describe.each(BACKENDS)('POST /execute on $name', (backend) => {
-  let t: AuthTestApp;
-  let session: Session;
-
-  beforeAll(async () => {
-    if (!backend.available) return;
-    t = await startAuthApp(backend, ENV);
-    session = (await signUp(t.app, 'exec')).session;
-  });
-  afterAll(async () => {
-    await t?.close();
-  });
+  const t = useTestApp(backend, ENV, { accounts: true });
+  const session = t.user('exec');
 
   const execute = (body: unknown, headers: Record<string, string> = { cookie: session.cookie }) =>
     jsonPost(t.app, '/execute', body, headers);

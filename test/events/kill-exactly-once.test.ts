@@ -18,8 +18,9 @@ import { sqlite, testConfig, type TestDatabase } from '../helpers/backends.js';
 import { FAST_BUS } from '../helpers/event-buses.js';
 import { eventually } from '../helpers/eventually.js';
 import { type ServerProcess, startServer } from '../helpers/server-process.js';
-import { natsServerBinaryAvailable, OwnNatsServer } from './own-nats-server.js';
+import { natsServerBinaryAvailable, OwnNatsServer } from '../helpers/own-nats-server.js';
 import { storedCreatedByCode } from '../helpers/event-store.js';
+import { connectTestNatsBus } from '../helpers/nats.js';
 
 const body = (code: string) =>
   JSON.stringify({ code, url: `https://example.com/${code}`, created_at: '2024-01-01T00:00:00Z', click_count: 0 });
@@ -129,15 +130,7 @@ describe('kill -9 between the answer and the publish, on NATS JetStream', () => 
       await nats.start();
       const restarted = await startServer(env);
       servers.push(restarted);
-      const bus = await NatsEventBus.connect({
-        url: nats.url,
-        partitions: 4,
-        ackWaitMs: 1000,
-        retryDelayMs: 50,
-        prefix,
-        retentionMs: 3_600_000,
-        duplicateWindowMs: 120_000,
-      });
+      const bus = await connectTestNatsBus(nats.url, prefix);
       buses.push(bus);
       const group = await countingGroup(bus);
       await expectExactlyOnce(store, group, acknowledged);

@@ -5,43 +5,24 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { EventTables } from '../../src/adapters/storage/schema.js';
-import { compose, type Service } from '../../src/composition/compose.js';
-import { sqlite, testConfig, type TestDatabase } from '../helpers/backends.js';
+import { useTestApp } from '../helpers/app.js';
+import { sqlite } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
 import { HTTP_TEST_ENV, postShorten } from '../helpers/http.js';
-import { natsServerBinaryAvailable, OwnNatsServer } from './own-nats-server.js';
+import { natsServerBinaryAvailable, useOwnNatsServer } from '../helpers/own-nats-server.js';
 import { storedCreatedByCode } from '../helpers/event-store.js';
 
 describe('NATS down when the service starts', () => {
   const ok = natsServerBinaryAvailable();
   const prefix = `down${randomBytes(4).toString('hex')}_`;
-  let nats: OwnNatsServer;
-  let database: TestDatabase;
-  let service: Service;
-
-  beforeAll(async () => {
-    if (!ok) return;
-    nats = await OwnNatsServer.create(); // a port, but no server on it yet
-    database = await sqlite.create();
-    service = await compose(
-      testConfig(database.databaseUrl, {
-        ...HTTP_TEST_ENV,
-        NATS_URL: nats.url,
-        NATS_PREFIX: prefix,
-        EVENT_POLL_MS: '50',
-      }),
-      { logger: false },
-    );
-    await service.app.ready();
-  });
-  afterAll(async () => {
-    if (!ok) return;
-    await service?.close();
-    await nats?.destroy();
-    await database?.drop();
-  });
+  const nats = useOwnNatsServer(ok, { start: false }); // a port, but no server on it yet
+  const { service } = useTestApp(
+    sqlite,
+    () => ({ ...HTTP_TEST_ENV, NATS_URL: nats.url, NATS_PREFIX: prefix, EVENT_POLL_MS: '50' }),
+    { when: ok },
+  );
 
   it.skipIf(!ok)('starts, takes writes, and delivers their events once NATS is up', async () => {
     const created = await postShorten(service.app, {

@@ -9,52 +9,40 @@ import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EventTables } from '../../src/adapters/storage/schema.js';
 import { NatsEventBus } from '../../src/adapters/event-bus/nats-event-bus.js';
-import { compose, type Service } from '../../src/composition/compose.js';
 import { TOPICS } from '../../src/domain/events.js';
 import type { Subscription } from '../../src/ports/event-bus.js';
-import { postgres, sqlite, testConfig, type TestDatabase } from '../helpers/backends.js';
+import { useTestApp } from '../helpers/app.js';
+import { postgres, sqlite } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
 import { HTTP_TEST_ENV, postShorten } from '../helpers/http.js';
-import { natsServerBinaryAvailable, OwnNatsServer } from './own-nats-server.js';
+import { natsServerBinaryAvailable, useOwnNatsServer } from '../helpers/own-nats-server.js';
 import { storedCreatedByCode } from '../helpers/event-store.js';
+import { connectTestNatsBus } from '../helpers/nats.js';
 
 const backend = postgres.available ? postgres : sqlite;
 
 describe(`NATS outage during writes (${backend.name})`, () => {
   const ok = natsServerBinaryAvailable();
   const prefix = `out${randomBytes(4).toString('hex')}_`;
-  let nats: OwnNatsServer;
-  let database: TestDatabase;
-  let service: Service;
+  const nats = useOwnNatsServer(ok);
+  const { service } = useTestApp(
+    backend,
+    () => ({
+      ...HTTP_TEST_ENV,
+      NATS_URL: nats.url,
+      NATS_PREFIX: prefix,
+      EVENT_POLL_MS: '50',
+      NATS_ACK_WAIT_MS: '2000',
+    }),
+    { when: ok },
+  );
   let observer: NatsEventBus;
   let subscription: Subscription;
   const received = new Map<string, string[]>();
 
   beforeAll(async () => {
     if (!ok) return;
-    nats = await OwnNatsServer.create();
-    await nats.start();
-    database = await backend.create();
-    service = await compose(
-      testConfig(database.databaseUrl, {
-        ...HTTP_TEST_ENV,
-        NATS_URL: nats.url,
-        NATS_PREFIX: prefix,
-        EVENT_POLL_MS: '50',
-        NATS_ACK_WAIT_MS: '2000',
-      }),
-      { logger: false },
-    );
-    await service.app.ready();
-    observer = await NatsEventBus.connect({
-      url: nats.url,
-      partitions: 4,
-      ackWaitMs: 2000,
-      retryDelayMs: 50,
-      prefix,
-      retentionMs: 3_600_000,
-      duplicateWindowMs: 120_000,
-    });
+    observer = await connectTestNatsBus(nats.url, prefix, 2000);
     subscription = await observer.subscribe({
       group: 'outage-observer',
       topic: TOPICS.url,
@@ -72,9 +60,6 @@ describe(`NATS outage during writes (${backend.name})`, () => {
     await subscription?.close();
     await observer?.destroy();
     await observer?.close();
-    await service?.close();
-    await nats.destroy();
-    await database?.drop();
   });
 
   const storedCodes = () => storedCreatedByCode(service.database.db);

@@ -5,14 +5,14 @@
  * once NATS is back, both return to 0 and readiness to 200. The backlog alone never makes the
  * service unready. Uses a nats-server of its own (never the shared one).
  */
-import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { compose, type Service } from '../../src/composition/compose.js';
+import { describe, expect, it } from 'vitest';
 import { metricValue } from '../helpers/auth.js';
-import { postgres, sqlite, testConfig, type TestDatabase } from '../helpers/backends.js';
+import { useTestApp } from '../helpers/app.js';
+import { postgres, sqlite } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
 import { codeMaker, createMapping, HTTP_TEST_ENV, newMapping } from '../helpers/http.js';
-import { natsServerBinaryAvailable, OwnNatsServer } from './own-nats-server.js';
+import { natsServerBinaryAvailable, useOwnNatsServer } from '../helpers/own-nats-server.js';
+import { uniqueNatsPrefix } from '../helpers/nats.js';
 
 const backend = postgres.available ? postgres : sqlite;
 
@@ -26,32 +26,12 @@ interface Readiness {
 describe(`the outbox backlog while NATS is away (${backend.name})`, () => {
   const ok = natsServerBinaryAvailable();
   const nextCode = codeMaker('blog');
-  let nats: OwnNatsServer;
-  let database: TestDatabase;
-  let service: Service;
-
-  beforeAll(async () => {
-    if (!ok) return;
-    nats = await OwnNatsServer.create();
-    await nats.start();
-    database = await backend.create();
-    service = await compose(
-      testConfig(database.databaseUrl, {
-        ...HTTP_TEST_ENV,
-        NATS_URL: nats.url,
-        NATS_PREFIX: `blog${randomBytes(4).toString('hex')}_`,
-        EVENT_POLL_MS: '50',
-      }),
-      { logger: false },
-    );
-    await service.app.ready();
-  });
-  afterAll(async () => {
-    if (!ok) return;
-    await service?.close();
-    await nats.destroy();
-    await database?.drop();
-  });
+  const nats = useOwnNatsServer(ok);
+  const { service } = useTestApp(
+    backend,
+    () => ({ ...HTTP_TEST_ENV, NATS_URL: nats.url, NATS_PREFIX: uniqueNatsPrefix('blog'), EVENT_POLL_MS: '50' }),
+    { when: ok },
+  );
 
   const ready = async () => {
     const response = await service.app.inject({ url: '/health/ready' });

@@ -11,7 +11,6 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { connect as natsConnect } from 'nats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Backend, postgres, sqlite, type TestDatabase } from '../helpers/backends.js';
 import {
@@ -28,6 +27,7 @@ import {
 import { eventually } from '../helpers/eventually.js';
 import { type ServerProcess, startServer } from '../helpers/server-process.js';
 import { inCi, NATS_URL, natsAvailable } from '../helpers/services.js';
+import { deleteNatsStreams } from '../helpers/nats.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 const REQUESTS = 3000;
@@ -40,18 +40,6 @@ function builtServiceAvailable(): boolean {
   if (inCi) throw new Error(message);
   console.warn(`skipping: ${message}`);
   return false;
-}
-
-async function deleteStreams(prefix: string): Promise<void> {
-  const nc = await natsConnect({ servers: NATS_URL.replace(/^nats:\/\//, '') });
-  try {
-    const jsm = await nc.jetstreamManager();
-    const names: string[] = [];
-    for await (const info of jsm.streams.list()) if (info.config.name.startsWith(prefix)) names.push(info.config.name);
-    for (const name of names) await jsm.streams.delete(name);
-  } finally {
-    await nc.close();
-  }
 }
 
 interface Variant {
@@ -89,7 +77,7 @@ describe.each(VARIANTS)('the outbox under concurrent writers in two processes, $
     await Promise.all(processes.map((p) => p.stop('SIGTERM')));
     if (!ready) return;
     await database?.drop();
-    if (variant.nats) await deleteStreams(prefix);
+    if (variant.nats) await deleteNatsStreams(prefix);
   }, 30_000);
 
   /** The events the bus holds, per code, once nothing waits any longer. */

@@ -7,46 +7,38 @@
  * EVENT_MAX_BYTES is refused with 422 `{detail}` and leaves nothing behind, on both buses and both
  * databases.
  */
-import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { EventTables } from '../../src/adapters/storage/schema.js';
-import type { NatsEventBus } from '../../src/adapters/event-bus/nats-event-bus.js';
 import { createEvent, EVENT_TYPES, TOPICS } from '../../src/domain/events.js';
 import type { DeadLetter } from '../../src/domain/dead-letter.js';
-import { type AuthTestApp, login, metricValue, type Session, startAuthApp } from '../helpers/auth.js';
-import { type Backend, postgres, sqlite } from '../helpers/backends.js';
+import { useTestApp } from '../helpers/app.js';
+import { metricValue } from '../helpers/auth.js';
+import { postgres, sqlite } from '../helpers/backends.js';
+import { busVariants } from '../helpers/event-buses.js';
 import { storedCreatedByCode } from '../helpers/event-store.js';
 import { eventually } from '../helpers/eventually.js';
 import { codeMaker, createMapping, expectError, newMapping, postShorten } from '../helpers/http.js';
-import { NATS_URL, natsAvailable } from '../helpers/services.js';
+import { natsAvailable } from '../helpers/services.js';
+import { uniqueNatsPrefix } from '../helpers/nats.js';
 
 const ADMIN = { username: 'poison_admin', email: 'poison_admin@example.com', password: 'admin password 1' };
-const ADMIN_ENV = { ADMIN_USERNAME: ADMIN.username, ADMIN_EMAIL: ADMIN.email, ADMIN_PASSWORD: ADMIN.password };
 const natsUp = await natsAvailable();
 const backend = postgres.available ? postgres : sqlite;
 
 describe(`a poison event first in the outbox (NATS, ${backend.name})`, () => {
   const ok = natsUp;
-  let t: AuthTestApp;
+  const t = useTestApp(
+    backend,
+    { EVENT_POLL_MS: '50' },
+    { accounts: true, admin: ADMIN, natsPrefix: uniqueNatsPrefix('poi'), when: ok },
+  );
+  const admin = t.admin;
   let db: Kysely<EventTables>;
-  let admin: Session;
   const nextCode = codeMaker('pois');
 
-  beforeAll(async () => {
-    if (!ok) return;
-    t = await startAuthApp(backend, {
-      ...ADMIN_ENV,
-      NATS_URL,
-      NATS_PREFIX: `poi${randomBytes(4).toString('hex')}_`,
-      EVENT_POLL_MS: '50',
-    });
-    db = t.service.database.db as unknown as Kysely<EventTables>;
-    admin = await login(t.app, ADMIN.username, ADMIN.password);
-  });
-  afterAll(async () => {
-    if (t) await (t.service.events.bus as NatsEventBus).destroy();
-    await t?.close();
+  beforeAll(() => {
+    if (t.running) db = t.service.database.db as unknown as Kysely<EventTables>;
   });
 
   /** A 2 MiB execution.completed event, written into the outbox as a relay would find it. */
@@ -130,59 +122,49 @@ describe(`a poison event first in the outbox (NATS, ${backend.name})`, () => {
   });
 });
 
-interface Variant {
-  readonly name: string;
-  readonly backend: Backend;
-  readonly nats: boolean;
-}
-const VARIANTS: Variant[] = [
-  { name: 'the embedded bus on sqlite', backend: sqlite, nats: false },
-  { name: 'the embedded bus on postgres', backend: postgres, nats: false },
-  { name: `NATS on ${backend.name}`, backend, nats: true },
-];
-
-describe.each(VARIANTS)('an event over EVENT_MAX_BYTES at append, $name', (variant) => {
-  const ok = variant.backend.available && (!variant.nats || natsUp);
-  let t: AuthTestApp;
-  let db: Kysely<EventTables>;
-  const nextCode = codeMaker('big');
-
-  beforeAll(async () => {
-    if (!ok) return;
-    const nats: Record<string, string> = variant.nats
-      ? { NATS_URL, NATS_PREFIX: `big${randomBytes(4).toString('hex')}_` }
-      : {};
-    t = await startAuthApp(variant.backend, { EVENT_MAX_BYTES: '1024', EVENT_POLL_MS: '50', ...nats });
-    db = t.service.database.db as unknown as Kysely<EventTables>;
-  });
-  afterAll(async () => {
-    if (t && variant.nats) await (t.service.events.bus as NatsEventBus).destroy();
-    await t?.close();
-  });
-
-  it.skipIf(!ok)('refuses the change with 422 {detail}; nothing is stored; changes beside it go through', async () => {
-    const big = newMapping(nextCode, { url: `https://example.com/${'a'.repeat(1500)}` });
-    const small = Array.from({ length: 8 }, () => newMapping(nextCode));
-    // Together, so that on SQLite they share one group commit: the refused change is rolled back alone.
-    const [refused, ...accepted] = await Promise.all([big, ...small].map((body) => postShorten(t.app, body)));
-    expectError(
-      refused!,
-      422,
-      /^The change is refused: its url\.created event would be \d+ bytes, over the limit of 1024 bytes$/,
+describe.each(busVariants(natsUp, `NATS on ${backend.name}`, backend))(
+  'an event over EVENT_MAX_BYTES at append, $name',
+  (variant) => {
+    const ok = variant.available;
+    const t = useTestApp(
+      variant.backend,
+      { EVENT_MAX_BYTES: '1024', EVENT_POLL_MS: '50' },
+      { accounts: true, natsPrefix: variant.nats ? uniqueNatsPrefix('big') : undefined, when: ok },
     );
-    for (const response of accepted) expect(response.statusCode, response.body).toBe(201);
+    let db: Kysely<EventTables>;
+    const nextCode = codeMaker('big');
 
-    expect((await t.app.inject({ url: `/${big.code}` })).statusCode).toBe(404);
-    await eventually(
+    beforeAll(() => {
+      if (t.running) db = t.service.database.db as unknown as Kysely<EventTables>;
+    });
+
+    it.skipIf(!ok)(
+      'refuses the change with 422 {detail}; nothing is stored; changes beside it go through',
       async () => {
-        const stored = await storedCreatedByCode(db);
-        for (const body of small) expect(stored.get(body.code), body.code).toHaveLength(1);
-        expect(stored.has(big.code)).toBe(false);
+        const big = newMapping(nextCode, { url: `https://example.com/${'a'.repeat(1500)}` });
+        const small = Array.from({ length: 8 }, () => newMapping(nextCode));
+        // Together, so that on SQLite they share one group commit: the refused change is rolled back alone.
+        const [refused, ...accepted] = await Promise.all([big, ...small].map((body) => postShorten(t.app, body)));
+        expectError(
+          refused!,
+          422,
+          /^The change is refused: its url\.created event would be \d+ bytes, over the limit of 1024 bytes$/,
+        );
+        for (const response of accepted) expect(response.statusCode, response.body).toBe(201);
+
+        expect((await t.app.inject({ url: `/${big.code}` })).statusCode).toBe(404);
+        await eventually(
+          async () => {
+            const stored = await storedCreatedByCode(db);
+            for (const body of small) expect(stored.get(body.code), body.code).toHaveLength(1);
+            expect(stored.has(big.code)).toBe(false);
+          },
+          { timeoutMs: 15_000, intervalMs: 100 },
+        );
+        const logged = await db.selectFrom('event_log').select('envelope').execute();
+        expect(logged.filter((row) => row.envelope.includes(big.code))).toEqual([]);
+        await eventually(async () => expect(await db.selectFrom('event_outbox').select('id').execute()).toEqual([]));
       },
-      { timeoutMs: 15_000, intervalMs: 100 },
     );
-    const logged = await db.selectFrom('event_log').select('envelope').execute();
-    expect(logged.filter((row) => row.envelope.includes(big.code))).toEqual([]);
-    await eventually(async () => expect(await db.selectFrom('event_outbox').select('id').execute()).toEqual([]));
-  });
-});
+  },
+);

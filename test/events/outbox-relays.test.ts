@@ -18,6 +18,7 @@ import { postgres, testConfig, type TestDatabase } from '../helpers/backends.js'
 import { eventually } from '../helpers/eventually.js';
 import { census, createdInStream, outboxRows } from '../helpers/outbox-census.js';
 import { NATS_URL, natsAvailable } from '../helpers/services.js';
+import { connectTestNatsBus } from '../helpers/nats.js';
 
 const WRITES = 600;
 const WRITERS = 24;
@@ -35,15 +36,7 @@ describe('two outbox relays, writers committing out of id order (PostgreSQL, NAT
   async function instance() {
     const database = openDatabase(testConfig(testDb.databaseUrl).database);
     databases.push(database);
-    const bus = await NatsEventBus.connect({
-      url: NATS_URL,
-      partitions: 4,
-      ackWaitMs: 2000,
-      retryDelayMs: 50,
-      prefix,
-      retentionMs: 3_600_000,
-      duplicateWindowMs: 120_000,
-    });
+    const bus = await connectTestNatsBus(NATS_URL, prefix, 2000);
     buses.push(bus);
     const outbox = new TransactionalOutbox('urlshortener');
     const relay = new OutboxRelay(

@@ -3,11 +3,11 @@
  * and `url.clicked` batches are recorded with the change (the embedded log is the outbox), persisted by
  * the event store consumer into `event_store` once per event id, and counted on `GET /metrics`.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { EventTables } from '../../src/adapters/storage/schema.js';
 import { createEvent, type EventEnvelope, TOPICS } from '../../src/domain/events.js';
 import type { Kysely } from 'kysely';
-import { startTestApp, type TestApp } from '../helpers/app.js';
+import { useTestApp } from '../helpers/app.js';
 import { metricValue } from '../helpers/auth.js';
 import { BACKENDS } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
@@ -19,17 +19,12 @@ const EVENT_ENV = { ...HTTP_TEST_ENV, EVENT_POLL_MS: '50', EVENT_LEASE_MS: '2000
 type StoreRow = EventTables['event_store'];
 
 describe.each(BACKENDS)('URL events on $name (embedded bus)', (backend) => {
-  let t: TestApp;
+  const t = useTestApp(backend, EVENT_ENV);
   let db: Kysely<EventTables>;
   const nextCode = codeMaker(backend.name === 'sqlite' ? 'uevs' : 'uevp');
 
-  beforeAll(async () => {
-    if (!backend.available) return;
-    t = await startTestApp(backend, EVENT_ENV);
-    db = t.service.database.db as unknown as Kysely<EventTables>;
-  });
-  afterAll(async () => {
-    await t?.close();
+  beforeAll(() => {
+    if (t.running) db = t.service.database.db as unknown as Kysely<EventTables>;
   });
 
   const storedOfType = (type: string) =>

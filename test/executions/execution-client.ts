@@ -1,8 +1,8 @@
 /** Submitting and reading executions in tests, through `app.inject()` or over HTTP. */
-import type { FastifyInstance } from 'fastify';
 import { expect } from 'vitest';
 import { jsonPost, type Session } from '../helpers/auth.js';
 import { eventually } from '../helpers/eventually.js';
+import type { Injector } from '../helpers/http.js';
 
 export interface ExecutionBody {
   id: string;
@@ -25,7 +25,7 @@ export const FINAL = new Set(['completed', 'failed', 'timed_out']);
 /** A script that runs until its deadline. */
 export const ENDLESS = 'while (true) {}';
 
-export function submitRequest(app: FastifyInstance, session: Session, script: string, timeoutMs?: number) {
+export function submitRequest(app: Injector, session: Session, script: string, timeoutMs?: number) {
   return jsonPost(
     app,
     '/execute',
@@ -34,13 +34,13 @@ export function submitRequest(app: FastifyInstance, session: Session, script: st
   );
 }
 
-export async function submit(app: FastifyInstance, session: Session, script: string, timeoutMs?: number) {
+export async function submit(app: Injector, session: Session, script: string, timeoutMs?: number) {
   const response = await submitRequest(app, session, script, timeoutMs);
   expect(response.statusCode, response.body).toBe(202);
   return response.json<{ execution_id: string }>().execution_id;
 }
 
-export async function read(app: FastifyInstance, session: Session, id: string): Promise<ExecutionBody> {
+export async function read(app: Injector, session: Session, id: string): Promise<ExecutionBody> {
   const response = await app.inject({
     method: 'GET',
     url: `/api/v1/executions/${id}`,
@@ -52,7 +52,7 @@ export async function read(app: FastifyInstance, session: Session, id: string): 
 
 /** Waits until the execution has status `status` (one of them), and returns it. */
 export function reaches(
-  app: FastifyInstance,
+  app: Injector,
   session: Session,
   id: string,
   status: string | ((status: string) => boolean),
@@ -69,5 +69,5 @@ export function reaches(
   );
 }
 
-export const finished = (app: FastifyInstance, session: Session, id: string, timeoutMs = 20_000) =>
+export const finished = (app: Injector, session: Session, id: string, timeoutMs = 20_000) =>
   reaches(app, session, id, (s) => FINAL.has(s), timeoutMs);

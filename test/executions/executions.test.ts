@@ -5,48 +5,25 @@
  * owner (or an admin) reads an execution; the list is the caller's own, newest first, paged.
  */
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type AuthTestApp, jsonPost, login, type Session, signUp, startAuthApp } from '../helpers/auth.js';
+import { describe, expect, it } from 'vitest';
+import { useTestApp } from '../helpers/app.js';
+import { jsonPost, type Session, signUp } from '../helpers/auth.js';
 import { BACKENDS } from '../helpers/backends.js';
-import { eventually } from '../helpers/eventually.js';
 import { expectError, nextLink } from '../helpers/http.js';
+import { type ExecutionBody, finished, submitRequest } from './execution-client.js';
 
 const ADMIN = { username: 'exec_admin', email: 'exec_admin@example.com', password: 'admin password 1' };
 const ENV = {
   EVENT_POLL_MS: '50',
   EVENT_LEASE_MS: '2000',
   SANDBOX_MEMORY_MB: '32',
-  ADMIN_USERNAME: ADMIN.username,
-  ADMIN_EMAIL: ADMIN.email,
-  ADMIN_PASSWORD: ADMIN.password,
 };
 /** What the watchdog and the bookkeeping may add to a deadline. */
 const DEADLINE_MARGIN_MS = 2000;
 
-interface ExecutionBody {
-  id: string;
-  status: string;
-  language: string;
-  script: string;
-  timeout_ms: number;
-  output: string;
-  result: unknown;
-  error: string | null;
-  duration_ms: number | null;
-  created_at: string;
-  started_at: string | null;
-  finished_at: string | null;
-}
-
-const FINAL = new Set(['completed', 'failed', 'timed_out']);
-
+/** Submits a script: 202 with `Location`; its execution id. */
 async function submit(app: FastifyInstance, session: Session, script: string, timeoutMs?: number): Promise<string> {
-  const response = await jsonPost(
-    app,
-    '/execute',
-    { language: 'javascript', script, ...(timeoutMs === undefined ? {} : { timeout_ms: timeoutMs }) },
-    { cookie: session.cookie },
-  );
+  const response = await submitRequest(app, session, script, timeoutMs);
   expect(response.statusCode, response.body).toBe(202);
   const { execution_id: id } = response.json<{ execution_id: string }>();
   expect(response.headers.location).toBe(`/api/v1/executions/${id}`);
@@ -61,35 +38,11 @@ function read(app: FastifyInstance, session: Session | undefined, id: string) {
   });
 }
 
-async function finished(app: FastifyInstance, session: Session, id: string, timeoutMs = 20_000) {
-  return eventually(
-    async () => {
-      const response = await read(app, session, id);
-      expect(response.statusCode, response.body).toBe(200);
-      const body = response.json<ExecutionBody>();
-      if (!FINAL.has(body.status)) throw new Error(`execution ${id} still ${body.status}`);
-      return body;
-    },
-    { timeoutMs, intervalMs: 50 },
-  );
-}
-
 describe.each(BACKENDS)('executions on $name', (backend) => {
-  let t: AuthTestApp;
-  let owner: Session;
-  let other: Session;
-  let admin: Session;
-
-  beforeAll(async () => {
-    if (!backend.available) return;
-    t = await startAuthApp(backend, ENV);
-    owner = (await signUp(t.app, 'exo')).session;
-    other = (await signUp(t.app, 'exx')).session;
-    admin = await login(t.app, ADMIN.username, ADMIN.password);
-  });
-  afterAll(async () => {
-    await t?.close();
-  });
+  const t = useTestApp(backend, ENV, { accounts: true, admin: ADMIN });
+  const owner = t.user('exo');
+  const other = t.user('exx');
+  const admin = t.admin;
 
   it.skipIf(!backend.available)("a script's output and result come back", async () => {
     const script = 'console.log("hello", 1, {a: 2}); console.error("oops"); [1, 2].map(x => x * 21)';

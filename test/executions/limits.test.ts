@@ -6,9 +6,10 @@
  * may submit again once one has ended.
  */
 import { type Kysely, sql } from 'kysely';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { EventTables } from '../../src/adapters/storage/schema.js';
-import { type AuthTestApp, signUp, startAuthApp } from '../helpers/auth.js';
+import { useTestApp } from '../helpers/app.js';
+import { signUp } from '../helpers/auth.js';
 import { BACKENDS } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
 import { expectError } from '../helpers/http.js';
@@ -26,15 +27,7 @@ const ENV = {
 };
 
 describe.each(BACKENDS)('execution limits on $name', (backend) => {
-  let t: AuthTestApp;
-
-  beforeAll(async () => {
-    if (!backend.available) return;
-    t = await startAuthApp(backend, ENV);
-  });
-  afterAll(async () => {
-    await t?.close();
-  });
+  const t = useTestApp(backend, ENV, { accounts: true });
 
   it.skipIf(!backend.available)(
     'a 30 MiB result and a 30 MiB error are kept and served cut at 64 KiB, marked; events and the list stay small',

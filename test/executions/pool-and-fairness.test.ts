@@ -6,8 +6,9 @@
  * every thread; an execution waiting for a thread stays `queued` (no `started_at`) until one
  * picks it up, and only then becomes `running`.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type AuthTestApp, type Session, signUp, startAuthApp } from '../helpers/auth.js';
+import { describe, expect, it } from 'vitest';
+import { type TestApp, useTestApp } from '../helpers/app.js';
+import type { Session } from '../helpers/auth.js';
 import { BACKENDS } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
 import { type ExecutionBody, ENDLESS, finished, read, reaches, submit } from './execution-client.js';
@@ -17,7 +18,7 @@ const BASE_ENV = { EVENT_POLL_MS: '50', EVENT_LEASE_MS: '2000', SANDBOX_MEMORY_M
 const LONG_MS = 4000;
 
 /** The executions `ids`, once `count` of them run (which ones is up to the worker), split by status. */
-async function whenRunning(t: AuthTestApp, session: Session, ids: readonly string[], count: number) {
+async function whenRunning(t: TestApp, session: Session, ids: readonly string[], count: number) {
   return eventually(
     async () => {
       const all = await Promise.all(ids.map((id) => read(t.app, session, id)));
@@ -33,20 +34,12 @@ const ids = (executions: readonly ExecutionBody[]) => executions.map((e) => e.id
 
 describe.each(BACKENDS)('executions on $name', (backend) => {
   describe('three threads, one user may hold all three', () => {
-    let t: AuthTestApp;
-    let alice: Session;
-    beforeAll(async () => {
-      if (!backend.available) return;
-      t = await startAuthApp(backend, {
-        ...BASE_ENV,
-        EXECUTION_CONCURRENCY: '3',
-        EXECUTION_MAX_THREADS_PER_USER: '3',
-      });
-      alice = (await signUp(t.app, 'exp')).session;
-    });
-    afterAll(async () => {
-      await t?.close();
-    });
+    const t = useTestApp(
+      backend,
+      { ...BASE_ENV, EXECUTION_CONCURRENCY: '3', EXECUTION_MAX_THREADS_PER_USER: '3' },
+      { accounts: true },
+    );
+    const alice = t.user('exp');
 
     it.skipIf(!backend.available)('a short script ends while two long ones still run beside it', async () => {
       const long = [await submit(t.app, alice, ENDLESS, LONG_MS), await submit(t.app, alice, ENDLESS, LONG_MS)];
@@ -59,22 +52,13 @@ describe.each(BACKENDS)('executions on $name', (backend) => {
   });
 
   describe('two threads, one user may hold both: free threads go to users in turn', () => {
-    let t: AuthTestApp;
-    let alice: Session;
-    let bob: Session;
-    beforeAll(async () => {
-      if (!backend.available) return;
-      t = await startAuthApp(backend, {
-        ...BASE_ENV,
-        EXECUTION_CONCURRENCY: '2',
-        EXECUTION_MAX_THREADS_PER_USER: '2',
-      });
-      alice = (await signUp(t.app, 'exa')).session;
-      bob = (await signUp(t.app, 'exb')).session;
-    });
-    afterAll(async () => {
-      await t?.close();
-    });
+    const t = useTestApp(
+      backend,
+      { ...BASE_ENV, EXECUTION_CONCURRENCY: '2', EXECUTION_MAX_THREADS_PER_USER: '2' },
+      { accounts: true },
+    );
+    const alice = t.user('exa');
+    const bob = t.user('exb');
 
     it.skipIf(!backend.available)(
       "another user's short script runs on the next free thread, before the first user's queue drains; waiting ones stay queued",
@@ -105,18 +89,9 @@ describe.each(BACKENDS)('executions on $name', (backend) => {
   });
 
   describe('two threads, the default cap (all but one per user)', () => {
-    let t: AuthTestApp;
-    let alice: Session;
-    let bob: Session;
-    beforeAll(async () => {
-      if (!backend.available) return;
-      t = await startAuthApp(backend, { ...BASE_ENV, EXECUTION_CONCURRENCY: '2' });
-      alice = (await signUp(t.app, 'exc')).session;
-      bob = (await signUp(t.app, 'exd')).session;
-    });
-    afterAll(async () => {
-      await t?.close();
-    });
+    const t = useTestApp(backend, { ...BASE_ENV, EXECUTION_CONCURRENCY: '2' }, { accounts: true });
+    const alice = t.user('exc');
+    const bob = t.user('exd');
 
     it.skipIf(!backend.available)(
       "one user's long scripts hold one thread; another user's short script runs at once on the other",

@@ -13,11 +13,12 @@ import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { EventTables } from '../../src/adapters/storage/schema.js';
-import { type AuthTestApp, type Session, signUp, startAuthApp } from '../helpers/auth.js';
-import { type Backend, postgres, sqlite, type TestDatabase } from '../helpers/backends.js';
+import { useTestApp } from '../helpers/app.js';
+import { type Session, signUp } from '../helpers/auth.js';
+import { type Backend, postgres, sqlite, useTestDatabase } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
 import { type ServerProcess, startServer } from '../helpers/server-process.js';
-import { natsServerBinaryAvailable, OwnNatsServer } from '../events/own-nats-server.js';
+import { natsServerBinaryAvailable, OwnNatsServer } from '../helpers/own-nats-server.js';
 import { submit } from './execution-client.js';
 
 const ACK_WAIT_MS = 3000;
@@ -48,15 +49,13 @@ const CASES: { name: string; backend: Backend; nats: boolean; available: () => b
 
 describe.each(CASES)('a worker killed mid-execution, on $name', ({ backend, nats: withNats, available }) => {
   const ok = available() && (!withNats || natsServerBinaryAvailable());
-  let database: TestDatabase;
+  const database = useTestDatabase(backend, ok);
   let natsServer: OwnNatsServer | undefined;
-  let api: AuthTestApp;
   const workers: ServerProcess[] = [];
   let env: Record<string, string>;
 
   beforeAll(async () => {
     if (!ok) return;
-    database = await backend.create();
     env = {
       DATABASE_URL: database.databaseUrl,
       SECRET_KEY: randomBytes(32).toString('hex'),
@@ -72,16 +71,16 @@ describe.each(CASES)('a worker killed mid-execution, on $name', ({ backend, nats
       await natsServer.start();
       env = { ...env, NATS_URL: natsServer.url, NATS_PREFIX: `wt${randomBytes(3).toString('hex')}_` };
     }
-    api = await startAuthApp(backend, { ...env, ROLE: 'api' }, { database });
   });
+  afterAll(async () => {
+    await natsServer?.destroy();
+  });
+  const api = useTestApp(backend, () => ({ ...env, ROLE: 'api' }), { accounts: true, database, when: ok });
   afterEach(async () => {
     for (const worker of workers.splice(0)) await worker.stop('SIGTERM');
   });
   afterAll(async () => {
     for (const worker of workers) await worker.stop('SIGKILL');
-    await api?.close();
-    await natsServer?.destroy();
-    await database?.drop();
   });
 
   const rows = () =>

@@ -5,6 +5,7 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
+import { REDIS_SERVER_BIN } from '../helpers/own-redis-server.js';
 import { inCi } from '../helpers/services.js';
 
 /** The directory holding initdb, pg_ctl and postgres: `PG_BIN_DIR`, or Debian's newest `/usr/lib/postgresql/N/bin`. */
@@ -18,7 +19,6 @@ export function postgresBinDir(): string | undefined {
   return versions[0] === undefined ? undefined : join(root, versions[0], 'bin');
 }
 
-export const REDIS_SERVER_BIN = process.env.REDIS_SERVER_BIN ?? '/usr/bin/redis-server';
 export const RUNUSER_BIN = '/usr/sbin/runuser';
 
 /** When running as root, PostgreSQL runs as the `postgres` user (it refuses root). */

@@ -4,13 +4,13 @@
  * built service on a fresh database: two `serve --role api` processes and one or more
  * `serve --role worker` processes, started as `npm start` starts them.
  */
-import { NATS_SERVER_BIN, OwnNatsServer } from '../events/own-nats-server.js';
+import { NATS_SERVER_BIN, OwnNatsServer } from '../helpers/own-nats-server.js';
+import { killOnExit } from '../helpers/own-process.js';
+import { OwnRedisServer } from '../helpers/own-redis-server.js';
 import { type ServerProcess, startServer } from '../helpers/server-process.js';
 import { faultBinariesAvailable } from './binaries.js';
 import { HttpClient } from './http-client.js';
-import { forget, killOnExit } from './own-process.js';
 import { OwnPostgres } from './own-postgres.js';
-import { OwnRedis } from './own-redis.js';
 
 /** Whether the suite can run here (throws in CI when a binary is missing). */
 export function faultSuiteAvailable(): boolean {
@@ -20,14 +20,14 @@ export function faultSuiteAvailable(): boolean {
 export class FaultBackends {
   private constructor(
     readonly postgres: OwnPostgres,
-    readonly redis: OwnRedis,
+    readonly redis: OwnRedisServer,
     readonly nats: OwnNatsServer,
   ) {}
 
   static async start(): Promise<FaultBackends> {
     const [postgres, redis, nats] = await Promise.all([
       OwnPostgres.create(),
-      OwnRedis.create(),
+      OwnRedisServer.create(),
       OwnNatsServer.create(),
     ]);
     const backends = new FaultBackends(postgres, redis, nats);
@@ -41,14 +41,12 @@ export class FaultBackends {
     await Promise.all([this.postgres.start(), this.redis.start(), this.startNats()]);
   }
 
-  async startNats(): Promise<void> {
-    await this.nats.start();
-    if (this.nats.pid) killOnExit(this.nats.pid);
+  startNats(): Promise<void> {
+    return this.nats.start();
   }
 
-  async stopNats(): Promise<void> {
-    if (this.nats.pid) forget(this.nats.pid);
-    await this.nats.stop();
+  stopNats(): Promise<void> {
+    return this.nats.stop();
   }
 
   async destroy(): Promise<void> {

@@ -14,9 +14,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import pg from 'pg';
-import { freePort } from '../events/own-nats-server.js';
+import { forget, killOnExit } from '../helpers/own-process.js';
+import { freePort } from '../helpers/own-server.js';
 import { asRoot, postgresBinDir, RUNUSER_BIN } from './binaries.js';
-import { forget, killOnExit } from './own-process.js';
 
 const run = promisify(execFile);
 

@@ -1,9 +1,7 @@
-import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import type { LightMyRequestResponse } from 'fastify';
 import { expect } from 'vitest';
-import { compose, type Service } from '../../src/composition/compose.js';
 import type { Clock } from '../../src/ports/clock.js';
-import type { Backend, TestDatabase } from './backends.js';
-import { testConfig } from './backends.js';
+import type { Injector } from './http.js';
 
 /**
  * Test settings for the account suites: `NODE_ENV=test` unlocks `BCRYPT_ROUNDS` below 10 (the
@@ -27,40 +25,6 @@ export class ManualClock implements Clock {
   }
 }
 
-export interface AuthTestApp {
-  readonly app: FastifyInstance;
-  readonly service: Service;
-  readonly database: TestDatabase;
-  readonly clock: ManualClock;
-  close(): Promise<void>;
-}
-
-/** The whole service on a fresh database of `backend`, with a manual clock and fast bcrypt. */
-export async function startAuthApp(
-  backend: Backend,
-  env: Record<string, string> = {},
-  options: { clock?: ManualClock; database?: TestDatabase; settingsPollIntervalMs?: number } = {},
-): Promise<AuthTestApp> {
-  const database = options.database ?? (await backend.create());
-  const clock = options.clock ?? new ManualClock();
-  const service = await compose(testConfig(database.databaseUrl, { ...AUTH_TEST_ENV, ...env }), {
-    logger: false,
-    clock,
-    settingsPollIntervalMs: options.settingsPollIntervalMs,
-  });
-  await service.app.ready();
-  return {
-    app: service.app,
-    service,
-    database,
-    clock,
-    close: async () => {
-      await service.close();
-      if (!options.database) await database.drop();
-    },
-  };
-}
-
 let userNumber = 0;
 
 /** A fresh, valid registration body; `prefix` keeps files apart. */
@@ -77,7 +41,7 @@ export function newUser(
   };
 }
 
-export function jsonPost(app: FastifyInstance, url: string, body: unknown, headers: Record<string, string> = {}) {
+export function jsonPost(app: Injector, url: string, body: unknown, headers: Record<string, string> = {}) {
   return app.inject({
     method: 'POST',
     url,
@@ -86,13 +50,13 @@ export function jsonPost(app: FastifyInstance, url: string, body: unknown, heade
   });
 }
 
-export async function registerUser(app: FastifyInstance, body: { username: string; email: string; password: string }) {
+export async function registerUser(app: Injector, body: { username: string; email: string; password: string }) {
   const response = await jsonPost(app, '/api/v1/auth/register', body);
   expect(response.statusCode, response.body).toBe(201);
   return response.json<{ id: number; username: string; email: string; role: string; created_at: string }>();
 }
 
-export function loginRequest(app: FastifyInstance, username: string, password: string) {
+export function loginRequest(app: Injector, username: string, password: string) {
   return jsonPost(app, '/api/v1/auth/login', { username, password });
 }
 
@@ -116,29 +80,25 @@ export function sessionFrom(response: LightMyRequestResponse): Session {
   return { accessToken: accessToken!, csrfToken: csrfToken!, cookie, headers: { cookie, 'x-csrf-token': csrfToken! } };
 }
 
-export async function login(app: FastifyInstance, username: string, password: string): Promise<Session> {
+export async function login(app: Injector, username: string, password: string): Promise<Session> {
   const response = await loginRequest(app, username, password);
   expect(response.statusCode, response.body).toBe(200);
   return sessionFrom(response);
 }
 
 /** Registers a user and logs in. */
-export async function signUp(app: FastifyInstance, prefix: string) {
+export async function signUp(app: Injector, prefix: string) {
   const body = newUser(prefix);
   const user = await registerUser(app, body);
   return { user, password: body.password, session: await login(app, body.username, body.password) };
 }
 
-export function me(app: FastifyInstance, cookie: string) {
+export function me(app: Injector, cookie: string) {
   return app.inject({ method: 'GET', url: '/api/v1/auth/me', headers: { cookie } });
 }
 
 /** The value of a counter (with optional labels) in the app's Prometheus text. */
-export async function metricValue(
-  app: FastifyInstance,
-  name: string,
-  labels: Record<string, string> = {},
-): Promise<number> {
+export async function metricValue(app: Injector, name: string, labels: Record<string, string> = {}): Promise<number> {
   const text = (await app.inject({ method: 'GET', url: '/metrics' })).body;
   const wanted = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
   for (const line of text.split('\n')) {

@@ -3,6 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
+import { afterAll, beforeAll } from 'vitest';
 import { loadConfig, type Config } from '../../src/config/config.js';
 import { POSTGRES_URL, postgresAvailable } from './services.js';
 
@@ -62,4 +63,29 @@ export const BACKENDS: readonly Backend[] = [sqlite, postgres];
  */
 export function testConfig(databaseUrl: string, env: Record<string, string> = {}): Config {
   return loadConfig({ DATABASE_URL: databaseUrl, LOG_LEVEL: 'silent', RATE_LIMIT_ENABLED: 'false', ...env });
+}
+
+/**
+ * A fresh database of `backend` for a suite whose instances share it: created in a `beforeAll`
+ * (when `backend.available` and `when`), dropped in its `afterAll`.
+ */
+export function useTestDatabase(backend: Backend, when = true): TestDatabase {
+  let database: TestDatabase | undefined;
+  beforeAll(async () => {
+    if (backend.available && when) database = await backend.create();
+  });
+  afterAll(async () => {
+    await database?.drop();
+  });
+  return {
+    get databaseUrl() {
+      if (!database)
+        throw new Error(`the ${backend.name} test database does not exist (not available, or not created yet)`);
+      return database.databaseUrl;
+    },
+    drop: async () => {
+      await database?.drop();
+      database = undefined;
+    },
+  };
 }

@@ -1,10 +1,10 @@
-import { randomBytes } from 'node:crypto';
 import { EmbeddedLogEventBus } from '../../src/adapters/event-bus/embedded-log/embedded-log-event-bus.js';
 import { NatsEventBus } from '../../src/adapters/event-bus/nats-event-bus.js';
 import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
 import { migrateToLatest } from '../../src/adapters/storage/migrations.js';
 import type { EventBus } from '../../src/ports/event-bus.js';
-import { sqlite, testConfig, type TestDatabase } from './backends.js';
+import { type Backend, postgres, sqlite, testConfig, type TestDatabase } from './backends.js';
+import { connectTestNatsBus, uniqueNatsPrefix } from './nats.js';
 import { NATS_URL, natsAvailable } from './services.js';
 
 /** Options that make redelivery and rebalancing quick enough for tests. */
@@ -55,21 +55,12 @@ export const nats: BusKind = {
   name: 'nats',
   available: natsAvailable,
   async family() {
-    const prefix = `t${randomBytes(4).toString('hex')}_`;
+    const prefix = uniqueNatsPrefix('t');
     const buses: NatsEventBus[] = [];
-    const options = {
-      url: NATS_URL,
-      partitions: FAST_BUS.partitions,
-      ackWaitMs: 1000,
-      retryDelayMs: FAST_BUS.retryDelayMs,
-      prefix,
-      retentionMs: 3_600_000,
-      duplicateWindowMs: 120_000,
-    };
     return {
       env: { NATS_URL, NATS_PREFIX: prefix },
       async connect() {
-        const bus = await NatsEventBus.connect(options);
+        const bus = await connectTestNatsBus(NATS_URL, prefix);
         buses.push(bus);
         return bus;
       },
@@ -82,3 +73,21 @@ export const nats: BusKind = {
 };
 
 export const BUS_KINDS: readonly BusKind[] = [embedded, nats];
+
+/** A database and a bus for an app: the embedded bus in the database, or NATS JetStream beside it. */
+export interface BusVariant {
+  readonly name: string;
+  readonly backend: Backend;
+  readonly nats: boolean;
+  /** Whether it can run here: the database is available, and NATS too where it is used. */
+  readonly available: boolean;
+}
+
+/** The embedded bus on SQLite and on PostgreSQL, and NATS JetStream (named `natsName`) beside `natsBackend`. */
+export function busVariants(natsUp: boolean, natsName: string, natsBackend: Backend = sqlite): BusVariant[] {
+  return [
+    { name: 'the embedded bus on sqlite', backend: sqlite, nats: false, available: sqlite.available },
+    { name: 'the embedded bus on postgres', backend: postgres, nats: false, available: postgres.available },
+    { name: natsName, backend: natsBackend, nats: true, available: natsBackend.available && natsUp },
+  ];
+}

@@ -5,6 +5,9 @@ import { expect } from 'vitest';
  * Settings every HTTP test app runs with: rate limiting off (design: `RATE_LIMIT_ENABLED=false`),
  * so that the many requests of a test file are judged on their own merits, never answered 429.
  */
+/** What the helpers need of an app: a started `TestApp` handle or a Fastify instance. */
+export type Injector = Pick<FastifyInstance, 'inject'>;
+
 export const HTTP_TEST_ENV: Readonly<Record<string, string>> = { RATE_LIMIT_ENABLED: 'false' };
 
 /** A `UrlMappingCreate` body. */
@@ -42,7 +45,7 @@ export function newMapping(nextCode: () => string, overrides: Partial<CreateBody
 }
 
 /** `POST /shorten` with a JSON body. */
-export function postShorten(app: FastifyInstance, body: unknown): Promise<LightMyRequestResponse> {
+export function postShorten(app: Injector, body: unknown): Promise<LightMyRequestResponse> {
   return app.inject({
     method: 'POST',
     url: '/shorten',
@@ -52,14 +55,14 @@ export function postShorten(app: FastifyInstance, body: unknown): Promise<LightM
 }
 
 /** Creates a mapping and returns its read view; fails the test unless the answer is 201. */
-export async function createMapping(app: FastifyInstance, body: CreateBody): Promise<ReadBody> {
+export async function createMapping(app: Injector, body: CreateBody): Promise<ReadBody> {
   const response = await postShorten(app, body);
   expect(response.statusCode, response.body).toBe(201);
   return response.json<ReadBody>();
 }
 
 /** `PATCH /{code}` with a JSON body. */
-export function patchMapping(app: FastifyInstance, code: string, body: unknown): Promise<LightMyRequestResponse> {
+export function patchMapping(app: Injector, code: string, body: unknown): Promise<LightMyRequestResponse> {
   return app.inject({
     method: 'PATCH',
     url: `/${code}`,
@@ -69,14 +72,14 @@ export function patchMapping(app: FastifyInstance, code: string, body: unknown):
 }
 
 /** Every mapping, through `GET /urls`. */
-export async function listAll(app: FastifyInstance): Promise<ReadBody[]> {
+export async function listAll(app: Injector): Promise<ReadBody[]> {
   const response = await app.inject({ method: 'GET', url: '/urls' });
   expect(response.statusCode, response.body).toBe(200);
   return response.json<ReadBody[]>();
 }
 
 /** The mapping with `code`, as `GET /urls` shows it, or undefined. */
-export async function findListed(app: FastifyInstance, code: string): Promise<ReadBody | undefined> {
+export async function findListed(app: Injector, code: string): Promise<ReadBody | undefined> {
   return (await listAll(app)).find((m) => m.code === code);
 }
 

@@ -1,23 +1,17 @@
 /**
  * A redis-server of the test's own (never the shared one on 6379), on a free port, keeping
- * nothing on disk: the test may stop it (it comes back empty), pause it (SIGSTOP) and resume it.
+ * nothing on disk (`--save "" --appendonly no`, like the CI's shared one): stopping it loses every
+ * key, which is what a restart of such a Redis does. Paused (SIGSTOP), it is a Redis stuck in a
+ * long command or behind a network partition.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
 import net from 'node:net';
-import { freePort } from '../events/own-nats-server.js';
-import { inCi } from './services.js';
+import { tmpdir } from 'node:os';
+import { binaryAvailable, freePort, OwnServer } from './own-server.js';
 
 export const REDIS_SERVER_BIN = process.env.REDIS_SERVER_BIN ?? '/usr/bin/redis-server';
 
 /** Whether the binary is there; in CI its absence fails, elsewhere the tests skip with a reason. */
-export function redisServerBinaryAvailable(): boolean {
-  if (existsSync(REDIS_SERVER_BIN)) return true;
-  const message = `redis-server binary not found at ${REDIS_SERVER_BIN}`;
-  if (inCi) throw new Error(`${message}; CI requires it`);
-  console.warn(`skipping own-redis-server tests: ${message}`);
-  return false;
-}
+export const redisServerBinaryAvailable = () => binaryAvailable('redis-server', REDIS_SERVER_BIN);
 
 function answersPing(port: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -33,11 +27,10 @@ function answersPing(port: number): Promise<boolean> {
   });
 }
 
-export class OwnRedisServer {
-  private child: ChildProcess | undefined;
-  private log = '';
-
-  private constructor(readonly port: number) {}
+export class OwnRedisServer extends OwnServer {
+  private constructor(port: number) {
+    super('redis-server', port);
+  }
 
   static async create(): Promise<OwnRedisServer> {
     return new OwnRedisServer(await freePort());
@@ -47,44 +40,18 @@ export class OwnRedisServer {
     return `redis://127.0.0.1:${this.port}`;
   }
 
-  output(): string {
-    return this.log;
-  }
-
-  /** Starts it (same port as before, empty) and waits until it answers PING. */
-  async start(): Promise<void> {
-    if (this.child) return;
+  protected command() {
     const args = ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'];
-    const child = spawn(REDIS_SERVER_BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    this.child = child;
-    child.stdout?.on('data', (c: Buffer) => (this.log += c.toString()));
-    child.stderr?.on('data', (c: Buffer) => (this.log += c.toString()));
-    const deadline = Date.now() + 10_000;
-    while (!(await answersPing(this.port))) {
-      if (child.exitCode !== null) throw new Error(`redis-server exited with ${child.exitCode}:\n${this.log}`);
-      if (Date.now() > deadline) throw new Error(`redis-server did not start:\n${this.log}`);
-      await new Promise((resolve) => setTimeout(resolve, 25));
-    }
+    // It writes nothing there; the working directory stays untouched all the same.
+    return [REDIS_SERVER_BIN, [...args, '--dir', tmpdir()]] as const;
   }
 
-  /** Stops it and waits until the process has gone; what it held is lost. */
-  async stop(): Promise<void> {
-    const child = this.child;
-    if (!child) return;
-    this.child = undefined;
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    const exited = new Promise((resolve) => child.once('exit', resolve));
-    child.kill('SIGCONT'); // a paused server would not act on SIGTERM
-    child.kill('SIGTERM');
-    await exited;
+  protected ready(): Promise<boolean> {
+    return answersPing(this.port);
   }
 
-  /** Freezes it: connections stay open, nothing is answered. */
-  pause(): void {
-    this.child?.kill('SIGSTOP');
-  }
-
-  resume(): void {
-    this.child?.kill('SIGCONT');
+  /** Kills it: nothing of it is worth a clean shutdown. */
+  destroy(): Promise<void> {
+    return this.stop('SIGKILL');
   }
 }

@@ -1,14 +1,12 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { adminEnv, startTestApp, useTestApp } from '../helpers/app.js';
 import { BACKENDS, sqlite } from '../helpers/backends.js';
 import { expectError } from '../helpers/http.js';
-import { type AuthTestApp, login, type Session, signUp, startAuthApp } from '../helpers/auth.js';
+import { login, signUp } from '../helpers/auth.js';
 
 const SETTINGS = '/api/v1/admin/settings';
-const ADMIN_ENV = {
-  ADMIN_USERNAME: 'settings_admin',
-  ADMIN_EMAIL: 'settings_admin@example.com',
-  ADMIN_PASSWORD: 'admin password 1',
-};
+const ADMIN = { username: 'settings_admin', email: 'settings_admin@example.com', password: 'admin password 1' };
+const ADMIN_ENV = adminEnv(ADMIN);
 /** The rate-limit values (design: admin settings include them), at their RATE_LIMIT_* defaults. */
 const RATE_LIMIT_DEFAULTS = {
   rate_limit_auth_limit: 20,
@@ -28,17 +26,8 @@ const DEFAULTS = {
 };
 
 describe.each(BACKENDS)('GET/PATCH /api/v1/admin/settings on $name', (backend) => {
-  let t: AuthTestApp;
-  let admin: Session;
-
-  beforeAll(async () => {
-    if (!backend.available) return;
-    t = await startAuthApp(backend, ADMIN_ENV);
-    admin = await login(t.app, ADMIN_ENV.ADMIN_USERNAME, ADMIN_ENV.ADMIN_PASSWORD);
-  });
-  afterAll(async () => {
-    await t?.close();
-  });
+  const t = useTestApp(backend, {}, { accounts: true, admin: ADMIN });
+  const admin = t.admin;
 
   const get = (cookie?: string) => t.app.inject({ method: 'GET', url: SETTINGS, headers: cookie ? { cookie } : {} });
   const patch = (headers: Record<string, string>, body: unknown) =>
@@ -108,7 +97,7 @@ describe.each(BACKENDS)('GET/PATCH /api/v1/admin/settings on $name', (backend) =
     'persists changes: another instance on the same database starts with them',
     async () => {
       expect((await patch(admin.headers, { lockout_duration_minutes: 30 })).statusCode).toBe(200);
-      const second = await startAuthApp(backend, ADMIN_ENV, { database: t.database });
+      const second = await startTestApp(backend, ADMIN_ENV, { accounts: true, database: t.database });
       try {
         const secondAdmin = await login(second.app, ADMIN_ENV.ADMIN_USERNAME, ADMIN_ENV.ADMIN_PASSWORD);
         const response = await second.app.inject({
@@ -126,20 +115,18 @@ describe.each(BACKENDS)('GET/PATCH /api/v1/admin/settings on $name', (backend) =
 });
 
 describe('runtime setting defaults from the environment', () => {
-  let t: AuthTestApp;
-  beforeAll(async () => {
-    t = await startAuthApp(sqlite, {
+  const t = useTestApp(
+    sqlite,
+    {
       ...ADMIN_ENV,
       PASSWORD_MIN_LENGTH: '10',
       MAX_LOGIN_ATTEMPTS: '3',
       LOCKOUT_DURATION_MINUTES: '60',
       RATE_LIMIT_WRITES_LIMIT: '120',
       RATE_LIMIT_WRITES_WINDOW_S: '30',
-    });
-  });
-  afterAll(async () => {
-    await t?.close();
-  });
+    },
+    { accounts: true },
+  );
 
   it('apply until an administrator changes them', async () => {
     const admin = await login(t.app, ADMIN_ENV.ADMIN_USERNAME, ADMIN_ENV.ADMIN_PASSWORD);

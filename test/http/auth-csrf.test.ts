@@ -5,18 +5,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSecurityMetrics } from '../../src/adapters/auth/security-metrics.js';
 import { registerErrorHandling } from '../../src/http/error-handler.js';
 import csrfPlugin from '../../src/http/plugins/csrf.js';
+import { useTestApp } from '../helpers/app.js';
 import { BACKENDS, sqlite } from '../helpers/backends.js';
 import { expectError } from '../helpers/http.js';
-import {
-  type AuthTestApp,
-  jsonPost,
-  login,
-  metricValue,
-  newUser,
-  type Session,
-  signUp,
-  startAuthApp,
-} from '../helpers/auth.js';
+import { jsonPost, login, metricValue, newUser, signUp } from '../helpers/auth.js';
 
 const MISSING = 'CSRF token missing from X-CSRF-Token header';
 const MISMATCH = 'CSRF token invalid or does not match cookie';
@@ -25,22 +17,9 @@ const SETTINGS = '/api/v1/admin/settings';
 
 /** Spec §5.4, row by row, through the real app (PATCH /api/v1/admin/settings is a protected route). */
 describe.each(BACKENDS)('CSRF validation on $name', (backend) => {
-  let t: AuthTestApp;
-  let admin: Session;
   const adminUser = { username: 'csrf_admin', email: 'csrf_admin@example.com', password: 'admin password 1' };
-
-  beforeAll(async () => {
-    if (!backend.available) return;
-    t = await startAuthApp(backend, {
-      ADMIN_USERNAME: adminUser.username,
-      ADMIN_EMAIL: adminUser.email,
-      ADMIN_PASSWORD: adminUser.password,
-    });
-    admin = await login(t.app, adminUser.username, adminUser.password);
-  });
-  afterAll(async () => {
-    await t?.close();
-  });
+  const t = useTestApp(backend, {}, { accounts: true, admin: adminUser });
+  const admin = t.admin;
 
   const patch = (headers: Record<string, string>, body: unknown = {}) =>
     t.app.inject({
@@ -204,14 +183,12 @@ describe.each(BACKENDS)('CSRF validation on $name', (backend) => {
  * the plugin itself (the app only ever runs it under /api/).
  */
 describe('CSRF plugin', () => {
-  let t: AuthTestApp;
+  const t = useTestApp(sqlite, {}, { accounts: true });
+  const session = t.user('plug');
   let probe: FastifyInstance;
-  let session: Session;
   const registry = new Registry();
 
   beforeAll(async () => {
-    t = await startAuthApp(sqlite);
-    session = (await signUp(t.app, 'plug')).session;
     probe = Fastify();
     registerErrorHandling(probe, 1024);
     await probe.register(cookie);
@@ -226,7 +203,6 @@ describe('CSRF plugin', () => {
   });
   afterAll(async () => {
     await probe?.close();
-    await t?.close();
   });
 
   const send = (method: string, url: string, headers: Record<string, string>) =>

@@ -1,15 +1,8 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { adminEnv, useTestApp } from '../helpers/app.js';
 import { BACKENDS } from '../helpers/backends.js';
 import { expectError } from '../helpers/http.js';
-import {
-  type AuthTestApp,
-  login,
-  loginRequest,
-  metricValue,
-  newUser,
-  registerUser,
-  startAuthApp,
-} from '../helpers/auth.js';
+import { login, loginRequest, metricValue, newUser, registerUser } from '../helpers/auth.js';
 
 const LOCKED = 'Account locked due to too many failed attempts';
 const INVALID = 'Invalid username or password';
@@ -17,20 +10,8 @@ const MINUTE = 60_000;
 
 /** Spec §5.5 and the design's lockout rules, with the clock moved by hand. */
 describe.each(BACKENDS)('login lockout on $name', (backend) => {
-  let t: AuthTestApp;
   const admin = { username: 'lock_admin', email: 'lock_admin@example.com', password: 'admin password 1' };
-
-  beforeAll(async () => {
-    if (!backend.available) return;
-    t = await startAuthApp(backend, {
-      ADMIN_USERNAME: admin.username,
-      ADMIN_EMAIL: admin.email,
-      ADMIN_PASSWORD: admin.password,
-    });
-  });
-  afterAll(async () => {
-    await t?.close();
-  });
+  const t = useTestApp(backend, adminEnv(admin), { accounts: true });
 
   const account = async () => {
     const body = newUser('lk');

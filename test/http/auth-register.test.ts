@@ -1,26 +1,15 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { adminEnv, useTestApp } from '../helpers/app.js';
 import { BACKENDS } from '../helpers/backends.js';
 import { expectError } from '../helpers/http.js';
-import { type AuthTestApp, jsonPost, login, newUser, registerUser, startAuthApp } from '../helpers/auth.js';
+import { jsonPost, login, newUser, registerUser } from '../helpers/auth.js';
 
 const REGISTER = '/api/v1/auth/register';
 
 /** Spec §5.6 and the design's "Accounts": registration rules, details and check order. */
 describe.each(BACKENDS)('POST /api/v1/auth/register on $name', (backend) => {
-  let t: AuthTestApp;
   const admin = { username: 'root_admin', email: 'root@example.com', password: 'admin password 1' };
-
-  beforeAll(async () => {
-    if (!backend.available) return;
-    t = await startAuthApp(backend, {
-      ADMIN_USERNAME: admin.username,
-      ADMIN_EMAIL: admin.email,
-      ADMIN_PASSWORD: admin.password,
-    });
-  });
-  afterAll(async () => {
-    await t?.close();
-  });
+  const t = useTestApp(backend, adminEnv(admin), { accounts: true });
 
   it.skipIf(!backend.available)(
     'creates a user: 201 {id, username, email, role, created_at}, email lower-cased',

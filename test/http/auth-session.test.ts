@@ -1,20 +1,10 @@
 import { createHmac } from 'node:crypto';
 import type { LightMyRequestResponse } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { useTestApp } from '../helpers/app.js';
 import { BACKENDS, sqlite } from '../helpers/backends.js';
 import { expectError } from '../helpers/http.js';
-import {
-  type AuthTestApp,
-  jsonPost,
-  login,
-  loginRequest,
-  me,
-  newUser,
-  registerUser,
-  sessionFrom,
-  signUp,
-  startAuthApp,
-} from '../helpers/auth.js';
+import { jsonPost, login, loginRequest, me, newUser, registerUser, sessionFrom, signUp } from '../helpers/auth.js';
 
 const SECRET_KEY = 'session-suite-secret-key-0123456789abcdef';
 
@@ -65,15 +55,7 @@ function expectSessionCookieAttributes(response: LightMyRequestResponse, maxAge:
 }
 
 describe.each(BACKENDS)('sessions on $name', (backend) => {
-  let t: AuthTestApp;
-
-  beforeAll(async () => {
-    if (!backend.available) return;
-    t = await startAuthApp(backend, { SECRET_KEY });
-  });
-  afterAll(async () => {
-    await t?.close();
-  });
+  const t = useTestApp(backend, { SECRET_KEY }, { accounts: true });
 
   describe('POST /api/v1/auth/login', () => {
     it.skipIf(!backend.available)(
@@ -359,13 +341,7 @@ describe.each(BACKENDS)('sessions on $name', (backend) => {
 });
 
 describe('ACCESS_TOKEN_EXPIRE_MINUTES', () => {
-  let t: AuthTestApp;
-  beforeAll(async () => {
-    t = await startAuthApp(sqlite, { ACCESS_TOKEN_EXPIRE_MINUTES: '30' });
-  });
-  afterAll(async () => {
-    await t?.close();
-  });
+  const t = useTestApp(sqlite, { ACCESS_TOKEN_EXPIRE_MINUTES: '30' }, { accounts: true });
 
   it("sets the token lifetime and both cookies' Max-Age", async () => {
     const body = newUser('ttl');
@@ -380,13 +356,7 @@ describe('ACCESS_TOKEN_EXPIRE_MINUTES', () => {
 });
 
 describe('the redirect path and other root routes', () => {
-  let t: AuthTestApp;
-  beforeAll(async () => {
-    t = await startAuthApp(sqlite);
-  });
-  afterAll(async () => {
-    await t?.close();
-  });
+  const t = useTestApp(sqlite, {}, { accounts: true });
 
   it('take no form bodies and need no session or CSRF token', async () => {
     const form = await t.app.inject({

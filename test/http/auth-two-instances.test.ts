@@ -1,9 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { postgres, type TestDatabase } from '../helpers/backends.js';
+import { afterAll, describe, expect, it } from 'vitest';
+import { adminEnv, type TestApp, useTestApp } from '../helpers/app.js';
+import { postgres, useTestDatabase } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
 import { expectError } from '../helpers/http.js';
 import {
-  type AuthTestApp,
   jsonPost,
   login,
   loginRequest,
@@ -12,59 +12,44 @@ import {
   newUser,
   registerUser,
   type Session,
-  startAuthApp,
 } from '../helpers/auth.js';
 import { deleteRedisKeys, uniqueRedisPrefix } from '../helpers/redis.js';
 import { REDIS_URL, redisAvailable } from '../helpers/services.js';
 
 const LOCKED = 'Account locked due to too many failed attempts';
 const ADMIN = { username: 'cluster_admin', email: 'cluster_admin@example.com', password: 'admin password 1' };
+const available = postgres.available && (await redisAvailable());
 
 /**
  * Two instances of the service on one PostgreSQL database sharing one Redis, as behind a load
  * balancer: lockouts, revocations and setting changes made through one hold on the other.
  */
 describe('two instances sharing PostgreSQL and Redis', () => {
-  let available = false;
-  let database: TestDatabase;
-  let a: AuthTestApp;
-  let b: AuthTestApp;
-  let adminOnA: Session;
   const prefix = uniqueRedisPrefix('auth-cluster');
-
-  beforeAll(async () => {
-    available = postgres.available && (await redisAvailable());
-    if (!available) return;
-    database = await postgres.create();
-    const env = {
-      REDIS_URL,
-      REDIS_KEY_PREFIX: prefix,
-      SECRET_KEY: 'cluster-secret-key-shared-by-every-instance-0123',
-      ADMIN_USERNAME: ADMIN.username,
-      ADMIN_EMAIL: ADMIN.email,
-      ADMIN_PASSWORD: ADMIN.password,
-    };
-    const clock = new ManualClock();
-    a = await startAuthApp(postgres, env, { database, clock });
-    b = await startAuthApp(postgres, env, { database, clock });
-    adminOnA = await login(a.app, ADMIN.username, ADMIN.password);
-  });
   afterAll(async () => {
-    await a?.close();
-    await b?.close();
-    await database?.drop();
     if (available) await deleteRedisKeys(prefix);
   });
+  const database = useTestDatabase(postgres, available);
+  const env = {
+    REDIS_URL,
+    REDIS_KEY_PREFIX: prefix,
+    SECRET_KEY: 'cluster-secret-key-shared-by-every-instance-0123',
+    ...adminEnv(ADMIN),
+  };
+  const clock = new ManualClock();
+  const a = useTestApp(postgres, env, { accounts: true, database, clock, admin: ADMIN, when: available });
+  const b = useTestApp(postgres, env, { accounts: true, database, clock, when: available });
+  const adminOnA = a.admin;
 
   const account = async () => {
     const body = newUser('two');
     await registerUser(a.app, body);
     return body;
   };
-  const fail = async (t: AuthTestApp, username: string, times: number) => {
+  const fail = async (t: TestApp, username: string, times: number) => {
     for (let i = 0; i < times; i++) expectError(await loginRequest(t.app, username, 'wrong password!'), 401);
   };
-  const patchSettings = (t: AuthTestApp, session: Session, body: unknown) =>
+  const patchSettings = (t: TestApp, session: Session, body: unknown) =>
     t.app.inject({
       method: 'PATCH',
       url: '/api/v1/admin/settings',

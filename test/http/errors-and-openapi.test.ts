@@ -1,9 +1,8 @@
 import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { compose, type Service } from '../../src/composition/compose.js';
-import { type TestApp, startTestApp } from '../helpers/app.js';
-import { BACKENDS, type TestDatabase, testConfig } from '../helpers/backends.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useTestApp } from '../helpers/app.js';
+import { BACKENDS } from '../helpers/backends.js';
 import {
   codeMaker,
   createMapping,
@@ -21,17 +20,7 @@ type Json = Record<string, any>;
 describe.each(BACKENDS)('health, errors and OpenAPI on $name', (backend) => {
   const test = it.skipIf(!backend.available);
   const code = codeMaker('err');
-  let main: TestApp | undefined;
-  let app: FastifyInstance;
-
-  beforeAll(async () => {
-    if (!backend.available) return;
-    main = await startTestApp(backend, HTTP_TEST_ENV);
-    app = main.service.app;
-  });
-  afterAll(async () => {
-    await main?.close();
-  });
+  const app = useTestApp(backend, HTTP_TEST_ENV);
 
   describe('GET /health', () => {
     test('200 {"status":"ok"} as JSON', async () => {
@@ -136,30 +125,21 @@ describe.each(BACKENDS)('health, errors and OpenAPI on $name', (backend) => {
   });
 
   describe('500 hides the error', () => {
-    let testDb: TestDatabase | undefined;
-    let broken: Service | undefined;
     const logLines: Json[] = [];
+    const stream = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        for (const line of chunk.toString('utf8').split('\n').filter(Boolean)) logLines.push(JSON.parse(line) as Json);
+        done();
+      },
+    });
+    const broken = useTestApp(backend, HTTP_TEST_ENV, { logger: { level: 'error', stream } });
 
     beforeAll(async () => {
       if (!backend.available) return;
-      testDb = await backend.create();
-      const stream = new Writable({
-        write(chunk: Buffer, _encoding, done) {
-          for (const line of chunk.toString('utf8').split('\n').filter(Boolean))
-            logLines.push(JSON.parse(line) as Json);
-          done();
-        },
-      });
-      broken = await compose(testConfig(testDb.databaseUrl, HTTP_TEST_ENV), { logger: { level: 'error', stream } });
-      await broken.app.ready();
       await createMapping(broken.app, newMapping(code, { code: 'cached01', url: 'https://example.com/cached' }));
       // Warm the redirect cache, then pull the database out from under the live app.
       expect((await broken.app.inject({ method: 'GET', url: '/cached01' })).statusCode).toBe(302);
-      await broken.database.close();
-    });
-    afterAll(async () => {
-      await broken?.close();
-      await testDb?.drop();
+      await broken.service.database.close();
     });
 
     const internal = (response: Awaited<ReturnType<FastifyInstance['inject']>>) => {

@@ -1,6 +1,6 @@
-import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type TestApp, startTestApp } from '../helpers/app.js';
+import type { LightMyRequestResponse } from 'fastify';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useTestApp } from '../helpers/app.js';
 import { BACKENDS } from '../helpers/backends.js';
 import {
   type ReadBody,
@@ -19,18 +19,8 @@ const TOTAL = 11;
 describe.each(BACKENDS)('GET /urls on $name', (backend) => {
   const test = it.skipIf(!backend.available);
   const code = codeMaker('lst');
-  let main: TestApp | undefined;
-  let app: FastifyInstance;
+  const app = useTestApp(backend, HTTP_TEST_ENV);
   let created: ReadBody[] = [];
-
-  beforeAll(async () => {
-    if (!backend.available) return;
-    main = await startTestApp(backend, HTTP_TEST_ENV);
-    app = main.service.app;
-  });
-  afterAll(async () => {
-    await main?.close();
-  });
 
   const list = (query = '') => app.inject({ method: 'GET', url: `/urls${query}` });
   const ids = (response: LightMyRequestResponse) => response.json<ReadBody[]>().map((m) => m.id);
@@ -169,7 +159,7 @@ describe.each(BACKENDS)('GET /urls on $name', (backend) => {
       expect(body.find((m) => m.id === target.id)?.click_count).toBe(target.click_count + 1);
       const paged = (await list(`?limit=1&after=${created[1]!.id}`)).json<ReadBody[]>();
       expect(paged).toEqual([{ ...target, click_count: target.click_count + 1 }]);
-      await main!.service.clicks.flush();
+      await app.service.clicks.flush();
       expect((await list(`?limit=1&after=${created[1]!.id}`)).json()).toEqual(paged);
       created[2] = { ...target, click_count: target.click_count + 1 };
     });

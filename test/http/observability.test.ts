@@ -1,28 +1,15 @@
 import net from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
-import { compose, type Service } from '../../src/composition/compose.js';
-import { sqlite, testConfig, type TestDatabase } from '../helpers/backends.js';
+import { describe, expect, it } from 'vitest';
+import type { Service } from '../../src/composition/compose.js';
+import { useTestApps } from '../helpers/app.js';
+import { sqlite } from '../helpers/backends.js';
 import { codeMaker, createMapping, newMapping } from '../helpers/http.js';
 import { deleteRedisKeys, uniqueRedisPrefix } from '../helpers/redis.js';
 import { REDIS_URL, redisAvailable } from '../helpers/services.js';
 
 const nextCode = codeMaker('obs');
-const running: { service: Service; database: TestDatabase }[] = [];
-
-async function start(env: Record<string, string> = {}): Promise<Service> {
-  const database = await sqlite.create();
-  const service = await compose(testConfig(database.databaseUrl, env), { logger: false });
-  await service.app.ready();
-  running.push({ service, database });
-  return service;
-}
-
-afterEach(async () => {
-  for (const { service, database } of running.splice(0)) {
-    await service.close();
-    await database.drop();
-  }
-});
+const startApp = useTestApps('each');
+const start = async (env: Record<string, string> = {}): Promise<Service> => (await startApp(sqlite, env)).service;
 
 /** The Prometheus exposition's sample lines named `name`. */
 async function samples(service: Service, name: string): Promise<string[]> {

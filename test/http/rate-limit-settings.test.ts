@@ -5,8 +5,9 @@
  */
 import type { LightMyRequestResponse } from 'fastify';
 import { afterAll, describe, expect, it } from 'vitest';
-import { AUTH_TEST_ENV, type AuthTestApp, login, type Session, startAuthApp } from '../helpers/auth.js';
-import { sqlite, type TestDatabase } from '../helpers/backends.js';
+import { adminEnv, type TestApp, useTestApp, useTestApps } from '../helpers/app.js';
+import { login, type Session } from '../helpers/auth.js';
+import { sqlite, useTestDatabase } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
 import { expectError } from '../helpers/http.js';
 import { deleteRedisKeys, uniqueRedisPrefix } from '../helpers/redis.js';
@@ -15,19 +16,16 @@ import { REDIS_URL, redisAvailable } from '../helpers/services.js';
 const SETTINGS = '/api/v1/admin/settings';
 const ADMIN = { username: 'limits_admin', email: 'limits_admin@example.com', password: 'admin password 1' };
 const ENV = {
-  ...AUTH_TEST_ENV,
-  ADMIN_USERNAME: ADMIN.username,
-  ADMIN_EMAIL: ADMIN.email,
-  ADMIN_PASSWORD: ADMIN.password,
+  ...adminEnv(ADMIN),
   RATE_LIMIT_ENABLED: 'true',
   RATE_LIMIT_REDIRECTS_LIMIT: '100',
   RATE_LIMIT_REDIRECTS_WINDOW_S: '60',
 };
 
-const redirect = (t: AuthTestApp, remoteAddress: string) =>
+const redirect = (t: TestApp, remoteAddress: string) =>
   t.app.inject({ method: 'GET', url: '/nosuch01', remoteAddress });
 
-const patchSettings = (t: AuthTestApp, admin: Session, body: unknown) =>
+const patchSettings = (t: TestApp, admin: Session, body: unknown) =>
   t.app.inject({
     method: 'PATCH',
     url: SETTINGS,
@@ -40,14 +38,10 @@ function expectPolicy(response: LightMyRequestResponse, quota: number, windowS: 
 }
 
 describe('rate-limit values in the admin settings, one instance', () => {
-  const apps: AuthTestApp[] = [];
-  afterAll(async () => {
-    for (const t of apps) await t.close();
-  });
+  const t = useTestApp(sqlite, ENV, { accounts: true });
+  const start = useTestApps();
 
   it('a PATCH by an administrator is enforced from the next request; GET shows it; bad values are 422', async () => {
-    const t = await startAuthApp(sqlite, ENV);
-    apps.push(t);
     const admin = await login(t.app, ADMIN.username, ADMIN.password);
     const before = await redirect(t, '198.51.100.1');
     expect(before.statusCode).toBe(404);
@@ -94,16 +88,14 @@ describe('rate-limit values in the admin settings, one instance', () => {
   });
 
   it('non-administrators cannot change the limits', async () => {
-    const t = apps[0]!;
     expectError(await t.app.inject({ method: 'PATCH', url: SETTINGS, payload: {} }), 401, 'Not authenticated');
   });
 
   it('stored values apply from the start on an instance started later on the same database', async () => {
-    const first = apps[0]!;
+    const first = t;
     const admin = await login(first.app, ADMIN.username, ADMIN.password);
     expect((await patchSettings(first, admin, { rate_limit_redirects_limit: 7 })).statusCode).toBe(200);
-    const second = await startAuthApp(sqlite, ENV, { database: first.database });
-    apps.push(second);
+    const second = await start(sqlite, ENV, { accounts: true, database: first.database });
     expectPolicy(await redirect(second, '198.51.100.5'), 7, 60);
   });
 });
@@ -111,26 +103,21 @@ describe('rate-limit values in the admin settings, one instance', () => {
 describe('rate-limit values in the admin settings, two instances sharing Redis', async () => {
   const available = await redisAvailable();
   const prefix = uniqueRedisPrefix('rate-limit-settings');
-  let database: TestDatabase | undefined;
-  const apps: AuthTestApp[] = [];
   afterAll(async () => {
-    for (const t of apps) await t.close();
-    await database?.drop();
     if (available) await deleteRedisKeys(prefix);
   });
+  const database = useTestDatabase(sqlite, available);
+  const start = useTestApps();
 
   it.skipIf(!available)('a change made through one instance is enforced by the other', async () => {
-    database = await sqlite.create();
     const env = {
       ...ENV,
       REDIS_URL,
       REDIS_KEY_PREFIX: prefix,
       SECRET_KEY: 'limits-secret-key-shared-by-both-instances-0123',
     };
-    const a = await startAuthApp(sqlite, env, { database });
-    apps.push(a);
-    const b = await startAuthApp(sqlite, env, { database });
-    apps.push(b);
+    const a = await start(sqlite, env, { accounts: true, database });
+    const b = await start(sqlite, env, { accounts: true, database });
     expectPolicy(await redirect(b, '198.51.100.10'), 100, 60);
 
     const admin = await login(a.app, ADMIN.username, ADMIN.password);

@@ -1,32 +1,17 @@
 import type { LightMyRequestResponse } from 'fastify';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { compose, type Service } from '../../src/composition/compose.js';
-import { sqlite, testConfig, type TestDatabase } from '../helpers/backends.js';
+import { afterAll, describe, expect, it } from 'vitest';
+import type { Service } from '../../src/composition/compose.js';
+import { useTestApps } from '../helpers/app.js';
+import { sqlite } from '../helpers/backends.js';
 import { AUTH_TEST_ENV, ManualClock, metricValue, signUp } from '../helpers/auth.js';
 import { codeMaker, expectError, newMapping, postShorten } from '../helpers/http.js';
 import { deleteRedisKeys, uniqueRedisPrefix } from '../helpers/redis.js';
 import { REDIS_URL, redisAvailable } from '../helpers/services.js';
 
 const nextCode = codeMaker('rl');
-const running: { service: Service; database: TestDatabase }[] = [];
-
-async function start(env: Record<string, string>, clock?: ManualClock): Promise<Service> {
-  const database = await sqlite.create();
-  const service = await compose(testConfig(database.databaseUrl, { RATE_LIMIT_ENABLED: 'true', ...env }), {
-    logger: false,
-    ...(clock ? { clock } : {}),
-  });
-  await service.app.ready();
-  running.push({ service, database });
-  return service;
-}
-
-afterEach(async () => {
-  for (const { service, database } of running.splice(0)) {
-    await service.close();
-    await database.drop();
-  }
-});
+const startApp = useTestApps('each');
+const start = async (env: Record<string, string>, clock?: ManualClock): Promise<Service> =>
+  (await startApp(sqlite, { RATE_LIMIT_ENABLED: 'true', ...env }, { clock })).service;
 
 const redirect = (service: Service, code = 'nosuch01', remoteAddress?: string) =>
   service.app.inject({ method: 'GET', url: `/${code}`, ...(remoteAddress ? { remoteAddress } : {}) });

@@ -1,6 +1,5 @@
-import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type TestApp, startTestApp } from '../helpers/app.js';
+import { describe, expect, it } from 'vitest';
+import { useTestApp } from '../helpers/app.js';
 import { BACKENDS } from '../helpers/backends.js';
 import {
   type CreateBody,
@@ -21,25 +20,13 @@ describe.each(BACKENDS)('GET /{code} on $name', (backend) => {
   const test = it.skipIf(!backend.available);
   const code = codeMaker('res');
   const mapping = (overrides: Partial<CreateBody> = {}) => newMapping(code, overrides);
-  let main: TestApp | undefined;
-  let configured: TestApp | undefined;
-  let app: FastifyInstance;
-
-  beforeAll(async () => {
-    if (!backend.available) return;
-    main = await startTestApp(backend, HTTP_TEST_ENV);
-    app = main.service.app;
-    configured = await startTestApp(backend, { ...HTTP_TEST_ENV, REDIRECT_CACHE_CONTROL: 'public, max-age=300' });
-  });
-  afterAll(async () => {
-    await main?.close();
-    await configured?.close();
-  });
+  const app = useTestApp(backend, HTTP_TEST_ENV);
+  const configured = useTestApp(backend, { ...HTTP_TEST_ENV, REDIRECT_CACHE_CONTROL: 'public, max-age=300' });
 
   const get = (path: string) => app.inject({ method: 'GET', url: path });
   const head = (path: string) => app.inject({ method: 'HEAD', url: path });
   /** click_count as the database holds it, without this instance's buffered clicks. */
-  const storedClicks = (value: string) => storedClicksOf(main!.service.database.db, { code: value });
+  const storedClicks = (value: string) => storedClicksOf(app.service.database.db, { code: value });
 
   describe('redirect', () => {
     test('302 with Location exactly the stored url, Cache-Control private, max-age=0, and no body', async () => {
@@ -87,7 +74,7 @@ describe.each(BACKENDS)('GET /{code} on $name', (backend) => {
     });
 
     test('Cache-Control is configurable (REDIRECT_CACHE_CONTROL)', async () => {
-      const other = configured!.service.app;
+      const other = configured.app;
       const created = await createMapping(other, mapping({ url: 'https://example.com/conf' }));
       const response = await other.inject({ method: 'GET', url: `/${created.code}` });
       expectRedirect(response, 'https://example.com/conf');
@@ -165,7 +152,7 @@ describe.each(BACKENDS)('GET /{code} on $name', (backend) => {
         expect(response.body).toBe('');
       }
       expect((await findListed(app, created.code))?.click_count).toBe(4);
-      await main!.service.clicks.flush();
+      await app.service.clicks.flush();
       expect(await storedClicks(created.code)).toBe(4);
       expect((await findListed(app, created.code))?.click_count).toBe(4);
     });
@@ -186,14 +173,14 @@ describe.each(BACKENDS)('GET /{code} on $name', (backend) => {
       for (let i = 0; i < 3; i++) expect((await get(`/${created.code}`)).statusCode).toBe(302);
       expect((await findListed(app, created.code))?.click_count).toBe(8);
 
-      await main!.service.clicks.flush();
+      await app.service.clicks.flush();
       expect(await storedClicks(created.code)).toBe(8);
       expect((await findListed(app, created.code))?.click_count).toBe(8);
 
       expect((await get(`/${created.code}`)).statusCode).toBe(302);
       expect((await findListed(app, created.code))?.click_count).toBe(9);
-      await main!.service.clicks.flush();
-      await main!.service.clicks.flush();
+      await app.service.clicks.flush();
+      await app.service.clicks.flush();
       expect(await storedClicks(created.code)).toBe(9);
       expect((await findListed(app, created.code))?.click_count).toBe(9);
     });
@@ -201,9 +188,9 @@ describe.each(BACKENDS)('GET /{code} on $name', (backend) => {
     test('folding the written clicks into the stored counts changes no count', async () => {
       const created = await createMapping(app, mapping({ click_count: 2 }));
       for (let i = 0; i < 3; i++) expect((await get(`/${created.code}`)).statusCode).toBe(302);
-      await main!.service.clicks.flush();
-      await main!.service.clicks.compact();
-      const row = await main!.service.database.db
+      await app.service.clicks.flush();
+      await app.service.clicks.compact();
+      const row = await app.service.database.db
         .selectFrom('url_mappings')
         .select('click_count')
         .where('id', '=', created.id)
@@ -213,10 +200,10 @@ describe.each(BACKENDS)('GET /{code} on $name', (backend) => {
       expect((await findListed(app, created.code))?.click_count).toBe(5);
 
       expect((await get(`/${created.code}`)).statusCode).toBe(302);
-      await main!.service.clicks.compact();
+      await app.service.clicks.compact();
       expect((await findListed(app, created.code))?.click_count).toBe(6);
-      await main!.service.clicks.flush();
-      await main!.service.clicks.compact();
+      await app.service.clicks.flush();
+      await app.service.clicks.compact();
       expect(await storedClicks(created.code)).toBe(6);
       expect((await findListed(app, created.code))?.click_count).toBe(6);
     });
@@ -226,7 +213,7 @@ describe.each(BACKENDS)('GET /{code} on $name', (backend) => {
       const responses = await Promise.all(Array.from({ length: 25 }, () => get(`/${created.code}`)));
       for (const response of responses) expectRedirect(response, 'https://example.com/burst');
       expect((await findListed(app, created.code))?.click_count).toBe(25);
-      await main!.service.clicks.flush();
+      await app.service.clicks.flush();
       expect(await storedClicks(created.code)).toBe(25);
     });
 
@@ -243,7 +230,7 @@ describe.each(BACKENDS)('GET /{code} on $name', (backend) => {
       const before = (await app.inject({ method: 'GET', url: '/urls' })).json<{ click_count: number }[]>();
       await get('/unknown03');
       await get('/abc-12');
-      await main!.service.clicks.flush();
+      await app.service.clicks.flush();
       const after = (await app.inject({ method: 'GET', url: '/urls' })).json<{ click_count: number }[]>();
       expect(after).toEqual(before);
     });

@@ -1,6 +1,5 @@
-import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type TestApp, startTestApp } from '../helpers/app.js';
+import { describe, expect, it } from 'vitest';
+import { useTestApp } from '../helpers/app.js';
 import { BACKENDS } from '../helpers/backends.js';
 import {
   type CreateBody,
@@ -23,26 +22,12 @@ describe.each(BACKENDS)('POST /shorten on $name', (backend) => {
   const test = it.skipIf(!backend.available);
   const code = codeMaker('shrt');
   const mapping = (overrides: Partial<CreateBody> = {}) => newMapping(code, overrides);
-  let main: TestApp | undefined;
-  let configured: TestApp | undefined;
-  let app: FastifyInstance;
-  let configuredApp: FastifyInstance;
-
-  beforeAll(async () => {
-    if (!backend.available) return;
-    main = await startTestApp(backend, HTTP_TEST_ENV);
-    app = main.service.app;
-    configured = await startTestApp(backend, {
-      ...HTTP_TEST_ENV,
-      BODY_LIMIT: '300',
-      URL_MAX_LENGTH: '40',
-      URL_ALLOWED_SCHEMES: 'http,https,ftp',
-    });
-    configuredApp = configured.service.app;
-  });
-  afterAll(async () => {
-    await main?.close();
-    await configured?.close();
+  const app = useTestApp(backend, HTTP_TEST_ENV);
+  const configuredApp = useTestApp(backend, {
+    ...HTTP_TEST_ENV,
+    BODY_LIMIT: '300',
+    URL_MAX_LENGTH: '40',
+    URL_ALLOWED_SCHEMES: 'http,https,ftp',
   });
 
   describe('success', () => {

@@ -1,6 +1,5 @@
-import type { FastifyInstance } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type TestApp, startTestApp } from '../helpers/app.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useTestApp } from '../helpers/app.js';
 import { BACKENDS } from '../helpers/backends.js';
 import {
   type CreateBody,
@@ -23,22 +22,12 @@ describe.each(BACKENDS)('DELETE and PATCH /{code} on $name', (backend) => {
   const test = it.skipIf(!backend.available);
   const code = codeMaker('upd');
   const mapping = (overrides: Partial<CreateBody> = {}) => newMapping(code, overrides);
-  let main: TestApp | undefined;
-  let app: FastifyInstance;
-
-  beforeAll(async () => {
-    if (!backend.available) return;
-    main = await startTestApp(backend, HTTP_TEST_ENV);
-    app = main.service.app;
-  });
-  afterAll(async () => {
-    await main?.close();
-  });
+  const app = useTestApp(backend, HTTP_TEST_ENV);
 
   const get = (path: string) => app.inject({ method: 'GET', url: path });
   const del = (path: string) => app.inject({ method: 'DELETE', url: path });
-  const flush = () => main!.service.clicks.flush();
-  const storedClicks = (id: number) => storedClicksOf(main!.service.database.db, { id });
+  const flush = () => app.service.clicks.flush();
+  const storedClicks = (id: number) => storedClicksOf(app.service.database.db, { id });
 
   describe('DELETE', () => {
     test('204 with an empty body; the mapping is gone', async () => {

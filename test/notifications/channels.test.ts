@@ -4,8 +4,9 @@
  * creation (on by default).
  */
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type AuthTestApp, type Session, signUp, startAuthApp } from '../helpers/auth.js';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { useTestApp } from '../helpers/app.js';
+import { type Session, signUp } from '../helpers/auth.js';
 import { BACKENDS } from '../helpers/backends.js';
 import { expectError } from '../helpers/http.js';
 
@@ -36,23 +37,11 @@ const remove = (app: FastifyInstance, headers: Record<string, string>, id: strin
 
 describe.each(BACKENDS)('notification channels API on $name', (backend) => {
   /** With the guard off, as tests with receivers on 127.0.0.1 run. */
-  let open: AuthTestApp;
+  const open = useTestApp(backend, { NOTIFICATIONS_ALLOW_PRIVATE: 'true' }, { accounts: true });
   /** The default: the SSRF guard on. */
-  let guarded: AuthTestApp;
-  let alice: Session;
-  let bob: Session;
-
-  beforeAll(async () => {
-    if (!backend.available) return;
-    open = await startAuthApp(backend, { NOTIFICATIONS_ALLOW_PRIVATE: 'true' });
-    guarded = await startAuthApp(backend);
-    alice = (await signUp(open.app, 'cha')).session;
-    bob = (await signUp(open.app, 'chb')).session;
-  });
-  afterAll(async () => {
-    await open?.close();
-    await guarded?.close();
-  });
+  const guarded = useTestApp(backend, {}, { accounts: true });
+  const alice = open.user('cha');
+  const bob = open.user('chb');
 
   it.skipIf(!backend.available)(
     'create webhook → 201 with a whsec_ secret shown once; list never shows secrets',

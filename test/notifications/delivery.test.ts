@@ -9,8 +9,9 @@ import type { FastifyInstance } from 'fastify';
 import type { Kysely } from 'kysely';
 import type { Database } from '../../src/adapters/storage/database.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type AuthTestApp, jsonPost, login, type Session, signUp, startAuthApp } from '../helpers/auth.js';
-import { BACKENDS, sqlite, type TestDatabase } from '../helpers/backends.js';
+import { adminEnv, type TestApp, useTestApp, useTestApps } from '../helpers/app.js';
+import { jsonPost, login, type Session, signUp } from '../helpers/auth.js';
+import { BACKENDS, sqlite, useTestDatabase } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
 import { Receiver, verifyStandardWebhook } from './receiver.js';
 
@@ -27,9 +28,7 @@ const ENV = {
   EVENT_RETRY_MAX_BACKOFF_MS: '100',
   DLQ_MAX_RETRIES: '0',
   DLQ_RETRY_DELAY_MS: '0',
-  ADMIN_USERNAME: ADMIN.username,
-  ADMIN_EMAIL: ADMIN.email,
-  ADMIN_PASSWORD: ADMIN.password,
+  ...adminEnv(ADMIN),
 };
 
 interface Channel {
@@ -96,19 +95,14 @@ async function deliveries(database: Database, channelId: string): Promise<string
 
 describe.each(BACKENDS)('notification delivery on $name', (backend) => {
   const receiver = new Receiver();
-  let t: AuthTestApp;
-  let admin: Session;
-
   beforeAll(async () => {
-    if (!backend.available) return;
-    await receiver.listen();
-    t = await startAuthApp(backend, ENV);
-    admin = await login(t.app, ADMIN.username, ADMIN.password);
+    if (backend.available) await receiver.listen();
   });
   afterAll(async () => {
-    await t?.close();
     if (backend.available) await receiver.close();
   });
+  const t = useTestApp(backend, ENV, { accounts: true, admin: ADMIN });
+  const admin = t.admin;
 
   it.skipIf(!backend.available)('the webhook arrives once, with a signature that verifies', async () => {
     const { session, user } = await signUp(t.app, 'nwh');
@@ -303,23 +297,16 @@ describe.each(BACKENDS)('notification delivery on $name', (backend) => {
  */
 describe('the connect-time guard', () => {
   const receiver = new Receiver();
-  let database: TestDatabase;
-  let guarded: AuthTestApp | undefined;
-
-  beforeAll(async () => {
-    await receiver.listen();
-    database = await sqlite.create();
-  });
-  afterAll(async () => {
-    await guarded?.close();
-    await receiver.close();
-    await database.drop();
-  });
+  beforeAll(() => receiver.listen());
+  afterAll(() => receiver.close());
+  const database = useTestDatabase(sqlite);
+  const start = useTestApps();
+  let guarded: TestApp | undefined;
 
   it('refuses to send to a private address when the channel was created with allowPrivate but sending has the guard on', async () => {
     const user = { username: 'guard_user', email: 'guard_user@example.com', password: 'correct horse battery' };
     const channels: Channel[] = [];
-    const open = await startAuthApp(sqlite, ENV, { database });
+    const open = await start(sqlite, ENV, { accounts: true, database });
     try {
       const response = await jsonPost(open.app, '/api/v1/auth/register', user);
       expect(response.statusCode, response.body).toBe(201);
@@ -334,7 +321,7 @@ describe('the connect-time guard', () => {
       await open.close();
     }
 
-    guarded = await startAuthApp(sqlite, { ...ENV, NOTIFICATIONS_ALLOW_PRIVATE: 'false' }, { database });
+    guarded = await start(sqlite, { ...ENV, NOTIFICATIONS_ALLOW_PRIVATE: 'false' }, { accounts: true, database });
     const session = await login(guarded.app, user.username, user.password);
     const admin = await login(guarded.app, ADMIN.username, ADMIN.password);
     await execute(guarded.app, session, '"guarded"');

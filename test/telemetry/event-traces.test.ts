@@ -21,14 +21,15 @@ import type { Kysely } from 'kysely';
 import { connect, type NatsConnection, type Subscription as NatsSubscription } from 'nats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { EventTables } from '../../src/adapters/storage/schema.js';
-import type { NatsEventBus } from '../../src/adapters/event-bus/nats-event-bus.js';
 import { TOPICS } from '../../src/domain/events.js';
 import type { BusMessage } from '../../src/ports/event-bus.js';
-import { ConsumerRunner } from '../../src/adapters/event-bus/consumer-runner.js';
-import { type AuthTestApp, jsonPost, type Session, signUp, startAuthApp } from '../helpers/auth.js';
+import { useTestApp } from '../helpers/app.js';
+import { jsonPost } from '../helpers/auth.js';
 import { sqlite } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
+import { useTestConsumer } from '../helpers/consumers.js';
 import { NATS_URL, natsAvailable } from '../helpers/services.js';
+import { uniqueNatsPrefix } from '../helpers/nats.js';
 
 const natsUp = await natsAvailable();
 const VARIANTS = [
@@ -77,11 +78,23 @@ afterAll(async () => {
 
 describe.each(VARIANTS)('event traces across $name', (variant) => {
   const ok = !variant.nats || natsUp;
-  const prefix = `trc${randomBytes(4).toString('hex')}_`;
-  let t: AuthTestApp;
+  const prefix = uniqueNatsPrefix('trc');
+  const t = useTestApp(
+    sqlite,
+    {
+      ...TRACING_ENV,
+      EVENT_POLL_MS: '50',
+      EVENT_LEASE_MS: '2000',
+      EVENT_HANDLER_ATTEMPTS: '2',
+      EVENT_RETRY_BACKOFF_MS: '20',
+      EVENT_RETRY_MAX_BACKOFF_MS: '40',
+      DLQ_MAX_RETRIES: '1',
+      DLQ_RETRY_DELAY_MS: '20',
+    },
+    { accounts: true, natsPrefix: variant.nats ? prefix : undefined, when: ok },
+  );
+  const session = t.user('evtrace');
   let db: Kysely<EventTables>;
-  let session: Session;
-  let runner: ConsumerRunner;
   let wire: NatsConnection | undefined;
   let wireSub: NatsSubscription | undefined;
   /** What the NATS wire carried: headers per event id. */
@@ -92,19 +105,7 @@ describe.each(VARIANTS)('event traces across $name', (variant) => {
 
   beforeAll(async () => {
     if (!ok) return;
-    t = await startAuthApp(sqlite, {
-      ...TRACING_ENV,
-      EVENT_POLL_MS: '50',
-      EVENT_LEASE_MS: '2000',
-      EVENT_HANDLER_ATTEMPTS: '2',
-      EVENT_RETRY_BACKOFF_MS: '20',
-      EVENT_RETRY_MAX_BACKOFF_MS: '40',
-      DLQ_MAX_RETRIES: '1',
-      DLQ_RETRY_DELAY_MS: '20',
-      ...(variant.nats ? { NATS_URL, NATS_PREFIX: prefix } : {}),
-    });
     db = t.service.database.db as unknown as Kysely<EventTables>;
-    session = (await signUp(t.app, 'evtrace')).session;
     if (variant.nats) {
       // A plain NATS subscriber sees the messages as JetStream stored them: headers and all.
       wire = await connect({ servers: NATS_URL.replace(/^nats:\/\//, '') });
@@ -118,14 +119,15 @@ describe.each(VARIANTS)('event traces across $name', (variant) => {
       });
       await wire.flush();
     }
-    runner = new ConsumerRunner(
-      t.service.events.bus,
-      { attempts: 2, backoffMs: 20, maxBackoffMs: 40 },
-      t.service.events.metrics,
-      { warn: () => undefined },
-      'urlshortener',
-    );
-    await runner.start({
+  });
+  afterAll(async () => {
+    wireSub?.unsubscribe();
+    await wire?.close();
+  });
+  useTestConsumer(
+    t,
+    { attempts: 2, backoffMs: 20, maxBackoffMs: 40 },
+    {
       group: FLAKY_GROUP,
       topics: [TOPICS.execution],
       startAt: 'latest',
@@ -135,15 +137,8 @@ describe.each(VARIANTS)('event traces across $name', (variant) => {
         flakyDeliveries.push(message);
         throw new Error(`refusing ${payload.execution_id}`);
       },
-    });
-  });
-  afterAll(async () => {
-    await runner?.stop();
-    wireSub?.unsubscribe();
-    await wire?.close();
-    if (variant.nats && t) await (t.service.events.bus as NatsEventBus).destroy();
-    await t?.close();
-  });
+    },
+  );
 
   /** `POST /execute`; the execution id. */
   async function execute(script: string, headers: Record<string, string> = {}): Promise<string> {

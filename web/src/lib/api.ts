@@ -2,6 +2,8 @@ import type { components, operations } from './api-types';
 import { ApiError, errorDetail } from './auth-store';
 import { auth } from './session';
 
+export { isMissingRoute, messageOf } from './failures';
+
 type Schemas = components['schemas'];
 export type UrlMapping = Schemas['UrlMappingRead'];
 export type UrlMappingCreate = Schemas['UrlMappingCreate'];
@@ -85,16 +87,3 @@ export const api = {
   discardDeadLetter: (id: DeadLetter['id']) =>
     requestJson<unknown>('POST', `/api/v1/admin/dlq/${encodeURIComponent(String(id))}/discard`),
 };
-
-/** The text to show for a failed call. */
-export function messageOf(error: unknown): string {
-  if (error instanceof ApiError) return error.detail;
-  return error instanceof Error ? error.message : String(error);
-}
-
-/**
- * Whether a failure means the route is not on this server (yet): 404, or 405 where a path like
- * `/execute` would otherwise fall on the `/{code}` routes.
- */
-export const isMissingRoute = (error: unknown) =>
-  error instanceof ApiError && (error.status === 404 || error.status === 405);

@@ -1,4 +1,4 @@
-/** Processes the fault suite starts: killed when the test process exits, whatever happened. */
+/** Processes the tests start (servers of their own): killed when the test process exits, whatever happened. */
 const pids = new Map<number, NodeJS.Signals>();
 let hooked = false;
 

@@ -4,40 +4,39 @@
  * embedded log's offsets when a transaction that appended is rolled back.
  */
 import { type Generated, type Kysely, sql } from 'kysely';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
+import { beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import type { Database } from '../../src/adapters/storage/database.js';
 import { GroupCommit } from '../../src/adapters/storage/group-commit.js';
 import { PreparedQuery } from '../../src/adapters/storage/prepared-query.js';
 import { EmbeddedLogEventBus } from '../../src/adapters/event-bus/embedded-log/embedded-log-event-bus.js';
 import type { EventTables } from '../../src/adapters/storage/schema.js';
-import { migrateToLatest } from '../../src/adapters/storage/migrations.js';
 import { createEvent } from '../../src/domain/events.js';
-import { sqlite, type TestDatabase, testConfig } from '../helpers/backends.js';
+import { sqlite } from '../helpers/backends.js';
 import { FAST_BUS } from '../helpers/event-buses.js';
+import { useOpenDatabase } from '../helpers/storage.js';
 
 interface Tables {
   items: { id: Generated<number>; name: string };
 }
 
+/** The database with just the `items` table. */
+async function itemsTable(database: Database): Promise<Kysely<Tables>> {
+  const db = database.db as unknown as Kysely<Tables>;
+  await sql`CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)`.execute(db);
+  return db;
+}
+
 describe('GroupCommit on SQLite', () => {
-  let file: TestDatabase;
-  let database: Database;
   let db: Kysely<Tables>;
   let begins: number;
-
-  beforeAll(async () => {
-    file = await sqlite.create();
-    database = openDatabase(testConfig(file.databaseUrl).database, {
-      log: (event) => {
-        if (/^begin/i.test(event.query.sql)) begins++;
-      },
-    });
-    db = database.db as unknown as Kysely<Tables>;
-    await sql`CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)`.execute(db);
+  const { database } = useOpenDatabase(sqlite, {
+    migrate: false,
+    log: (event) => {
+      if (/^begin/i.test(event.query.sql)) begins++;
+    },
   });
-  afterAll(async () => {
-    await database?.close();
-    await file?.drop();
+  beforeAll(async () => {
+    db = await itemsTable(database);
   });
   beforeEach(async () => {
     await db.deleteFrom('items').execute();
@@ -134,19 +133,10 @@ describe('GroupCommit on SQLite', () => {
 });
 
 describe('PreparedQuery', () => {
-  let file: TestDatabase;
-  let database: Database;
   let db: Kysely<Tables>;
-
+  const { database } = useOpenDatabase(sqlite, { migrate: false });
   beforeAll(async () => {
-    file = await sqlite.create();
-    database = openDatabase(testConfig(file.databaseUrl).database);
-    db = database.db as unknown as Kysely<Tables>;
-    await sql`CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)`.execute(db);
-  });
-  afterAll(async () => {
-    await database?.close();
-    await file?.drop();
+    db = await itemsTable(database);
   });
 
   it('runs with each call’s values, constants included, on the database or a transaction', async () => {
@@ -184,18 +174,7 @@ describe('PreparedQuery', () => {
 });
 
 describe('EmbeddedLogEventBus offsets after a rolled-back append', () => {
-  let file: TestDatabase;
-  let database: Database;
-
-  beforeAll(async () => {
-    file = await sqlite.create();
-    database = openDatabase(testConfig(file.databaseUrl).database);
-    await migrateToLatest(database.db, database.dialect);
-  });
-  afterAll(async () => {
-    await database?.close();
-    await file?.drop();
-  });
+  const { database } = useOpenDatabase(sqlite);
 
   it('takes the offsets a rolled-back transaction had taken again: no gap, no repeat', async () => {
     const bus = new EmbeddedLogEventBus(database.db, FAST_BUS);

@@ -5,9 +5,9 @@
  */
 import { statSync } from 'node:fs';
 import { type Generated, type Kysely, sql } from 'kysely';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
-import { sqlite, type TestDatabase, testConfig } from '../helpers/backends.js';
+import { sqlite, testConfig, useTestDatabase } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
 
 interface Tables {
@@ -15,18 +15,9 @@ interface Tables {
 }
 
 describe('SQLite checkpoints in the background', () => {
-  let file: TestDatabase;
-  let path: string;
+  const file = useTestDatabase(sqlite);
 
-  beforeAll(async () => {
-    file = await sqlite.create();
-    path = file.databaseUrl.slice('sqlite:'.length);
-  });
-  afterAll(async () => {
-    await file?.drop();
-  });
-
-  const size = (suffix = '') => statSync(`${path}${suffix}`).size;
+  const size = (suffix = '') => statSync(`${file.databaseUrl.slice('sqlite:'.length)}${suffix}`).size;
   const autoCheckpointOf = async (database: Database) =>
     (await sql<{ wal_autocheckpoint: number }>`PRAGMA wal_autocheckpoint`.execute(database.db)).rows[0]!
       .wal_autocheckpoint;

@@ -1,0 +1,40 @@
+import { afterAll, beforeAll } from 'vitest';
+import { type Database, openDatabase, type OpenDatabaseOptions } from '../../src/adapters/storage/database.js';
+import { migrateToLatest } from '../../src/adapters/storage/migrations.js';
+import { type Backend, type TestDatabase, testConfig, useTestDatabase } from './backends.js';
+import { lazy } from './lazy.js';
+
+export interface OpenDatabaseSuiteOptions extends OpenDatabaseOptions {
+  /** Besides the backend's own availability: whatever else the suite needs is there. */
+  readonly when?: boolean;
+  /** Migrate it to the latest schema once opened (the default), or leave it empty. */
+  readonly migrate?: boolean;
+}
+
+/**
+ * A fresh database of `backend` for the suite this is called in, opened (and migrated) in a
+ * `beforeAll` when available, closed and dropped in its `afterAll`: `database` for the code under
+ * test, `testDatabase` for its URL.
+ */
+export function useOpenDatabase(
+  backend: Backend,
+  { when = true, migrate = true, ...options }: OpenDatabaseSuiteOptions = {},
+): { readonly database: Database; readonly testDatabase: TestDatabase } {
+  const testDatabase = useTestDatabase(backend, when);
+  let database: Database | undefined;
+  beforeAll(async () => {
+    if (!backend.available || !when) return;
+    database = openDatabase(testConfig(testDatabase.databaseUrl).database, options);
+    if (migrate) await migrateToLatest(database.db, database.dialect);
+  });
+  afterAll(async () => {
+    await database?.close();
+  });
+  return {
+    testDatabase,
+    database: lazy(() => {
+      if (!database) throw new Error(`the ${backend.name} database is not open (not available, or not opened yet)`);
+      return database;
+    }),
+  };
+}
