@@ -16,7 +16,7 @@ import { codeMaker, newMapping, postShorten } from '../helpers/http.js';
 import { type ServerProcess, startServer } from '../helpers/server-process.js';
 import { POSTGRES_URL } from '../helpers/services.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
-import { type Answer, send } from './http-client.js';
+import { type Answer, send } from '../helpers/http-client.js';
 
 const UNAVAILABLE = JSON.stringify({ detail: 'Database unavailable' });
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

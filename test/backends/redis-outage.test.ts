@@ -12,7 +12,7 @@ import { eventually } from '../helpers/eventually.js';
 import { codeMaker, newMapping } from '../helpers/http.js';
 import { OwnRedisServer, redisServerBinaryAvailable } from '../helpers/own-redis-server.js';
 import { type ServerProcess, startServer } from '../helpers/server-process.js';
-import { type Answer, type BrowserSession, newAccount, send, sessionOf } from './http-client.js';
+import { type Answer, type BrowserSession, newAccount, send, sessionOf } from '../helpers/http-client.js';
 
 const ANSWER_BOUND_MS = 2000;
 const LOCKED = 423;

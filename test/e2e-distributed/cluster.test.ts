@@ -18,64 +18,28 @@ import { type ServerProcess, startServer } from '../helpers/server-process.js';
 import { inCi, NATS_URL, natsAvailable, REDIS_URL, redisAvailable } from '../helpers/services.js';
 import { Receiver, verifyStandardWebhook } from '../notifications/receiver.js';
 import { OtlpReceiver, type OtlpSpan, SPAN_KIND, spanAttribute } from '../helpers/otlp-receiver.js';
+import { type BrowserSession, newAccount, send as request, sessionOf } from '../helpers/http-client.js';
 import { deleteNatsStreams } from '../helpers/nats.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
 const LOCKED = 'Account locked due to too many failed attempts';
 const nextCode = codeMaker('dist');
 
-/** A browser's cookie jar for one user on the cluster (the cookies work on every instance). */
-interface Session {
-  readonly cookie: string;
-  readonly csrf: string;
-}
-
-async function request(
-  base: string,
-  method: string,
-  path: string,
-  options: { body?: unknown; session?: Session; csrf?: boolean } = {},
-) {
-  const headers: Record<string, string> = {};
-  if (options.body !== undefined) headers['content-type'] = 'application/json';
-  if (options.session) headers.cookie = options.session.cookie;
-  if (options.session && options.csrf) headers['x-csrf-token'] = options.session.csrf;
-  const response = await fetch(`${base}${path}`, {
-    method,
-    headers,
-    body: options.body === undefined ? undefined : JSON.stringify(options.body),
-    redirect: 'manual',
-  });
-  const text = await response.text();
-  return { status: response.status, headers: response.headers, text, json: <T>() => JSON.parse(text) as T };
-}
-
-async function loginAt(base: string, username: string, password: string): Promise<Session> {
+async function loginAt(base: string, username: string, password: string): Promise<BrowserSession> {
   const response = await request(base, 'POST', '/api/v1/auth/login', { body: { username, password } });
   expect(response.status, response.text).toBe(200);
-  const cookies = new Map(
-    response.headers.getSetCookie().map((line) => {
-      const [pair] = line.split(';');
-      const at = pair!.indexOf('=');
-      return [pair!.slice(0, at), pair!.slice(at + 1)] as const;
-    }),
-  );
-  const access = cookies.get('access_token');
-  const csrf = cookies.get('csrf_token');
-  expect(access && csrf, response.text).toBeTruthy();
-  return { cookie: `access_token=${access}; csrf_token=${csrf}`, csrf: csrf! };
+  const session = sessionOf(response);
+  expect(session, response.text).toBeTruthy();
+  return session!;
 }
 
-let userNumber = 0;
 async function registerAt(base: string, prefix: string) {
-  const n = `${process.pid}${++userNumber}`;
-  const user = { username: `${prefix}${n}`, email: `${prefix}${n}@example.com`, password: 'correct horse battery' };
+  const user = newAccount(prefix);
   const response = await request(base, 'POST', '/api/v1/auth/register', { body: user });
   expect(response.status, response.text).toBe(201);
   return user;
 }
 
-/** Deletes the JetStream streams whose names start with `prefix`. */
 describe('two API instances and one worker on PostgreSQL, Redis and NATS', async () => {
   const available = postgres.available && (await redisAvailable()) && (await natsAvailable());
   const built = existsSync(join(ROOT, 'dist', 'cli.js'));

@@ -5,6 +5,7 @@ export interface Answer {
   readonly text: string;
   readonly ms: number;
   readonly headers: Headers;
+  json<T>(): T;
 }
 
 /** A signed-in browser: its cookies and its CSRF token. */
@@ -17,13 +18,14 @@ export async function send(
   base: string,
   method: string,
   path: string,
-  options: { body?: unknown; session?: BrowserSession } = {},
+  options: { body?: unknown; session?: BrowserSession; csrf?: boolean } = {},
 ): Promise<Answer> {
   const headers: Record<string, string> = {};
   if (options.body !== undefined) headers['content-type'] = 'application/json';
   if (options.session) {
     headers.cookie = options.session.cookie;
-    if (method !== 'GET') headers['x-csrf-token'] = options.session.csrf;
+    // What a browser's client sends: the CSRF token on every change, unless told otherwise.
+    if (options.csrf ?? method !== 'GET') headers['x-csrf-token'] = options.session.csrf;
   }
   const start = performance.now();
   const response = await fetch(`${base}${path}`, {
@@ -34,7 +36,8 @@ export async function send(
     signal: AbortSignal.timeout(15_000),
   });
   const text = await response.text();
-  return { status: response.status, text, ms: performance.now() - start, headers: response.headers };
+  const ms = performance.now() - start;
+  return { status: response.status, text, ms, headers: response.headers, json: <T>() => JSON.parse(text) as T };
 }
 
 /** The session cookies a successful login set; undefined when the login did not answer 200. */
