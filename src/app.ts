@@ -77,8 +77,7 @@ class RequestLogs extends LogController {
     if (error) reply.log.error({ ...line, err: error }, 'request errored');
     else if (request.routeOptions.config.quietLogs) {
       if (logsAt(reply.log, 'debug')) reply.log.debug(line, 'request completed');
-    }
-    else reply.log.info(line, 'request completed');
+    } else reply.log.info(line, 'request completed');
   }
 }
 

@@ -214,7 +214,7 @@ export async function compose(config: Config, options: ComposeOptions = {}): Pro
     throw error;
   }
   const urlEventFactory = urlEvents(serviceName);
-  const repository = new KyselyUrlMappingRepository(database.db, database.dialect, backbone.outbox);
+  const repository = new KyselyUrlMappingRepository(database.db, database.dialect, backbone.outbox, database.reader);
   const routes = new RouteTable();
   const cache = new RedirectCache(config.redirect.cacheMaxEntries, config.redirect.cacheTtlMs, UNKNOWN_CODE_TTL_MS);
 

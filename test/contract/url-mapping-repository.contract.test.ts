@@ -29,7 +29,7 @@ describe.each(BACKENDS)('UrlMappingRepository on $name', (backend) => {
     testDb = await backend.create();
     database = openDatabase(testConfig(testDb.databaseUrl).database);
     await migrateToLatest(database.db, database.dialect);
-    repo = new KyselyUrlMappingRepository(database.db, database.dialect);
+    repo = new KyselyUrlMappingRepository(database.db, database.dialect, undefined, database.reader);
   });
   afterAll(async () => {
     await database?.close();
