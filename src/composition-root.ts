@@ -5,6 +5,7 @@ import { type Database, openDatabase } from './adapters/storage/database.js';
 import { KyselyUrlMappingRepository } from './adapters/storage/kysely-url-mapping-repository.js';
 import { migrateToLatest } from './adapters/storage/migrations.js';
 import { createMetrics, type Metrics } from './adapters/telemetry/metrics.js';
+import { registerRedirectCacheMetrics } from './adapters/telemetry/redirect-cache-metrics.js';
 import { RouteTable } from './http/route-table.js';
 import { ClickBuffer } from './services/click-buffer.js';
 import { RedirectCache } from './services/redirect-cache.js';
@@ -217,6 +218,7 @@ export async function compose(config: Config, options: ComposeOptions = {}): Pro
   const repository = new KyselyUrlMappingRepository(database.db, database.dialect, backbone.outbox, database.reader);
   const routes = new RouteTable();
   const cache = new RedirectCache(config.redirect.cacheMaxEntries, config.redirect.cacheTtlMs, UNKNOWN_CODE_TTL_MS);
+  registerRedirectCacheMetrics(metrics.registry, cache.lookups);
 
   const clicks = new ClickBuffer(
     repository,

@@ -20,6 +20,8 @@ export class RedirectCache {
   private readonly loading = new Map<string, Promise<CachedTarget | undefined>>();
 
   private readonly unknownTtlMs: number;
+  /** Lookups answered from the cache (known or unknown codes) and lookups that missed it, since start. */
+  readonly lookups = { hits: 0, misses: 0 };
 
   /**
    * @param ttlMs how long a known code is trusted without a word from the bus
@@ -36,6 +38,8 @@ export class RedirectCache {
   /** The cached answer: a target, `null` for a known-unknown code, `undefined` for a miss. */
   peek(code: string): CachedTarget | null | undefined {
     const entry = this.entries?.get(code);
+    if (entry === undefined) this.lookups.misses++;
+    else this.lookups.hits++;
     return entry === UNKNOWN ? null : entry;
   }
 
