@@ -19,6 +19,7 @@ import { healthRoutes } from './http/routes/health.js';
 import { registerHttpMetrics } from './http/plugins/http-metrics.js';
 import { type RateLimitPolicySource, registerRateLimiting } from './http/plugins/rate-limit.js';
 import { registerRequestTracing } from './http/plugins/request-tracing.js';
+import { lazyRequestLogger, logsAt } from './http/plugins/request-logger.js';
 import type { RateLimiter } from './ports/rate-limiter.js';
 import type { ReadinessCheck } from './ports/readiness-check.js';
 import { metricsRoutes } from './http/routes/metrics.js';
@@ -73,8 +74,9 @@ class RequestLogs extends LogController {
   override requestCompleted(error: Error | null, request: FastifyRequest, reply: FastifyReply): void {
     const line = { method: request.method, url: request.url, statusCode: reply.statusCode, ms: reply.elapsedTime };
     if (error) reply.log.error({ ...line, err: error }, 'request errored');
-    else if (request.routeOptions.config.quietLogs) reply.log.debug(line, 'request completed');
-    else reply.log.info(line, 'request completed');
+    else if (request.routeOptions.config.quietLogs) {
+      if (logsAt(reply.log, 'debug')) reply.log.debug(line, 'request completed');
+    } else reply.log.info(line, 'request completed');
   }
 }
 
@@ -128,6 +130,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   const app = Fastify({
     loggerInstance: deps.logger,
     logController: new RequestLogs(),
+    childLoggerFactory: lazyRequestLogger,
     bodyLimit: config.bodyLimit,
     trustProxy: config.trustProxy,
     requestIdHeader: false,

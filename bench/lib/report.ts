@@ -86,6 +86,10 @@ export function printScenario(result: ScenarioResult, variants: readonly Service
   const info = workersInfo(result);
   if (info !== undefined) out.write(`  ${info}\n`);
   for (const t of result.targets) {
+    if (t.cacheMissRatio !== undefined)
+      out.write(
+        `  ${t.name}: ${decimal(t.cacheMissRatio * 100, 1)}% of its redirect-cache lookups missed in the rounds\n`,
+      );
     if (t.created !== undefined) {
       out.write(
         `  ${t.name}: ${integer(t.created.acknowledged)} creations acknowledged, ${integer(t.created.stored)} rows with its codes stored\n`,

@@ -7,6 +7,7 @@
  * another's measurement. The median of each figure is kept.
  */
 import { loadavg } from 'node:os';
+import { type CacheLookups, missRatio, readCacheLookups, UNIFORM_MIN_MISS_RATIO } from './cache-lookups.js';
 import { shortenTag } from './codes.js';
 import type { BackendName, Dataset } from './datasets.js';
 import { cpuSeconds, settle } from './processes.js';
@@ -47,6 +48,8 @@ export interface TargetResult {
   /** Exact statuses of the warm-up. */
   readonly statuses: Readonly<Record<string, number>>;
   readonly problems: readonly string[];
+  /** Redirects, services: the share of the measured rounds' cache lookups that missed. */
+  readonly cacheMissRatio?: number;
   /** Resident memory (process tree) after the scenario. */
   readonly rssBytes: number | undefined;
   /** Shorten, services: 2xx answers over all runs, and rows with the target's codes afterwards. */
@@ -129,6 +132,8 @@ interface Driven {
   readonly cpuUs: number[];
   acknowledged: number;
   runs: number;
+  /** Redirect-cache counts before the first measured round and after the last. */
+  cache?: [CacheLookups | undefined, CacheLookups | undefined];
 }
 
 /** Responses that were not errors: every one a 2xx/3xx (counted exactly in warm-ups). */
@@ -180,6 +185,11 @@ async function drive(
     });
     await settle(pids);
   }
+  const cacheCounts = () =>
+    Promise.all(
+      all.map((d) => (d.target.spec.kind === 'service' ? readCacheLookups(d.target.server.baseUrl) : undefined)),
+    );
+  const before = await cacheCounts();
   for (let round = 1; round <= settings.rounds; round++) {
     process.stdout.write(`  round ${round}/${settings.rounds}:`);
     for (const d of all) {
@@ -199,6 +209,15 @@ async function drive(
     }
     process.stdout.write(` load ${loadavg()[0]!.toFixed(2)}\n`);
   }
+  const after = await cacheCounts();
+  all.forEach((d, i) => (d.cache = [before[i], after[i]]));
+}
+
+/** A uniform mix over more codes than the cache holds that still hits it measures the cache, not the database. */
+function cacheProblems(scenario: Scenario, ratio: number | undefined): string[] {
+  const large = scenario.workload.name === 'uniform' && scenario.size.mappings >= 1_000_000;
+  if (!large || ratio === undefined || ratio >= UNIFORM_MIN_MISS_RATIO) return [];
+  return [`only ${(ratio * 100).toFixed(1)}% of its cache lookups missed: the uniform mix is not measuring misses`];
 }
 
 async function summarise(d: Driven, scenario: Scenario, settings: BenchSettings): Promise<TargetResult> {
@@ -212,6 +231,8 @@ async function summarise(d: Driven, scenario: Scenario, settings: BenchSettings)
           inFlightMax: d.runs * settings.connections,
         }
       : undefined;
+  const cacheMissRatio = scenario.workload.kind === 'redirect' ? missRatio(d.cache?.[0], d.cache?.[1]) : undefined;
+  d.problems.push(...cacheProblems(scenario, cacheMissRatio));
   return {
     name: spec.name,
     kind: spec.kind,
@@ -226,6 +247,7 @@ async function summarise(d: Driven, scenario: Scenario, settings: BenchSettings)
     statuses: d.warmup?.statuses ?? {},
     problems: [...new Set(d.problems)],
     rssBytes: server.rssBytes(),
+    ...(cacheMissRatio === undefined ? {} : { cacheMissRatio }),
     created,
     outputLines: server.output.lines,
     outputTail: [...server.output.tail],

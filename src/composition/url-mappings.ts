@@ -1,5 +1,6 @@
 import type { Database } from '../adapters/storage/database.js';
 import { KyselyUrlMappingRepository } from '../adapters/storage/kysely-url-mapping-repository.js';
+import { registerRedirectCacheMetrics } from '../adapters/telemetry/redirect-cache-metrics.js';
 import { urlEvents } from '../domain/url-events.js';
 import { RouteTable } from '../http/route-table.js';
 import { UrlMappingService } from '../services/url-mapping-service.js';
@@ -24,14 +25,15 @@ export interface UrlMappings {
  * redirect cache, and the click buffer, whose last clicks are written when the service stops.
  */
 export function composeUrlMappings(
-  { config, stack }: CompositionContext,
+  { config, stack, metrics }: CompositionContext,
   database: Database,
   backbone: EventBackbone,
 ): UrlMappings {
   const events = urlEvents(config.tracing.serviceName);
-  const repository = new KyselyUrlMappingRepository(database.db, database.dialect, backbone.outbox);
+  const repository = new KyselyUrlMappingRepository(database.db, database.dialect, backbone.outbox, database.reader);
   const routes = new RouteTable();
   const cache = new RedirectCache(config.redirect.cacheMaxEntries, config.redirect.cacheTtlMs, UNKNOWN_CODE_TTL_MS);
+  registerRedirectCacheMetrics(metrics.registry, cache.lookups);
   const clicks = new ClickBuffer(
     repository,
     {

@@ -38,8 +38,8 @@ export interface UrlMappingRepository {
   /** Inserts a mapping; throws `errors.codeConflict()` when the code is taken. */
   create(mapping: NewUrlMapping, events?: EventsFor<UrlMapping>): Promise<UrlMapping>;
   findByCode(code: string): Promise<UrlMapping | undefined>;
-  /** The slim read of the redirect path. */
-  findTarget(code: string): Promise<RedirectTarget | undefined>;
+  /** The slim read of the redirect path: answered at once where the store can (SQLite), else later. */
+  findTarget(code: string): RedirectTarget | undefined | Promise<RedirectTarget | undefined>;
   /** Mappings in id order. */
   list(options?: ListOptions): Promise<UrlMapping[]>;
   /** Applies the non-null changes; undefined when no mapping has `code`; throws `codeConflict` on a taken new code. */

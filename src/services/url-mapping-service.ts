@@ -11,7 +11,7 @@ import {
   type UrlRules,
 } from '../domain/url-mapping.js';
 import type { UrlEventFactory } from '../domain/url-events.js';
-import type { ListOptions, UrlMappingRepository } from '../ports/url-mapping-repository.js';
+import type { ListOptions, RedirectTarget, UrlMappingRepository } from '../ports/url-mapping-repository.js';
 import type { ClickBuffer } from '../support/click-buffer.js';
 import { fetchPage } from '../support/paging.js';
 import type { CachedTarget, RedirectCache } from '../support/redirect-cache.js';
@@ -23,6 +23,9 @@ export interface UrlMappingServiceOptions {
   /** When set, each change records its `url.*` event in the change's transaction. */
   readonly events?: UrlEventFactory;
 }
+
+const cachedTarget = (target: RedirectTarget | undefined): CachedTarget | undefined =>
+  target && { id: target.id, location: locationFor(target.url) };
 
 /** The URL-mapping use cases: shorten, resolve, list, update, delete. */
 export class UrlMappingService {
@@ -53,17 +56,8 @@ export class UrlMappingService {
   resolve(code: string, count: boolean): CachedTarget | Promise<CachedTarget> {
     const cached = this.cache.peek(code);
     if (cached === null) throw errors.mappingNotFound();
-    if (cached !== undefined) {
-      if (count) this.clicks.record(cached.id);
-      return cached;
-    }
-    return this.cache
-      .load(code, () => this.loadTarget(code))
-      .then((target) => {
-        if (target === undefined) throw errors.mappingNotFound();
-        if (count) this.clicks.record(target.id);
-        return target;
-      });
+    const target = cached ?? this.cache.load(code, () => this.loadTarget(code));
+    return target instanceof Promise ? target.then((t) => this.found(t, count)) : this.found(target, count);
   }
 
   /** Mappings in id order; `nextAfter` is set when rows beyond this page exist. */
@@ -101,9 +95,16 @@ export class UrlMappingService {
     await this.clicks.discard(id);
   }
 
-  private async loadTarget(code: string): Promise<CachedTarget | undefined> {
-    const target = await this.repository.findTarget(code);
-    return target && { id: target.id, location: locationFor(target.url) };
+  /** At once when the repository answers at once (SQLite). */
+  private loadTarget(code: string): CachedTarget | undefined | Promise<CachedTarget | undefined> {
+    const target = this.repository.findTarget(code);
+    return target instanceof Promise ? target.then(cachedTarget) : cachedTarget(target);
+  }
+
+  private found(target: CachedTarget | undefined, count: boolean): CachedTarget {
+    if (target === undefined) throw errors.mappingNotFound();
+    if (count) this.clicks.record(target.id);
+    return target;
   }
 
   private withPendingClicks(row: UrlMapping): UrlMapping {

@@ -20,6 +20,8 @@ export class RedirectCache {
   private readonly loading = new Map<string, Promise<CachedTarget | undefined>>();
 
   private readonly unknownTtlMs: number;
+  /** Lookups answered from the cache (known or unknown codes) and lookups that missed it, since start. */
+  readonly lookups = { hits: 0, misses: 0 };
 
   /**
    * @param ttlMs how long a known code is trusted without a word from the bus
@@ -36,19 +38,31 @@ export class RedirectCache {
   /** The cached answer: a target, `null` for a known-unknown code, `undefined` for a miss. */
   peek(code: string): CachedTarget | null | undefined {
     const entry = this.entries?.get(code);
+    if (entry === undefined) this.lookups.misses++;
+    else this.lookups.hits++;
     return entry === UNKNOWN ? null : entry;
   }
 
-  /** Loads through `load` on a miss, sharing one load among concurrent callers. */
-  load(code: string, load: () => Promise<CachedTarget | undefined>): Promise<CachedTarget | undefined> {
+  /**
+   * Loads through `load` on a miss. An answer given at once is cached at once; a later one is
+   * shared among concurrent callers, and cached only if `code` was not invalidated meanwhile.
+   */
+  load(
+    code: string,
+    load: () => CachedTarget | undefined | Promise<CachedTarget | undefined>,
+  ): CachedTarget | undefined | Promise<CachedTarget | undefined> {
     const pending = this.loading.get(code);
     if (pending) return pending;
-    const promise = load().then(
+    const loaded = load();
+    if (!(loaded instanceof Promise)) {
+      this.store(code, loaded);
+      return loaded;
+    }
+    const promise = loaded.then(
       (target) => {
         if (this.loading.get(code) === promise) {
           this.loading.delete(code);
-          if (target) this.entries?.set(code, target);
-          else this.entries?.set(code, UNKNOWN, { ttl: this.unknownTtlMs });
+          this.store(code, target);
         }
         return target;
       },
@@ -65,6 +79,11 @@ export class RedirectCache {
   invalidate(code: string): void {
     this.entries?.delete(code);
     this.loading.delete(code);
+  }
+
+  private store(code: string, target: CachedTarget | undefined): void {
+    if (target) this.entries?.set(code, target);
+    else this.entries?.set(code, UNKNOWN, { ttl: this.unknownTtlMs });
   }
 
   get size(): number {

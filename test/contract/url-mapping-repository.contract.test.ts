@@ -25,7 +25,8 @@ describe.each(BACKENDS)('UrlMappingRepository on $name', (backend) => {
   });
 
   beforeAll(() => {
-    if (backend.available) repo = new KyselyUrlMappingRepository(database.db, database.dialect);
+    if (backend.available)
+      repo = new KyselyUrlMappingRepository(database.db, database.dialect, undefined, database.reader);
   });
 
   it.skipIf(!backend.available)('creates and reads back a mapping, timestamp to the microsecond', async () => {

@@ -41,6 +41,18 @@ describe('GET /metrics', () => {
     expect(buckets.some((l) => l.includes('le="+Inf"') && l.includes('route="/shorten"'))).toBe(true);
   });
 
+  it('counts redirect cache lookups: hits and misses', async () => {
+    const service = await start();
+    const mapping = await createMapping(service.app, newMapping(nextCode));
+    for (let i = 0; i < 3; i++) await service.app.inject({ method: 'GET', url: `/${mapping.code}` });
+    await service.app.inject({ method: 'GET', url: '/nosuch77' });
+    await service.app.inject({ method: 'GET', url: '/nosuch77' });
+    const lookups = await samples(service, 'redirect_cache_lookups_total');
+    // The first GET of each code misses; the later ones hit (the unknown code's negative entry too).
+    expect(lookups).toContain('redirect_cache_lookups_total{result="miss"} 2');
+    expect(lookups).toContain('redirect_cache_lookups_total{result="hit"} 3');
+  });
+
   it('exposes process metrics and the rate-limit refusal counter', async () => {
     const service = await start({ RATE_LIMIT_ENABLED: 'true', RATE_LIMIT_REDIRECTS_LIMIT: '1' });
     await service.app.inject({ method: 'GET', url: '/nosuch01' });

@@ -29,6 +29,12 @@ export type AnyKysely = Kysely<any>;
 export interface Database {
   readonly db: Kysely<DatabaseSchema>;
   readonly dialect: Dialect;
+  /**
+   * SQLite file: a read-only connection of its own to the same file, opened at the first call
+   * and closed with the database (lookups that must not wait behind Kysely's queue nor see a
+   * transaction the serving connection has open). Absent for PostgreSQL and `:memory:`.
+   */
+  readonly reader?: () => SQLite.Database;
   /** Resolves when the database answers `SELECT 1` (readiness). */
   ping(): Promise<void>;
   close(): Promise<void>;
@@ -92,14 +98,25 @@ function openSqlite(file: string, options: OpenDatabaseOptions): Database {
     ...kyselyOptions(options),
   });
   const database = withPing(db, 'sqlite');
-  if (!checkpointer) return database;
+  if (file === ':memory:') return database;
+  let reader: SQLite.Database | undefined;
   return {
     ...database,
+    reader: () => (reader ??= openReader(file)),
     close: async () => {
-      await checkpointer.stop();
+      reader?.close();
+      await checkpointer?.stop();
       await database.close();
     },
   };
+}
+
+/** A read-only connection (see `Database.reader`), its pages mapped: lookups touch the whole table. */
+function openReader(file: string): SQLite.Database {
+  const connection = new SQLite(file, { readonly: true, fileMustExist: true });
+  connection.pragma('mmap_size = 17179869184');
+  connection.pragma('cache_size = -65536');
+  return connection;
 }
 
 /** Prepared statements kept per SQLite connection (the hot queries repeat; IN-lists and batches vary). */

@@ -1,3 +1,5 @@
+import { trace } from '@opentelemetry/api';
+import type SQLite from 'better-sqlite3';
 import { type Compilable, type Kysely, sql } from 'kysely';
 import { errors } from '../../domain/errors.js';
 import type { NewUrlMapping, UrlMapping, UrlMappingChanges } from '../../domain/url-mapping.js';
@@ -13,6 +15,7 @@ import type { TransactionalOutbox } from '../event-bus/outbox.js';
 import { type Dialect, isUniqueViolation } from './database.js';
 import { PreparedQuery } from './prepared-query.js';
 import type { DatabaseSchema } from './schema.js';
+import { BatchedTargetLookup, type CodedTarget, SqliteTargetLookup } from './target-lookup.js';
 
 const COLUMNS = ['id', 'code', 'url', 'created_at', 'click_count'] as const;
 /** A mapping's count as every read shows it: what is folded into its row plus its pending deltas. */
@@ -41,12 +44,23 @@ type ClickDeltas = ReadonlyArray<readonly [id: number, delta: number]>;
 export class KyselyUrlMappingRepository implements UrlMappingRepository {
   /** The insert of `POST /shorten`, built once: building it cost more than running it. */
   private readonly insert: PreparedQuery<DatabaseSchema, UrlMapping, NewUrlMapping>;
+  /** The redirect path's lookup when no recording span wants its statement (see `findTarget`). */
+  private readonly targets: SqliteTargetLookup | BatchedTargetLookup | undefined;
 
+  /**
+   * @param reader SQLite: a read-only connection to the same file (`Database.reader`), for the
+   *   redirect path's lookups
+   */
   constructor(
     private readonly db: Kysely<DatabaseSchema>,
     private readonly dialect: Dialect,
     private readonly outbox?: TransactionalOutbox,
+    reader?: () => SQLite.Database,
   ) {
+    this.targets =
+      dialect === 'postgres'
+        ? new BatchedTargetLookup((codes) => this.findTargets(codes))
+        : reader && new SqliteTargetLookup(reader);
     this.insert = new PreparedQuery(db, (db, p) => {
       const insert = db
         .insertInto('url_mappings')
@@ -78,8 +92,26 @@ export class KyselyUrlMappingRepository implements UrlMappingRepository {
     return this.db.selectFrom('url_mappings').select(READ_COLUMNS).where('code', '=', code).executeTakeFirst();
   }
 
-  findTarget(code: string): Promise<RedirectTarget | undefined> {
+  /**
+   * At once on SQLite (its read-only connection), batched with the other lookups of this turn on
+   * PostgreSQL; one statement of its own, through Kysely, when the request's span is recording,
+   * so that the trace shows it.
+   */
+  findTarget(code: string): RedirectTarget | undefined | Promise<RedirectTarget | undefined> {
+    if (this.targets !== undefined && trace.getActiveSpan()?.isRecording() !== true) return this.targets.find(code);
     return this.db.selectFrom('url_mappings').select(['id', 'url']).where('code', '=', code).executeTakeFirst();
+  }
+
+  /** The mappings of `codes` that exist, in one statement (the redirect path's batches). */
+  async findTargets(codes: readonly string[]): Promise<readonly CodedTarget[]> {
+    const { rows } =
+      this.dialect === 'postgres'
+        ? await sql<CodedTarget>`
+            SELECT id, code, url FROM url_mappings WHERE code = ANY(CAST(${codes} AS TEXT[]))`.execute(this.db)
+        : await sql<CodedTarget>`
+            SELECT id, code, url FROM url_mappings
+            WHERE code IN (SELECT value FROM json_each(${JSON.stringify(codes)}))`.execute(this.db);
+    return rows;
   }
 
   list(options: ListOptions = {}): Promise<UrlMapping[]> {

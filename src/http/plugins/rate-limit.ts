@@ -54,6 +54,126 @@ export function rateLimitGroupOf(route: Pick<RouteOptions, 'url' | 'method' | 'c
   return writes ? 'writes' : 'default';
 }
 
+/** The two header values of a policy that do not change per request. */
+interface PolicyHeaders {
+  /** `RateLimit-Policy`. */
+  readonly policy: string;
+  /** The start of `RateLimit`, up to the remaining count. */
+  readonly prefix: string;
+}
+
+/** The preValidation hook of each limited route, and what its decisions share. */
+class RateLimitHooks {
+  private readonly refusals: Counter<'policy'>;
+  private readonly failOpen: Counter<'policy'>;
+  private readonly headers = new WeakMap<RateLimitPolicy, PolicyHeaders>();
+  private lastStoreFailureLog = -Infinity;
+
+  constructor(private readonly options: RateLimitOptions) {
+    const registers = [options.metrics.registry];
+    this.refusals = new Counter({
+      name: 'rate_limit_refusals_total',
+      help: 'Requests refused with 429 by the rate limiter, by policy.',
+      labelNames: ['policy'],
+      registers,
+    });
+    this.failOpen = new Counter({
+      name: 'rate_limit_fail_open_total',
+      help: 'Requests admitted without a decision because the rate-limit store failed or was away, by policy.',
+      labelNames: ['policy'],
+      registers,
+    });
+  }
+
+  /** The hook of a route of `group`: a decision at once from the memory limiter, later from Redis. */
+  hook(group: RateLimitGroup) {
+    const { limiter, policies } = this.options;
+    return (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
+      const policy = policies.get(group);
+      let decision: RateLimitDecision | Promise<RateLimitDecision>;
+      try {
+        decision = limiter.consume(clientKey(request), policy);
+      } catch (error) {
+        this.storeFailed(request, policy, error, done);
+        return;
+      }
+      if (decision instanceof Promise) {
+        decision.then(
+          (d) => this.decide(request, reply, policy, d, done),
+          (error: unknown) => this.storeFailed(request, policy, error, done),
+        );
+      } else {
+        this.decide(request, reply, policy, decision, done);
+      }
+    };
+  }
+
+  private decide(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    policy: RateLimitPolicy,
+    decision: RateLimitDecision,
+    done: HookHandlerDoneFunction,
+  ): void {
+    const headers = this.headersOf(policy);
+    reply.header('ratelimit-policy', headers.policy);
+    reply.header('ratelimit', `${headers.prefix}${decision.remaining};t=${Math.ceil(decision.resetMs / 1000)}`);
+    if (this.options.traceDecisions) traceDecision(policy, decision);
+    if (decision.allowed) {
+      done();
+      return;
+    }
+    this.refusals.inc({ policy: policy.name });
+    request.log.debug({ policy: policy.name }, 'rate limit exceeded');
+    done(errors.rateLimited(Math.max(1, Math.ceil(decision.retryAfterMs / 1000))));
+  }
+
+  private headersOf(policy: RateLimitPolicy): PolicyHeaders {
+    let headers = this.headers.get(policy);
+    if (headers === undefined) {
+      headers = {
+        policy: `"${policy.name}";q=${policy.limit};w=${Math.ceil(policy.windowMs / 1000)}`,
+        prefix: `"${policy.name}";r=`,
+      };
+      this.headers.set(policy, headers);
+    }
+    return headers;
+  }
+
+  private storeFailed(
+    request: FastifyRequest,
+    policy: RateLimitPolicy,
+    error: unknown,
+    done: HookHandlerDoneFunction,
+  ): void {
+    // Availability over strictness: while the store is away, requests are admitted.
+    this.failOpen.inc({ policy: policy.name });
+    // Redis away is said once by its link; anything else is worth a line now and then.
+    const now = performance.now();
+    if (
+      !(error instanceof BackendUnavailableError) &&
+      now - this.lastStoreFailureLog >= STORE_FAILURE_LOG_INTERVAL_MS
+    ) {
+      this.lastStoreFailureLog = now;
+      request.log.error({ err: error }, 'rate limiter unavailable; admitting requests');
+    }
+    done();
+  }
+}
+
+/** The decision on the request span, when it is recording (spec §6.2 rule 9). */
+function traceDecision(policy: RateLimitPolicy, decision: RateLimitDecision): void {
+  const span = trace.getActiveSpan();
+  if (!span?.isRecording()) return;
+  span.setAttributes({
+    [RATE_LIMIT_ATTRIBUTES.allowed]: decision.allowed,
+    [RATE_LIMIT_ATTRIBUTES.limit]: decision.limit,
+    [RATE_LIMIT_ATTRIBUTES.remaining]: decision.remaining,
+    [RATE_LIMIT_ATTRIBUTES.algorithm]: policy.algorithm,
+    [RATE_LIMIT_ATTRIBUTES.policy]: policy.name,
+  });
+}
+
 /**
  * Rate limiting per route group (design "Rate limiting"), keyed by the signed-in user when there
  * is one, else by client address. Runs before validation, so malformed requests count too.
@@ -62,99 +182,10 @@ export function rateLimitGroupOf(route: Pick<RouteOptions, 'url' | 'method' | 'c
  * `Retry-After`. Call before any route is registered: routes are set up as they are added.
  */
 export function registerRateLimiting(app: FastifyInstance, options: RateLimitOptions): void {
-  const { limiter, policies, traceDecisions } = options;
-  const refusals = new Counter({
-    name: 'rate_limit_refusals_total',
-    help: 'Requests refused with 429 by the rate limiter, by policy.',
-    labelNames: ['policy'],
-    registers: [options.metrics.registry],
-  });
-  const failOpen = new Counter({
-    name: 'rate_limit_fail_open_total',
-    help: 'Requests admitted without a decision because the rate-limit store failed or was away, by policy.',
-    labelNames: ['policy'],
-    registers: [options.metrics.registry],
-  });
-  const policyHeaders = new WeakMap<RateLimitPolicy, string>();
-  let lastStoreFailureLog = -Infinity;
-
-  const decide = (
-    request: FastifyRequest,
-    reply: FastifyReply,
-    policy: RateLimitPolicy,
-    decision: RateLimitDecision,
-    done: HookHandlerDoneFunction,
-  ) => {
-    let policyHeader = policyHeaders.get(policy);
-    if (policyHeader === undefined) {
-      policyHeader = `"${policy.name}";q=${policy.limit};w=${Math.ceil(policy.windowMs / 1000)}`;
-      policyHeaders.set(policy, policyHeader);
-    }
-    reply.header('ratelimit-policy', policyHeader);
-    reply.header('ratelimit', `"${policy.name}";r=${decision.remaining};t=${Math.ceil(decision.resetMs / 1000)}`);
-    if (traceDecisions) {
-      const span = trace.getActiveSpan();
-      if (span?.isRecording()) {
-        span.setAttributes({
-          [RATE_LIMIT_ATTRIBUTES.allowed]: decision.allowed,
-          [RATE_LIMIT_ATTRIBUTES.limit]: decision.limit,
-          [RATE_LIMIT_ATTRIBUTES.remaining]: decision.remaining,
-          [RATE_LIMIT_ATTRIBUTES.algorithm]: policy.algorithm,
-          [RATE_LIMIT_ATTRIBUTES.policy]: policy.name,
-        });
-      }
-    }
-    if (decision.allowed) {
-      done();
-      return;
-    }
-    refusals.inc({ policy: policy.name });
-    request.log.debug({ policy: policy.name }, 'rate limit exceeded');
-    done(errors.rateLimited(Math.max(1, Math.ceil(decision.retryAfterMs / 1000))));
-  };
-
-  const storeFailed = (
-    request: FastifyRequest,
-    policy: RateLimitPolicy,
-    error: unknown,
-    done: HookHandlerDoneFunction,
-  ) => {
-    // Availability over strictness: while the store is away, requests are admitted.
-    failOpen.inc({ policy: policy.name });
-    // Redis away is said once by its link; anything else is worth a line now and then.
-    const now = performance.now();
-    if (!(error instanceof BackendUnavailableError) && now - lastStoreFailureLog >= STORE_FAILURE_LOG_INTERVAL_MS) {
-      lastStoreFailureLog = now;
-      request.log.error({ err: error }, 'rate limiter unavailable; admitting requests');
-    }
-    done();
-  };
-
+  const hooks = new RateLimitHooks(options);
   app.addHook('onRoute', (route) => {
     const group = rateLimitGroupOf(route);
-    if (group === false) return;
-    addRouteHook(
-      route,
-      'preValidation',
-      (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
-        const policy = policies.get(group);
-        let decision: RateLimitDecision | Promise<RateLimitDecision>;
-        try {
-          decision = limiter.consume(clientKey(request), policy);
-        } catch (error) {
-          storeFailed(request, policy, error, done);
-          return;
-        }
-        if (decision instanceof Promise) {
-          decision.then(
-            (d) => decide(request, reply, policy, d, done),
-            (error: unknown) => storeFailed(request, policy, error, done),
-          );
-        } else {
-          decide(request, reply, policy, decision, done);
-        }
-      },
-    );
+    if (group !== false) addRouteHook(route, 'preValidation', hooks.hook(group));
   });
 }
 

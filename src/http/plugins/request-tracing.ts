@@ -8,6 +8,7 @@ import {
   type SpanOptions,
   SpanStatusCode,
   trace,
+  type Tracer,
 } from '@opentelemetry/api';
 import {
   ATTR_CLIENT_ADDRESS,
@@ -76,74 +77,8 @@ const SERVER: SpanOptions = Object.freeze({ kind: SpanKind.SERVER });
  * Register only when tracing is on, before any route is registered.
  */
 export function registerRequestTracing(app: FastifyInstance): void {
-  const tracer = trace.getTracer('urlshortener.http');
+  const tracer = new RequestTracer(trace.getTracer('urlshortener.http'));
   app.decorateRequest('requestTrace', null);
-
-  const enter = (request: FastifyRequest, span: Span, parent: Context, done: HookHandlerDoneFunction) => {
-    const active = trace.setSpan(parent, span);
-    request.requestTrace = { span, context: active };
-    context.with(active, done);
-  };
-
-  const start = (
-    request: FastifyRequest,
-    name: string,
-    route: string | undefined,
-    safe: boolean,
-    done: HookHandlerDoneFunction,
-  ) => {
-    const { headers } = request;
-    let parent = ROOT_CONTEXT;
-    let span: Span;
-    // Looked up at each request: tracing starts before the app, but a test may start it later.
-    const roots = rootSampling();
-    if (roots !== undefined && headers.traceparent === undefined && headers.baggage === undefined) {
-      if (roots.sampleNewTrace(name, SpanKind.SERVER)) {
-        span = tracer.startSpan(name, SERVER, ROOT_CONTEXT);
-      } else if (safe) {
-        done();
-        return;
-      } else {
-        span = trace.wrapSpanContext(roots.droppedSpanContext());
-      }
-    } else {
-      parent = propagation.extract(ROOT_CONTEXT, headers);
-      span = tracer.startSpan(name, SERVER, parent);
-    }
-    if (span.isRecording()) describeRequest(span, request, route);
-    enter(request, span, parent, done);
-  };
-
-  // A body is read in the socket's context: re-enter the request's before validation.
-  const reenter = (request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction) => {
-    const current = request.requestTrace;
-    if (current === null) done();
-    else context.with(current.context, done);
-  };
-
-  const end = (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
-    const current = request.requestTrace;
-    if (current !== null) {
-      request.requestTrace = null;
-      const { span } = current;
-      if (span.isRecording()) {
-        const status = reply.statusCode;
-        span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, status);
-        const user = signedInUserId(request);
-        if (user !== undefined) span.setAttribute(SPAN_ATTRIBUTES.enduserId, user);
-        if (status >= 500) {
-          span.setAttribute(ATTR_ERROR_TYPE, String(status));
-          span.setStatus({ code: SpanStatusCode.ERROR });
-        }
-      }
-      span.end();
-      // The answer was written from a socket callback, outside the request's context: the
-      // hooks after this one and the "request completed" log line still belong to the request.
-      context.with(current.context, done);
-      return;
-    }
-    done();
-  };
 
   app.addHook('onRoute', (route) => {
     const path = route.url;
@@ -157,28 +92,103 @@ export function registerRequestTracing(app: FastifyInstance): void {
     const methods = (Array.isArray(route.method) ? route.method : [route.method]).map((m) => m.toUpperCase());
     const safe = methods.every((m) => SAFE_METHODS.has(m));
     addRouteHook(route, 'onRequest', (request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction) =>
-      start(request, nameOf(request.method), path, safe, done),
+      tracer.start(request, nameOf(request.method), path, safe, done),
     );
-    if (methods.some((m) => BODY_METHODS.has(m))) addRouteHook(route, 'preValidation', reenter);
+    if (methods.some((m) => BODY_METHODS.has(m))) addRouteHook(route, 'preValidation', RequestTracer.reenter);
     // Fastify runs onResponse also when the client went away before the answer.
-    addRouteHook(route, 'onResponse', end);
+    addRouteHook(route, 'onResponse', RequestTracer.end);
   });
 
   // Requests no route matched: a span named by the method alone.
   app.addHook('onRequest', (request, _reply, done) =>
-    request.is404 ? start(request, request.method, undefined, SAFE_METHODS.has(request.method), done) : done(),
+    request.is404 ? tracer.start(request, request.method, undefined, SAFE_METHODS.has(request.method), done) : done(),
   );
-  app.addHook('onResponse', (request, reply, done) => (request.is404 ? end(request, reply, done) : done()));
-
+  app.addHook('onResponse', (request, reply, done) =>
+    request.is404 ? RequestTracer.end(request, reply, done) : done(),
+  );
   app.addHook('onError', (request, _reply, error, done) => {
+    RequestTracer.failed(request, error);
+    done();
+  });
+}
+
+/** The hooks' work: a span started (or not) per request, re-entered, ended. */
+class RequestTracer {
+  constructor(private readonly tracer: Tracer) {}
+
+  start(
+    request: FastifyRequest,
+    name: string,
+    route: string | undefined,
+    safe: boolean,
+    done: HookHandlerDoneFunction,
+  ) {
+    const { headers } = request;
+    let parent = ROOT_CONTEXT;
+    let span: Span;
+    // Looked up at each request: tracing starts before the app, but a test may start it later.
+    const roots = rootSampling();
+    if (roots !== undefined && headers.traceparent === undefined && headers.baggage === undefined) {
+      if (roots.sampleNewTrace(name, SpanKind.SERVER)) {
+        span = this.tracer.startSpan(name, SERVER, ROOT_CONTEXT);
+      } else if (safe) {
+        done();
+        return;
+      } else {
+        span = trace.wrapSpanContext(roots.droppedSpanContext());
+      }
+    } else {
+      parent = propagation.extract(ROOT_CONTEXT, headers);
+      span = this.tracer.startSpan(name, SERVER, parent);
+    }
+    if (span.isRecording()) describeRequest(span, request, route);
+    const active = trace.setSpan(parent, span);
+    request.requestTrace = { span, context: active };
+    context.with(active, done);
+  }
+
+  /** A body is read in the socket's context: re-enter the request's before validation. */
+  static reenter(this: void, request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction): void {
+    const current = request.requestTrace;
+    if (current === null) done();
+    else context.with(current.context, done);
+  }
+
+  static end(this: void, request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction): void {
+    const current = request.requestTrace;
+    if (current === null) {
+      done();
+      return;
+    }
+    request.requestTrace = null;
+    const { span } = current;
+    if (span.isRecording()) describeAnswer(span, request, reply.statusCode);
+    span.end();
+    // The answer was written from a socket callback, outside the request's context: the
+    // hooks after this one and the "request completed" log line still belong to the request.
+    context.with(current.context, done);
+  }
+
+  /** A 5xx error on the recording span. */
+  static failed(this: void, request: FastifyRequest, error: Error): void {
     const status = (error as { statusCode?: number }).statusCode ?? 500;
     const span = request.requestTrace?.span;
     if (status >= 500 && span?.isRecording()) {
       span.recordException(error);
       span.setStatus({ code: SpanStatusCode.ERROR, message: error.message });
     }
-    done();
-  });
+  }
+}
+
+/** The answer's attributes of a recording server span. */
+function describeAnswer(span: Span, request: FastifyRequest, status: number): void {
+  span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, status);
+  const user = signedInUserId(request);
+  if (user !== undefined) span.setAttribute(SPAN_ATTRIBUTES.enduserId, user);
+  if (status >= 500) {
+    span.setAttribute(ATTR_ERROR_TYPE, String(status));
+    span.setStatus({ code: SpanStatusCode.ERROR });
+  }
 }
 
 /** The request attributes of a recording server span. */

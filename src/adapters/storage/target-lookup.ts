@@ -1,0 +1,77 @@
+import type SQLite from 'better-sqlite3';
+import type { RedirectTarget } from '../../ports/url-mapping-repository.js';
+
+/** A row of a batched lookup: the target and the code it was found by. */
+export interface CodedTarget extends RedirectTarget {
+  readonly code: string;
+}
+
+/**
+ * SQLite: the redirect path's lookup by code, answered at once by a prepared statement on a
+ * read-only connection of its own (opened at the first lookup, after migrations). Its own
+ * connection sees only committed rows, never a transaction the serving connection has open, and
+ * a lookup runs start to end within one turn of the event loop, so no change can commit while
+ * it is under way: it cannot hand the cache a target that a DELETE or PATCH already replaced.
+ */
+export class SqliteTargetLookup {
+  private statement: SQLite.Statement<[string], RedirectTarget> | undefined;
+
+  constructor(private readonly connection: () => SQLite.Database) {}
+
+  find(code: string): RedirectTarget | undefined {
+    this.statement ??= this.connection().prepare<[string], RedirectTarget>(
+      'SELECT id, url FROM url_mappings WHERE code = ?',
+    );
+    return this.statement.get(code);
+  }
+}
+
+interface Waiter {
+  readonly code: string;
+  resolve(target: RedirectTarget | undefined): void;
+  reject(error: unknown): void;
+}
+
+/** Codes per statement at most. */
+const MAX_BATCH = 500;
+
+/**
+ * PostgreSQL: lookups by code gathered over one turn of the event loop and answered by one
+ * statement per batch (`WHERE code = ANY($1)`), so that a burst of cache misses takes a few
+ * pooled connections instead of queueing for one each. The caller (the redirect cache) keeps
+ * an answer only if nothing invalidated its code while the statement ran.
+ */
+export class BatchedTargetLookup {
+  private waiting: Waiter[] = [];
+
+  constructor(private readonly query: (codes: readonly string[]) => Promise<readonly CodedTarget[]>) {}
+
+  find(code: string): Promise<RedirectTarget | undefined> {
+    return new Promise((resolve, reject) => {
+      if (this.waiting.length === 0) setImmediate(() => this.flush());
+      this.waiting.push({ code, resolve, reject });
+    });
+  }
+
+  private flush(): void {
+    const waiting = this.waiting;
+    this.waiting = [];
+    for (let start = 0; start < waiting.length; start += MAX_BATCH) this.run(waiting.slice(start, start + MAX_BATCH));
+  }
+
+  private run(batch: readonly Waiter[]): void {
+    const codes = [...new Set(batch.map((w) => w.code))];
+    this.query(codes).then(
+      (rows) => {
+        const found = new Map(rows.map((row) => [row.code, row]));
+        for (const waiter of batch) {
+          const row = found.get(waiter.code);
+          waiter.resolve(row && { id: row.id, url: row.url });
+        }
+      },
+      (error: unknown) => {
+        for (const waiter of batch) waiter.reject(error);
+      },
+    );
+  }
+}

@@ -1,0 +1,118 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
+import { KyselyUrlMappingRepository } from '../../src/adapters/storage/kysely-url-mapping-repository.js';
+import { migrateToLatest } from '../../src/adapters/storage/migrations.js';
+import { BatchedTargetLookup, type CodedTarget } from '../../src/adapters/storage/target-lookup.js';
+import { AppError } from '../../src/domain/errors.js';
+import type { UrlMappingRepository } from '../../src/ports/url-mapping-repository.js';
+import { ClickBuffer } from '../../src/support/click-buffer.js';
+import { RedirectCache } from '../../src/support/redirect-cache.js';
+import { UrlMappingService } from '../../src/services/url-mapping-service.js';
+import { BACKENDS, type TestDatabase, testConfig } from '../helpers/backends.js';
+
+/** A promise with its resolve function, to hold a statement's answer back. */
+function gate(): { opened: Promise<void>; open(): void } {
+  let open!: () => void;
+  const opened = new Promise<void>((resolve) => (open = resolve));
+  return { opened, open };
+}
+
+describe.each(BACKENDS)('cache misses on $name', (backend) => {
+  let testDb: TestDatabase;
+  let database: Database;
+  let repo: KyselyUrlMappingRepository;
+  let n = 0;
+  const create = (url = 'https://example.com/old') =>
+    repo.create({ code: `m${String(++n).padStart(6, '0')}`, url, created_at: '2024-01-01T00:00:00Z', click_count: 0 });
+
+  /** The service over `repository`, with its own cache. */
+  function service(repository: UrlMappingRepository) {
+    const cache = new RedirectCache(1000, 60_000, 1000);
+    const clicks = new ClickBuffer(repository, { flushIntervalMs: 60_000, compactIntervalMs: 60_000 });
+    const urls = new UrlMappingService(repository, cache, clicks, {
+      rules: testConfig(testDb.databaseUrl).urls,
+      reservedCodes: () => new Set(),
+    });
+    return { cache, clicks, urls };
+  }
+
+  beforeAll(async () => {
+    if (!backend.available) return;
+    testDb = await backend.create();
+    database = openDatabase(testConfig(testDb.databaseUrl).database);
+    await migrateToLatest(database.db, database.dialect);
+    repo = new KyselyUrlMappingRepository(database.db, database.dialect, undefined, database.reader);
+  });
+  afterAll(async () => {
+    await database?.close();
+    await testDb?.drop();
+  });
+
+  it.skipIf(!backend.available)('misses of one turn are answered by one statement', async () => {
+    const stored = await Promise.all(Array.from({ length: 40 }, () => create()));
+    const statements: (readonly string[])[] = [];
+    const lookup = new BatchedTargetLookup((codes) => {
+      statements.push(codes);
+      return repo.findTargets(codes);
+    });
+    const codes = [...stored.map((m) => m.code), 'unknown1', stored[0]!.code];
+    const found = await Promise.all(codes.map((code) => lookup.find(code)));
+    expect(statements).toHaveLength(1);
+    expect(statements[0]).toHaveLength(41); // each code once
+    expect(found.slice(0, 40)).toEqual(stored.map((m) => ({ id: m.id, url: m.url })));
+    expect(found[40]).toBeUndefined();
+    expect(found[41]).toEqual({ id: stored[0]!.id, url: stored[0]!.url });
+  });
+
+  it.skipIf(!backend.available)(
+    'a miss whose statement read the row before a DELETE committed does not put it back in the cache',
+    async () => {
+      const mapping = await create();
+      const held = gate();
+      const read = gate();
+      const lookup = new BatchedTargetLookup(async (codes: readonly string[]): Promise<readonly CodedTarget[]> => {
+        const rows = await repo.findTargets(codes);
+        read.open();
+        await held.opened;
+        return rows;
+      });
+      // The repository as the service sees it, its redirect lookups through the held batch.
+      const slow = Object.create(repo, { findTarget: { value: (code: string) => lookup.find(code) } });
+      const { cache, urls } = service(slow as UrlMappingRepository);
+
+      const racing = urls.resolve(mapping.code, true);
+      await read.opened; // the statement has read the mapping, not yet answered
+      await urls.delete(mapping.code);
+      held.open();
+      // The request that raced the DELETE may have the old target (it began before the DELETE returned)...
+      expect(await racing).toMatchObject({ id: mapping.id, location: mapping.url });
+      // ...but nothing after the DELETE returned gets it: not from the cache, not from the database.
+      expect(cache.peek(mapping.code)).toBeUndefined();
+      await expect(Promise.resolve().then(() => urls.resolve(mapping.code, true))).rejects.toMatchObject(
+        new AppError('MAPPING_NOT_FOUND', 404, 'URL mapping not found'),
+      );
+    },
+  );
+
+  it.skipIf(!backend.available)('after DELETE or PATCH returns, the old target is never served', async () => {
+    const { urls } = service(repo);
+    const deleted = await create();
+    const changed = await create();
+    // Cached first, then changed.
+    expect(await urls.resolve(deleted.code, true)).toMatchObject({ location: deleted.url });
+    expect(await urls.resolve(changed.code, true)).toMatchObject({ location: changed.url });
+    await urls.delete(deleted.code);
+    await urls.update(changed.code, { url: 'https://example.com/new' });
+    await expect(Promise.resolve().then(() => urls.resolve(deleted.code, true))).rejects.toBeInstanceOf(AppError);
+    expect(await urls.resolve(changed.code, true)).toMatchObject({ location: 'https://example.com/new' });
+  });
+
+  it.skipIf(backend.name !== 'sqlite')('SQLite answers a miss at once, without a promise', async () => {
+    const mapping = await create();
+    const { cache, urls } = service(repo);
+    expect(urls.resolve(mapping.code, true)).toEqual({ id: mapping.id, location: mapping.url });
+    expect(cache.peek(mapping.code)).toEqual({ id: mapping.id, location: mapping.url });
+    expect(() => urls.resolve('unknown2', true)).toThrow(AppError);
+    expect(cache.peek('unknown2')).toBeNull(); // the negative entry
+  });
+});
