@@ -1,6 +1,6 @@
 import type { Span } from '@opentelemetry/api';
 import type { DeadLetter, DeadLetterPayload, DeadLetterStatus } from '../domain/dead-letter.js';
-import { AppError, errors } from '../domain/errors.js';
+import { errors } from '../domain/errors.js';
 import { TOPICS } from '../domain/events.js';
 import type { DeadLetterStore } from '../ports/dead-letter-store.js';
 import type { BusMessage, EventBus } from '../ports/event-bus.js';
@@ -23,8 +23,6 @@ export interface DeadLetterManagerPorts {
   readonly metrics: Pick<EventMetrics, 'retried'>;
   readonly tracing: MessageTracing;
 }
-
-const notFound = () => new AppError('DEAD_LETTER_NOT_FOUND', 404, 'Dead letter not found');
 
 /**
  * Takes what consumers gave up on from `dead_letter_queue`: records it under a `dlq.consume`
@@ -59,7 +57,7 @@ export class DeadLetterManager {
 
   async get(id: number): Promise<DeadLetter> {
     const letter = await this.ports.store.get(id);
-    if (!letter) throw notFound();
+    if (!letter) throw errors.deadLetterNotFound();
     return letter;
   }
 
