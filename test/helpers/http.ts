@@ -44,12 +44,16 @@ export function newMapping(nextCode: () => string, overrides: Partial<CreateBody
   };
 }
 
-/** `POST /shorten` with a JSON body. */
-export function postShorten(app: Injector, body: unknown): Promise<LightMyRequestResponse> {
+/** `POST /shorten` with a JSON body (and, say, a session's cookie). */
+export function postShorten(
+  app: Injector,
+  body: unknown,
+  headers: Readonly<Record<string, string>> = {},
+): Promise<LightMyRequestResponse> {
   return app.inject({
     method: 'POST',
     url: '/shorten',
-    headers: { 'content-type': 'application/json' },
+    headers: { 'content-type': 'application/json', ...headers },
     payload: JSON.stringify(body),
   });
 }

@@ -7,7 +7,7 @@ import { registerErrorHandling } from '../../src/http/error-handler.js';
 import csrfPlugin from '../../src/http/plugins/csrf.js';
 import { useTestApp } from '../helpers/app.js';
 import { BACKENDS, sqlite } from '../helpers/backends.js';
-import { expectError } from '../helpers/http.js';
+import { expectError, postShorten } from '../helpers/http.js';
 import { jsonPost, login, metricValue, newUser, signUp } from '../helpers/auth.js';
 
 const MISSING = 'CSRF token missing from X-CSRF-Token header';
@@ -82,17 +82,11 @@ describe.each(BACKENDS)('CSRF validation on $name', (backend) => {
 
   it.skipIf(!backend.available)('step 3: paths outside /api/ are not validated', async () => {
     const before = await allFailures();
-    const created = await t.app.inject({
-      method: 'POST',
-      url: '/shorten',
-      headers: { 'content-type': 'application/json', cookie: admin.cookie },
-      payload: JSON.stringify({
-        code: 'csrfok01',
-        url: 'https://example.com',
-        created_at: '2024-01-01T00:00:00Z',
-        click_count: 0,
-      }),
-    });
+    const created = await postShorten(
+      t.app,
+      { code: 'csrfok01', url: 'https://example.com', created_at: '2024-01-01T00:00:00Z', click_count: 0 },
+      { cookie: admin.cookie },
+    );
     expect(created.statusCode, created.body).toBe(201);
     const deleted = await t.app.inject({ method: 'DELETE', url: '/csrfok01', headers: { cookie: admin.cookie } });
     expect(deleted.statusCode).toBe(204);

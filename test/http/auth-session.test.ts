@@ -3,7 +3,7 @@ import type { LightMyRequestResponse } from 'fastify';
 import { describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 import { BACKENDS, sqlite } from '../helpers/backends.js';
-import { expectError } from '../helpers/http.js';
+import { expectError, postShorten } from '../helpers/http.js';
 import { jsonPost, login, loginRequest, me, newUser, registerUser, sessionFrom, signUp } from '../helpers/auth.js';
 
 const SECRET_KEY = 'session-suite-secret-key-0123456789abcdef';
@@ -368,17 +368,11 @@ describe('the redirect path and other root routes', () => {
     expectError(form, 415);
     const { session } = await signUp(t.app, 'rt');
     // A session cookie without X-CSRF-Token is irrelevant outside /api/ (spec §5.4 step 3).
-    const created = await t.app.inject({
-      method: 'POST',
-      url: '/shorten',
-      headers: { 'content-type': 'application/json', cookie: session.cookie },
-      payload: JSON.stringify({
-        code: 'sessn001',
-        url: 'https://example.com',
-        created_at: '2024-01-01T00:00:00Z',
-        click_count: 0,
-      }),
-    });
+    const created = await postShorten(
+      t.app,
+      { code: 'sessn001', url: 'https://example.com', created_at: '2024-01-01T00:00:00Z', click_count: 0 },
+      { cookie: session.cookie },
+    );
     expect(created.statusCode, created.body).toBe(201);
     const resolved = await t.app.inject({ method: 'GET', url: '/sessn001', headers: { cookie: session.cookie } });
     expect(resolved.statusCode).toBe(302);
