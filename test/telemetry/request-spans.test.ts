@@ -144,6 +144,14 @@ for (const backend of BACKENDS) {
         expect(redirect.name).toBe('GET /:code');
         expect(redirect.attributes['http.route']).toBe('/:code');
         expect(childrenOf(redirect).map((s) => s.name)).toContain('SELECT url_mappings');
+        const select = childrenOf(redirect).find((s) => s.name === 'SELECT url_mappings')!;
+        expect(select.attributes).toMatchObject({
+          'db.system.name': backend.name === 'postgres' ? 'postgresql' : 'sqlite',
+          'db.operation.name': 'SELECT',
+          'db.collection.name': 'url_mappings',
+          'db.response.returned_rows': 1,
+        });
+        expect(String(select.attributes['db.query.text'])).toMatch(/^select .*url_mappings.* where .*code.* = \?|\$1/i);
       },
     );
 

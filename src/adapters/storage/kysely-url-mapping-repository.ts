@@ -94,11 +94,14 @@ export class KyselyUrlMappingRepository implements UrlMappingRepository {
 
   /**
    * At once on SQLite (its read-only connection), batched with the other lookups of this turn on
-   * PostgreSQL; one statement of its own, through Kysely, when the request's span is recording,
-   * so that the trace shows it.
+   * PostgreSQL. When the request's span is recording, the lookup gets a statement span of its
+   * own: on SQLite around the same read, on PostgreSQL by a statement of its own through Kysely.
    */
   findTarget(code: string): RedirectTarget | undefined | Promise<RedirectTarget | undefined> {
-    if (this.targets !== undefined && trace.getActiveSpan()?.isRecording() !== true) return this.targets.find(code);
+    const targets = this.targets;
+    const traced = trace.getActiveSpan()?.isRecording() === true;
+    if (targets instanceof SqliteTargetLookup) return traced ? targets.findTraced(code) : targets.find(code);
+    if (targets !== undefined && !traced) return targets.find(code);
     return this.db.selectFrom('url_mappings').select(['id', 'url']).where('code', '=', code).executeTakeFirst();
   }
 

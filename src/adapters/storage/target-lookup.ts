@@ -1,5 +1,12 @@
 import type SQLite from 'better-sqlite3';
 import type { RedirectTarget } from '../../ports/url-mapping-repository.js';
+import { inSqliteStatementSpan, type Statement } from '../telemetry/statement-span.js';
+
+const BY_CODE: Statement = {
+  operation: 'SELECT',
+  collection: 'url_mappings',
+  text: 'SELECT id, url FROM url_mappings WHERE code = ?',
+};
 
 /** A row of a batched lookup: the target and the code it was found by. */
 export interface CodedTarget extends RedirectTarget {
@@ -19,10 +26,17 @@ export class SqliteTargetLookup {
   constructor(private readonly connection: () => SQLite.Database) {}
 
   find(code: string): RedirectTarget | undefined {
-    this.statement ??= this.connection().prepare<[string], RedirectTarget>(
-      'SELECT id, url FROM url_mappings WHERE code = ?',
-    );
+    this.statement ??= this.connection().prepare<[string], RedirectTarget>(BY_CODE.text);
     return this.statement.get(code);
+  }
+
+  /** `find` under a statement span of its own (the request's span is recording). */
+  findTraced(code: string): RedirectTarget | undefined {
+    return inSqliteStatementSpan(
+      BY_CODE,
+      () => this.find(code),
+      (target) => (target === undefined ? 0 : 1),
+    );
   }
 }
 
