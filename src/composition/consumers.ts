@@ -26,7 +26,8 @@ export function workerConsumers(
   // Notifications go over HTTP, each attempt counted in `notifications_total`.
   const sender = countedNotificationSender(new HttpNotificationSender(config.notifications), metrics.registry);
   return [
-    eventStoreConsumer(backbone.eventStore, { batchSize: CONSUMER_BATCH, maxWaitMs: 20 }),
+    // A worker that dies hands on its event-store batches as fast as its executions.
+    eventStoreConsumer(backbone.eventStore, { batchSize: CONSUMER_BATCH, maxWaitMs: 20, ackWaitMs: limits.ackWaitMs }),
     backbone.deadLetters.consumer(),
     executorConsumer(executions.repository, sandbox, executions.events, {
       ...config.sandbox,

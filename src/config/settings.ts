@@ -372,7 +372,7 @@ export const SETTINGS = named({
   EXECUTION_ACK_WAIT_MS: {
     default: '5000',
     description:
-      "How long a worker may go without a heartbeat before its executions pass to another worker: the executor's ack wait on NATS, its lease on the embedded log, and a claim's lease in the database. Heartbeats go every third of it.",
+      "How long a worker may go without a heartbeat before its executions (and the event batches it was storing) pass to another worker: the executor's and the event store's ack wait on NATS, their lease on the embedded log, and a claim's lease in the database. Heartbeats go every third of it.",
     parse: integer(300, 600_000),
   },
   NOTIFICATIONS_ALLOW_PRIVATE: {

@@ -8,6 +8,12 @@ import { BatchWriter } from '../support/batch-writer.js';
 export interface EventStoreOptions {
   readonly batchSize: number;
   readonly maxWaitMs: number;
+  /**
+   * How long a member's unacknowledged batch waits before another member gets it: a worker
+   * killed mid-batch would otherwise hold its partitions for the bus's whole ack wait. A batch is
+   * written in well under a second, and a repeat is stored once (by event id).
+   */
+  readonly ackWaitMs?: number;
   readonly clock?: () => number;
 }
 
@@ -42,6 +48,7 @@ export function eventStoreConsumer(store: EventStore, options: EventStoreOptions
     group: 'event-store',
     topics: [TOPICS.url, TOPICS.execution, TOPICS.notification, TOPICS.deadLetter],
     ordered: false,
+    ...(options.ackWaitMs === undefined ? {} : { ackWaitMs: options.ackWaitMs }),
     handle: (message, span) => writer.add({ message, span }),
   };
 }
