@@ -1,11 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { KyselyDeadLetterStore } from '../../src/adapters/storage/kysely-dead-letter-store.js';
-import { migrateToLatest } from '../../src/adapters/storage/migrations.js';
 import { createEvent } from '../../src/domain/events.js';
 import type { DeadLetterStore, NewDeadLetter } from '../../src/ports/dead-letter-store.js';
-import { BACKENDS, type TestDatabase, testConfig } from '../helpers/backends.js';
+import { BACKENDS } from '../helpers/backends.js';
+import { useOpenDatabase } from '../helpers/storage.js';
 
 const AT = Date.parse('2024-05-06T07:08:09.123Z');
 
@@ -35,20 +34,11 @@ const newLetter = (overrides: Partial<NewDeadLetter> = {}): NewDeadLetter => {
 
 /** One contract, every storage adapter: what consumers gave up on. */
 describe.each(BACKENDS)('DeadLetterStore on $name', (backend) => {
-  let testDb: TestDatabase;
-  let database: Database;
+  const { database } = useOpenDatabase(backend);
   let store: DeadLetterStore;
 
-  beforeAll(async () => {
-    if (!backend.available) return;
-    testDb = await backend.create();
-    database = openDatabase(testConfig(testDb.databaseUrl).database);
-    await migrateToLatest(database.db, database.dialect);
-    store = new KyselyDeadLetterStore(database.db);
-  });
-  afterAll(async () => {
-    await database?.close();
-    await testDb?.drop();
+  beforeAll(() => {
+    if (backend.available) store = new KyselyDeadLetterStore(database.db);
   });
 
   it.skipIf(!backend.available)('records a letter and reads it back as the admin API shows it', async () => {

@@ -1,10 +1,9 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { KyselyEventStore } from '../../src/adapters/storage/kysely-event-store.js';
-import { migrateToLatest } from '../../src/adapters/storage/migrations.js';
 import { createEvent } from '../../src/domain/events.js';
 import type { EventStore, StorableMessage } from '../../src/ports/event-store.js';
-import { BACKENDS, type TestDatabase, testConfig } from '../helpers/backends.js';
+import { BACKENDS } from '../helpers/backends.js';
+import { useOpenDatabase } from '../helpers/storage.js';
 
 let offset = 0;
 const message = (payload: unknown, type = 'test.stored'): StorableMessage => {
@@ -20,20 +19,11 @@ const message = (payload: unknown, type = 'test.stored'): StorableMessage => {
 
 /** One contract, every storage adapter: the permanent record of events. */
 describe.each(BACKENDS)('EventStore on $name', (backend) => {
-  let testDb: TestDatabase;
-  let database: Database;
+  const { database } = useOpenDatabase(backend);
   let store: EventStore;
 
-  beforeAll(async () => {
-    if (!backend.available) return;
-    testDb = await backend.create();
-    database = openDatabase(testConfig(testDb.databaseUrl).database);
-    await migrateToLatest(database.db, database.dialect);
-    store = new KyselyEventStore(database.db);
-  });
-  afterAll(async () => {
-    await database?.close();
-    await testDb?.drop();
+  beforeAll(() => {
+    if (backend.available) store = new KyselyEventStore(database.db);
   });
 
   it.skipIf(!backend.available)('keeps each event as it was received, with where the bus had it', async () => {

@@ -1,14 +1,13 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { KyselyUrlMappingRepository } from '../../src/adapters/storage/kysely-url-mapping-repository.js';
-import { migrateToLatest } from '../../src/adapters/storage/migrations.js';
 import { BatchedTargetLookup, type CodedTarget } from '../../src/adapters/storage/target-lookup.js';
 import { AppError } from '../../src/domain/errors.js';
 import type { UrlMappingRepository } from '../../src/ports/url-mapping-repository.js';
 import { ClickBuffer } from '../../src/support/click-buffer.js';
 import { RedirectCache } from '../../src/support/redirect-cache.js';
 import { UrlMappingService } from '../../src/services/url-mapping-service.js';
-import { BACKENDS, type TestDatabase, testConfig } from '../helpers/backends.js';
+import { BACKENDS, testConfig } from '../helpers/backends.js';
+import { useOpenDatabase } from '../helpers/storage.js';
 
 /** A promise with its resolve function, to hold a statement's answer back. */
 function gate(): { opened: Promise<void>; open(): void } {
@@ -18,8 +17,7 @@ function gate(): { opened: Promise<void>; open(): void } {
 }
 
 describe.each(BACKENDS)('cache misses on $name', (backend) => {
-  let testDb: TestDatabase;
-  let database: Database;
+  const { database, testDatabase: testDb } = useOpenDatabase(backend);
   let repo: KyselyUrlMappingRepository;
   let n = 0;
   const create = (url = 'https://example.com/old') =>
@@ -36,16 +34,9 @@ describe.each(BACKENDS)('cache misses on $name', (backend) => {
     return { cache, clicks, urls };
   }
 
-  beforeAll(async () => {
-    if (!backend.available) return;
-    testDb = await backend.create();
-    database = openDatabase(testConfig(testDb.databaseUrl).database);
-    await migrateToLatest(database.db, database.dialect);
-    repo = new KyselyUrlMappingRepository(database.db, database.dialect, undefined, database.reader);
-  });
-  afterAll(async () => {
-    await database?.close();
-    await testDb?.drop();
+  beforeAll(() => {
+    if (backend.available)
+      repo = new KyselyUrlMappingRepository(database.db, database.dialect, undefined, database.reader);
   });
 
   it.skipIf(!backend.available)('misses of one turn are answered by one statement', async () => {
