@@ -1,9 +1,11 @@
 import { randomUUID } from 'node:crypto';
+import type { Server } from 'node:http';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox';
 import Fastify, {
   type FastifyBaseLogger,
+  type FastifyHttpOptions,
   type FastifyInstance,
   type FastifyReply,
   type FastifyRequest,
@@ -11,26 +13,33 @@ import Fastify, {
 } from 'fastify';
 import type { Config, HttpTimeouts } from './config/config.js';
 import { errors } from './domain/errors.js';
-import { registerErrorHandling } from './http/error-handler.js';
+import { frameworkErrorHandler, registerErrorHandling } from './http/error-handler.js';
+import { DOCS_HEADERS, docsCsp, registerSecurityHeaders } from './http/plugins/security-headers.js';
 import { clientErrorHandler } from './http/client-errors.js';
 import type { RouteTable } from './http/route-table.js';
 import type { Metrics } from './adapters/telemetry/metrics.js';
 import { healthRoutes } from './http/routes/health.js';
-import { registerHttpMetrics } from './http/plugins/http-metrics.js';
-import { type RateLimitPolicySource, registerRateLimiting } from './http/plugins/rate-limit.js';
+import { installFastRedirect, REDIRECT_ROUTE } from './http/fast-redirect.js';
+import { registerHttpMetrics, type RouteSeries } from './http/plugins/http-metrics.js';
+import { type RateLimitHooks, type RateLimitPolicySource, registerRateLimiting } from './http/plugins/rate-limit.js';
 import { registerRequestTracing } from './http/plugins/request-tracing.js';
+import { registerContextPropagation } from './http/plugins/context-propagation.js';
 import { lazyRequestLogger, logsAt } from './http/plugins/request-logger.js';
 import type { RateLimiter } from './ports/rate-limiter.js';
 import type { ReadinessCheck } from './ports/readiness-check.js';
 import { metricsRoutes } from './http/routes/metrics.js';
 import { urlMappingRoutes } from './http/routes/url-mappings.js';
+import { faviconRoutes } from './http/routes/favicon.js';
 import { webAppRoutes } from './http/routes/web-app.js';
 import { SHARED_SCHEMAS } from './http/schemas.js';
 import { createValidatorCompiler } from './http/validation.js';
 import type { UrlMappingService } from './services/url-mapping-service.js';
 import type { SecurityMetrics } from './ports/security-metrics.js';
 import { apiScope } from './http/api-scope.js';
+import { documentSecurity, SECURITY_SCHEMES } from './http/openapi-security.js';
+import type { ApiKeyService } from './services/api-key-service.js';
 import type { AuthService } from './services/auth-service.js';
+import type { UserAdminService } from './services/user-admin-service.js';
 import type { RuntimeSettings } from './services/runtime-settings.js';
 import type { DeadLetterManager } from './services/dead-letter-manager.js';
 import type { ExecutionService } from './services/execution-service.js';
@@ -49,6 +58,8 @@ export interface AppDependencies {
   readonly urlMappings: UrlMappingService;
   readonly metrics: Metrics;
   readonly auth: AuthService;
+  readonly apiKeys: ApiKeyService;
+  readonly userAdmin: UserAdminService;
   readonly runtimeSettings: RuntimeSettings;
   readonly securityMetrics: SecurityMetrics;
   /** With `config.rateLimit.enabled`: counts requests per client and route group. */
@@ -112,23 +123,46 @@ async function registerOpenApi(app: FastifyInstance): Promise<void> {
         { name: 'url_mapping', description: 'Create, resolve, list, change and delete short URLs.' },
         { name: 'infrastructure', description: 'Health and operations.' },
         { name: 'auth', description: 'Accounts and cookie sessions (JWT + double-submit CSRF).' },
-        { name: 'admin', description: 'Runtime settings (administrators).' },
+        { name: 'admin', description: 'Runtime settings and user accounts (administrators).' },
+        { name: 'api_keys', description: 'API keys: bearer credentials for scripts and integrations.' },
         { name: 'executions', description: 'Scripts run in the sandbox by the workers.' },
         { name: 'notifications', description: 'Webhook and chat channels told when an execution ends.' },
         { name: 'dead_letters', description: 'Events the consumers gave up on (administrators).' },
       ],
+      components: { securitySchemes: SECURITY_SCHEMES },
     },
+    transform: documentSecurity,
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => String(json.$id ?? `def-${i}`) },
   });
-  await app.register(swaggerUi, { routePrefix: '/docs', uiConfig: { deepLinking: false } });
+  await app.register(swaggerUi, {
+    routePrefix: '/docs',
+    uiConfig: { deepLinking: false },
+    staticCSP: true,
+    transformStaticCSP: docsCsp,
+    uiHooks: { onRequest: (_request, reply, done) => (reply.headers(DOCS_HEADERS), done()) },
+  });
   app.get('/openapi.json', { schema: { hide: true } }, async () => app.swagger());
 }
 
-/** Builds the HTTP app without listening: the server entry and the tests both use it. */
-export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> {
+/** What the redirect fast path shares with the app's own route, hooks and settings. */
+function fastRedirectOptions(deps: AppDependencies, series: RouteSeries, rateLimit: RateLimitHooks | undefined) {
   const { config } = deps;
-  const app = Fastify({
-    loggerInstance: deps.logger,
+  return {
+    service: deps.urlMappings,
+    cacheControl: config.redirect.cacheControl,
+    series,
+    reservedCodes: () => deps.routes.reservedCodes(),
+    logger: deps.logger,
+    tracing: config.tracing.enabled,
+    rateLimit,
+    trustProxy: config.trustProxy !== false,
+  };
+}
+
+/** The server's options: logging, limits, timeouts, and framework errors answered as `{detail}`. */
+function fastifyOptions({ config, logger }: AppDependencies): FastifyHttpOptions<Server> {
+  return {
+    loggerInstance: logger,
     logController: new RequestLogs(),
     childLoggerFactory: lazyRequestLogger,
     bodyLimit: config.bodyLimit,
@@ -142,14 +176,27 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
     forceCloseConnections: 'idle',
     ...serverTimeouts(config.http),
     clientErrorHandler,
-  }).withTypeProvider<TypeBoxTypeProvider>();
+    frameworkErrors: frameworkErrorHandler(config.bodyLimit),
+    // Fastify's own 503 while closing has its own body shape: let the last requests of each
+    // connection be served instead (each answer then carries `Connection: close`).
+    return503OnClosing: false,
+  };
+}
+
+/** Builds the HTTP app without listening: the server entry and the tests both use it. */
+export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> {
+  const { config } = deps;
+  const app = Fastify(fastifyOptions(deps)).withTypeProvider<TypeBoxTypeProvider>();
 
   deps.routes.record(app);
   // These set up each route as it is registered, so they come before every route.
-  registerHttpMetrics(app, deps.metrics);
+  const routeSeries = registerHttpMetrics(app, deps.metrics);
+  registerSecurityHeaders(app);
   if (config.tracing.enabled) registerRequestTracing(app);
+  else registerContextPropagation(app);
+  let rateLimit: RateLimitHooks | undefined;
   if (config.rateLimit.enabled && deps.rateLimiter && deps.rateLimitPolicies) {
-    registerRateLimiting(app, {
+    rateLimit = registerRateLimiting(app, {
       limiter: deps.rateLimiter,
       policies: deps.rateLimitPolicies,
       metrics: deps.metrics,
@@ -168,18 +215,29 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   await app.register(metricsRoutes, { metrics: deps.metrics });
   // A worker serves only health and metrics; the API is the other roles' business.
   if (config.role !== 'worker') {
-    await app.register(urlMappingRoutes, { service: deps.urlMappings, cacheControl: config.redirect.cacheControl });
+    await app.register(urlMappingRoutes, {
+      service: deps.urlMappings,
+      cacheControl: config.redirect.cacheControl,
+      callers: { auth: deps.auth },
+    });
     await app.register(apiScope, {
       auth: deps.auth,
+      apiKeys: deps.apiKeys,
+      userAdmin: deps.userAdmin,
       settings: deps.runtimeSettings,
       securityMetrics: deps.securityMetrics,
       executions: deps.executions,
       notifications: deps.notifications,
       deadLetters: deps.deadLetters,
+      urlMappings: deps.urlMappings,
     });
+    await app.register(faviconRoutes);
     await app.register(webAppRoutes);
   }
 
   deps.routes.registerMethodNotAllowed(app, errors.methodNotAllowed);
+  if (config.role !== 'worker' && config.redirect.fastPath) {
+    installFastRedirect(app, fastRedirectOptions(deps, routeSeries(REDIRECT_ROUTE), rateLimit));
+  }
   return app;
 }

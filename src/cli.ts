@@ -3,32 +3,117 @@ import { type Config, ConfigError, loadConfig, ROLES, type Role, settingsMarkdow
 import { openDatabase } from './adapters/storage/database.js';
 import { migrateToLatest } from './adapters/storage/migrations.js';
 import { compose } from './composition/compose.js';
+import { startupFailure } from './composition/startup-failure.js';
 import { serve } from './server.js';
 import { createInterface } from 'node:readline';
-import { parseArgs } from 'node:util';
+import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { AppError } from './domain/errors.js';
+import cluster from 'node:cluster';
+import { primaryStopRequests, runPrimary } from './cluster.js';
+import { createLogger } from './composition/logger.js';
+import { resolveSecretKey } from './adapters/auth/secret-key.js';
+import { WORKER_SETTINGS } from './config/settings-workers.js';
 
-const USAGE = `usage: urlshortener <command>
+/** What each command is for, and its options: the text of `<command> --help`. */
+const COMMANDS = {
+  serve: {
+    usage: 'serve [--role all|api|worker] [--workers N|auto]',
+    help: `Start the service and run until SIGTERM or SIGINT, which stop it gracefully.
+
+options:
+  --role all|api|worker  what to run (default: the ROLE setting, or all): the HTTP API and every
+                         event consumer (all), the HTTP API only (api), the consumers only (worker)
+  --workers N|auto       serving processes on one port (default: the WORKERS setting, or 1;
+                         auto = one per core); the first runs the role, the others the API
+
+Settings come from the environment; \`urlshortener config --markdown\` lists them.`,
+    options: { role: { type: 'string' }, workers: { type: 'string' } },
+  },
+  migrate: {
+    usage: 'migrate',
+    help: 'Bring the database schema (DATABASE_URL) up to date and exit. `serve` does it too at start.',
+    options: {},
+  },
+  openapi: {
+    usage: 'openapi',
+    help: 'Print the OpenAPI document (JSON) of the HTTP API. Needs no database.',
+    options: {},
+  },
+  'create-admin': {
+    usage: 'create-admin --username NAME --email ADDRESS',
+    help: `Create an administrator in the database (DATABASE_URL). The password comes from
+ADMIN_PASSWORD, or else the first line of standard input.
+
+options:
+  --username NAME     3 to 32 of letters, digits, _ . -
+  --email ADDRESS     the administrator's email address`,
+    options: { username: { type: 'string' }, email: { type: 'string' } },
+  },
+  config: {
+    usage: 'config --markdown',
+    help: `Describe the settings (environment variables).
+
+options:
+  --markdown          print the table of every setting, its default and its meaning (Markdown)`,
+    options: { markdown: { type: 'boolean' } },
+  },
+} as const satisfies Record<string, { usage: string; help: string; options: ParseArgsConfig['options'] }>;
+
+type Command = keyof typeof COMMANDS;
+
+const USAGE = `usage: urlshortener <command> [options]
 
 commands:
-  serve [--role all|api|worker]
-                      start the service (default role: ROLE, or all): the HTTP API,
-                      the event consumers, or both
-  migrate             bring the database schema up to date and exit
-  openapi             print the OpenAPI document
-  create-admin --username NAME --email ADDRESS
-                      create an administrator; the password comes from ADMIN_PASSWORD or stdin
-  config --markdown   print the configuration table
+${Object.values(COMMANDS)
+  .map((c) => `  ${c.usage}`)
+  .join('\n')}
+
+\`urlshortener <command> --help\` says more about each; with no command, \`serve\`.
 `;
+
+const EX_USAGE = 64;
+const EX_CONFIG = 78;
+
+const HELP_FLAGS = new Set(['--help', '-h', 'help']);
+
+function commandHelp(command: Command): string {
+  return `usage: urlshortener ${COMMANDS[command].usage}\n\n${COMMANDS[command].help}\n`;
+}
+
+function isCommand(name: string): name is Command {
+  return Object.hasOwn(COMMANDS, name);
+}
+
+/** The command's options, or undefined after saying what is wrong with them (exit EX_USAGE). */
+function parseOptions(command: Command, args: readonly string[]): Record<string, string | boolean> | undefined {
+  try {
+    const { values } = parseArgs({ args: [...args], options: COMMANDS[command].options, strict: true });
+    return values as Record<string, string | boolean>;
+  } catch (error) {
+    process.stderr.write(`${command}: ${(error as Error).message}\n\n${commandHelp(command)}`);
+    return undefined;
+  }
+}
 
 async function main(argv: readonly string[]): Promise<number> {
   const [command = 'serve', ...rest] = argv;
-  if (command === 'help' || command === '--help' || command === '-h') {
-    process.stdout.write(USAGE);
+  if (HELP_FLAGS.has(command)) {
+    const about = rest[0];
+    process.stdout.write(about !== undefined && isCommand(about) ? commandHelp(about) : USAGE);
     return 0;
   }
-  if (command === 'config' && rest.includes('--markdown')) {
-    process.stdout.write(`${settingsMarkdown()}\n`);
+  if (!isCommand(command)) {
+    process.stderr.write(`unknown command: ${command}\n\n${USAGE}`);
+    return EX_USAGE;
+  }
+  if (rest.some((arg) => arg === '--help' || arg === '-h')) {
+    process.stdout.write(commandHelp(command));
+    return 0;
+  }
+  const options = parseOptions(command, rest);
+  if (options === undefined) return EX_USAGE;
+  if (command === 'config') {
+    process.stdout.write(options.markdown ? `${settingsMarkdown()}\n` : commandHelp('config'));
     return 0;
   }
   let config: Config;
@@ -37,43 +122,86 @@ async function main(argv: readonly string[]): Promise<number> {
   } catch (error) {
     if (error instanceof ConfigError) {
       process.stderr.write(`${error.message}\n`);
-      return 78; // EX_CONFIG
+      return EX_CONFIG;
     }
     throw error;
   }
-  switch (command) {
-    case 'serve':
-      return serveCommand(config, rest);
-    case 'migrate': {
-      const database = openDatabase(config.database);
-      try {
-        const { applied } = await migrateToLatest(database.db, database.dialect);
-        process.stdout.write(applied.length ? `applied: ${applied.join(', ')}\n` : 'schema is up to date\n');
-      } finally {
-        await database.close();
-      }
-      return 0;
-    }
-    case 'openapi':
-      return printOpenApi(config);
-    case 'create-admin':
-      return createAdmin(config, rest);
-    default:
-      process.stderr.write(`unknown command: ${command}\n\n${USAGE}`);
-      return 64; // EX_USAGE
+  try {
+    return await run(command, config, options);
+  } catch (error) {
+    const line = startupFailure(error, config);
+    if (line === undefined) throw error;
+    process.stderr.write(`${line}\n`);
+    return 1;
   }
 }
 
-/** `serve [--role all|api|worker]`: runs until a signal stops it. */
-async function serveCommand(config: Config, args: readonly string[]): Promise<number> {
-  const { values } = parseArgs({ args: [...args], options: { role: { type: 'string' } }, strict: true });
-  const role = values.role ?? config.role;
+function run(command: Exclude<Command, 'config'>, config: Config, options: Record<string, string | boolean>) {
+  switch (command) {
+    case 'serve':
+      return serveCommand(config, options.role as string | undefined, options.workers as string | undefined);
+    case 'migrate':
+      return migrate(config);
+    case 'openapi':
+      return printOpenApi(config);
+    case 'create-admin':
+      return createAdmin(config, options.username as string | undefined, options.email as string | undefined);
+  }
+}
+
+async function migrate(config: Config): Promise<number> {
+  const database = openDatabase(config.database);
+  try {
+    const { applied } = await migrateToLatest(database.db, database.dialect);
+    process.stdout.write(applied.length ? `applied: ${applied.join(', ')}\n` : 'schema is up to date\n');
+  } finally {
+    await database.close();
+  }
+  return 0;
+}
+
+/** `serve [--role all|api|worker] [--workers N|auto]`: runs until a signal stops it. */
+async function serveCommand(
+  config: Config,
+  roleOption: string | undefined,
+  workersOption: string | undefined,
+): Promise<number> {
+  const role = roleOption ?? config.role;
   if (!(ROLES as readonly string[]).includes(role)) {
     process.stderr.write(`--role must be one of ${ROLES.join(', ')}\n`);
+    return EX_USAGE;
+  }
+  const workers = workersOption === undefined ? config.workers : WORKER_SETTINGS.WORKERS.parse(workersOption);
+  if (typeof workers !== 'number') {
+    process.stderr.write(`--workers ${workers.problem}\n`);
     return 64;
   }
-  await serve({ ...config, role: role as Role });
+  if (workers > 1 && cluster.isPrimary) return servePrimary({ ...config, role: role as Role, workers });
+  // A worker of a cluster also stops when its primary asks (see src/cluster.ts).
+  const onStopRequest = cluster.isWorker ? primaryStopRequests() : undefined;
+  await serve({ ...config, role: role as Role, workers: 1 }, onStopRequest ? { onStopRequest } : {});
   return -1; // keep running
+}
+
+/**
+ * The primary of `--workers N`: brings the schema up to date and makes the generated secret key
+ * once (so the workers neither race for them nor disagree), then runs the serving processes.
+ */
+async function servePrimary(config: Config): Promise<number> {
+  const database = openDatabase(config.database);
+  try {
+    await migrateToLatest(database.db, database.dialect);
+  } finally {
+    await database.close();
+  }
+  resolveSecretKey(config.auth);
+  return runPrimary({
+    workers: config.workers,
+    role: config.role,
+    shutdownTimeoutMs: config.shutdownTimeoutMs,
+    logger: createLogger(config),
+    workerArgs: (role) => ['serve', '--role', role, '--workers', '1'],
+  });
 }
 
 /** The document depends on the routes only: they are built over a throw-away in-memory database. */
@@ -94,28 +222,15 @@ async function printOpenApi(config: Config): Promise<number> {
 }
 
 /** `create-admin --username NAME --email ADDRESS`, password from ADMIN_PASSWORD or the first line of stdin. */
-async function createAdmin(config: Config, args: readonly string[]): Promise<number> {
-  let username: string | undefined;
-  let email: string | undefined;
-  try {
-    const { values } = parseArgs({
-      args: [...args],
-      options: { username: { type: 'string' }, email: { type: 'string' } },
-      strict: true,
-    });
-    ({ username, email } = values);
-  } catch (error) {
-    process.stderr.write(`${(error as Error).message}\n\n${USAGE}`);
-    return 64; // EX_USAGE
-  }
+async function createAdmin(config: Config, username: string | undefined, email: string | undefined): Promise<number> {
   if (username === undefined || email === undefined) {
-    process.stderr.write(`create-admin needs --username and --email\n\n${USAGE}`);
-    return 64;
+    process.stderr.write(`create-admin needs --username and --email\n\n${commandHelp('create-admin')}`);
+    return EX_USAGE;
   }
   const password = config.auth.admin.password ?? (await readPasswordLine());
   if (password === undefined) {
     process.stderr.write('no password: set ADMIN_PASSWORD or pass it on stdin\n');
-    return 64;
+    return EX_USAGE;
   }
   const service = await compose(config, { logger: false });
   try {
@@ -143,7 +258,9 @@ async function readPasswordLine(): Promise<string | undefined> {
 
 main(process.argv.slice(2)).then(
   (code) => {
-    if (code >= 0) process.exitCode = code;
+    // A failure exits at once: what a failed start left open (reconnecting clients) must not hold the process.
+    if (code > 0) process.exit(code);
+    if (code === 0) process.exitCode = 0;
   },
   (error: unknown) => {
     process.stderr.write(`${error instanceof Error ? (error.stack ?? error.message) : String(error)}\n`);

@@ -1,8 +1,13 @@
 import type { Config } from './config/config.js';
 import { compose, type Service } from './composition/compose.js';
 
+export interface ServeOptions {
+  /** Another way to ask for the graceful stop (a cluster's primary): `stop` does nothing once one is under way. */
+  readonly onStopRequest?: (stop: () => void) => void;
+}
+
 /** Starts the service and stops it gracefully on SIGTERM/SIGINT. */
-export async function serve(config: Config): Promise<Service> {
+export async function serve(config: Config, options: ServeOptions = {}): Promise<Service> {
   // Normally started already by `--import ./dist/instrumentation.js`; this covers a bare `urlshortener serve`.
   const tracing = config.tracing.enabled
     ? (await import('./adapters/telemetry/tracing.js')).startTracing(config.tracing)
@@ -39,6 +44,17 @@ export async function serve(config: Config): Promise<Service> {
   process.on('SIGTERM', stop);
   process.on('SIGINT', stop);
 
-  await app.listen({ host: config.host, port: config.port });
+  try {
+    await app.listen({ host: config.host, port: config.port });
+  } catch (error) {
+    // The address is taken (or not ours): nothing was served; close what started, then say so.
+    process.off('SIGTERM', stop).off('SIGINT', stop);
+    await service.close().catch(() => undefined);
+    await tracing?.shutdown();
+    throw error;
+  }
+  options.onStopRequest?.(() => {
+    if (!stopping) stop('SIGTERM');
+  });
   return service;
 }

@@ -65,6 +65,11 @@ interface Panel {
   readonly value: (t: ChartTarget) => number;
 }
 
+/** The generator's own ceiling: far above the targets, so it does not set the scale (its bars are cut, and labelled). */
+const UNSCALED = new Set(['ceiling']);
+/** Room above the tallest bar for its value label. */
+const HEADROOM = 1.25;
+
 function drawPanel(
   panel: Panel,
   scenarios: readonly ChartScenario[],
@@ -72,9 +77,11 @@ function drawPanel(
   width: number,
   colours: (n: string) => string,
 ): string[] {
-  const values = scenarios.flatMap((s) => s.targets.map(panel.value)).filter(Number.isFinite);
-  const { top: max, step } = niceScale(Math.max(0, ...values));
-  const y = (v: number) => top + PANEL_HEIGHT - (v / max) * PANEL_HEIGHT;
+  const values = scenarios
+    .flatMap((s) => s.targets.filter((t) => !UNSCALED.has(t.name)).map(panel.value))
+    .filter(Number.isFinite);
+  const { top: max, step } = niceScale(Math.max(0, ...values) * HEADROOM);
+  const y = (v: number) => top + PANEL_HEIGHT - (Math.min(v, max) / max) * PANEL_HEIGHT;
   const out = [`<text x="${LEFT}" y="${top - 10}" class="title">${escape(panel.title)}</text>`];
   for (let tick = 0; tick <= max + step / 2; tick += step) {
     out.push(`<line x1="${LEFT}" x2="${width - 10}" y1="${y(tick)}" y2="${y(tick)}" class="grid"/>`);
@@ -87,16 +94,51 @@ function drawPanel(
     for (const target of scenario.targets) {
       const v = panel.value(target);
       if (Number.isFinite(v)) {
-        const h = Math.max(1, (v / max) * PANEL_HEIGHT);
-        out.push(
-          `<rect x="${x}" y="${y(v)}" width="${BAR - 2}" height="${h}" fill="${colours(target.name)}"><title>${escape(`${scenario.id} ${target.name}: ${formatTick(v, panel.unit)}`)}</title></rect>`,
-        );
+        const title = `${scenario.id} ${target.name}: ${formatValue(v, panel.unit)}`;
+        out.push(...drawBar(x, y(v), top, v > max, v, panel.unit, colours(target.name), title));
       }
       x += BAR;
     }
     x = slot + groupWidth(scenario) + GROUP_GAP;
   }
   return out;
+}
+
+/** One bar from the axis up to `barTop`, its value written up its length; a bar past the axis's top is cut. */
+function drawBar(
+  x: number,
+  barTop: number,
+  panelTop: number,
+  cut: boolean,
+  value: number,
+  unit: 'rps' | 'ms',
+  colour: string,
+  title: string,
+): string[] {
+  const bottom = panelTop + PANEL_HEIGHT;
+  const h = Math.max(1, bottom - barTop);
+  const text = formatValue(value, unit);
+  const out = [
+    `<rect x="${x}" y="${bottom - h}" width="${BAR - 2}" height="${h}" fill="${colour}"><title>${escape(title)}</title></rect>`,
+  ];
+  if (cut) {
+    // Two white strokes across the bar: it goes on beyond the axis.
+    for (const dy of [8, 13]) {
+      out.push(`<line x1="${x - 1}" x2="${x + BAR - 1}" y1="${barTop + dy + 3}" y2="${barTop + dy}" class="cut"/>`);
+    }
+  }
+  // Inside a cut bar (white), above any other (dark).
+  const [tx, ty] = [x + (BAR - 2) / 2 + 3, cut ? barTop + 20 : barTop - 3];
+  out.push(
+    `<text x="${tx}" y="${ty}" transform="rotate(-90 ${tx} ${ty})" class="${cut ? 'value cutvalue' : 'value'}"${cut ? ' text-anchor="end"' : ''}>${escape(text)}</text>`,
+  );
+  return out;
+}
+
+/** A bar's value as its label shows it: 15.4k req/s, 3.17 ms. */
+function formatValue(value: number, unit: 'rps' | 'ms'): string {
+  if (unit === 'rps') return value >= 1000 ? `${(value / 1000).toFixed(1)}k` : `${Math.round(value)}`;
+  return value >= 100 ? `${Math.round(value)}` : `${+value.toFixed(value >= 10 ? 1 : 2)}`;
 }
 
 function drawLabels(scenarios: readonly ChartScenario[], top: number): string[] {
@@ -142,7 +184,11 @@ export function renderChart(title: string, subtitle: string, scenarios: readonly
     `<text x="${LEFT + 2}" y="36" class="sub">${escape(subtitle)}</text>`,
     ...drawLegend(names, colours),
     ...drawPanel(
-      { title: 'requests/s (median of rounds; higher is better)', unit: 'rps', value: (t) => t.rps },
+      {
+        title: "requests/s (median of rounds; higher is better; the ceiling's bars are cut at the axis)",
+        unit: 'rps',
+        value: (t) => t.rps,
+      },
       scenarios,
       rpsTop,
       width,
@@ -168,6 +214,9 @@ text { font-family: DejaVu Sans, Arial, sans-serif; fill: #222; }
 .note { font-size: 9px; text-anchor: middle; fill: #a33; }
 .legend { font-size: 11px; }
 .grid { stroke: #e3e3e3; stroke-width: 1; }
+.value { font-size: 9px; fill: #333; }
+.cutvalue { fill: #fff; font-weight: bold; }
+.cut { stroke: #fff; stroke-width: 2; }
 </style>`;
   return `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}">\n${style}\n${body.join('\n')}\n</svg>\n`;
 }

@@ -21,7 +21,7 @@ import type { DatasetSize } from './settings.js';
 export type BackendName = 'sqlite' | 'postgres';
 
 /** Bump when what a loaded dataset holds changes (codes.ts, seed.ts). */
-const DATASET_FORMAT = 2;
+const DATASET_FORMAT = 3; // 3: the search index (0061) built over the loaded rows
 
 export interface Dataset {
   readonly backend: BackendName;

@@ -4,11 +4,15 @@ import { JwtCodec } from '../adapters/auth/jwt.js';
 import { resolveSecretKey } from '../adapters/auth/secret-key.js';
 import { createSecurityMetrics } from '../adapters/auth/security-metrics.js';
 import type { Database } from '../adapters/storage/database.js';
+import { KyselyApiKeyRepository } from '../adapters/storage/kysely-api-key-repository.js';
 import { KyselySettingsRepository } from '../adapters/storage/kysely-settings-repository.js';
 import { KyselyUserRepository } from '../adapters/storage/kysely-user-repository.js';
-import { AUTH_SETTINGS, RATE_LIMIT_SETTINGS } from '../domain/settings.js';
+import { AUTH_SETTINGS, LINK_SETTINGS, RATE_LIMIT_SETTINGS } from '../domain/settings.js';
 import type { SecurityMetrics } from '../ports/security-metrics.js';
+import { ApiKeyService } from '../services/api-key-service.js';
 import { AuthService } from '../services/auth-service.js';
+import { UserAdminService } from '../services/user-admin-service.js';
+import { LoginThrottle } from '../services/login-throttle.js';
 import { RateLimitPolicies } from '../services/rate-limit-policies.js';
 import { RuntimeSettings } from '../services/runtime-settings.js';
 import type { CompositionContext } from './context.js';
@@ -23,6 +27,10 @@ export interface Accounts {
   readonly rateLimitPolicies: RateLimitPolicies;
   readonly securityMetrics: SecurityMetrics;
   readonly auth: AuthService;
+  /** Users' API keys: create, list, revoke (verification is `auth`'s). */
+  readonly apiKeys: ApiKeyService;
+  /** Administrators' user management. */
+  readonly userAdmin: UserAdminService;
 }
 
 /**
@@ -37,8 +45,12 @@ export async function composeAccounts(
 ): Promise<Accounts> {
   const { config, logger, stack, clock, metrics } = context;
   const runtimeSettings = new RuntimeSettings({
-    definitions: [...Object.values(AUTH_SETTINGS), ...RATE_LIMIT_SETTINGS],
-    defaults: { ...config.auth.defaults, ...RateLimitPolicies.defaults(config.rateLimit) },
+    definitions: [...Object.values(AUTH_SETTINGS), ...RATE_LIMIT_SETTINGS, ...Object.values(LINK_SETTINGS)],
+    defaults: {
+      ...config.auth.defaults,
+      ...RateLimitPolicies.defaults(config.rateLimit),
+      link_write_policy: config.links.writePolicy,
+    },
     repository: new KyselySettingsRepository(database.db),
     counters: shared.counters,
     clock,
@@ -53,8 +65,11 @@ export async function composeAccounts(
 
   const secretKey = resolveSecretKey(config.auth);
   const securityMetrics = createSecurityMetrics(metrics.registry);
+  const users = new KyselyUserRepository(database.db, database.dialect);
+  const apiKeyRepository = new KyselyApiKeyRepository(database.db);
   const auth = new AuthService({
-    users: new KyselyUserRepository(database.db),
+    users,
+    apiKeys: apiKeyRepository,
     passwords: new BcryptPasswordHasher(config.auth.bcryptRounds),
     state: shared.authState,
     settings: runtimeSettings,
@@ -63,6 +78,9 @@ export async function composeAccounts(
     clock,
     metrics: securityMetrics,
     accessTokenMinutes: config.auth.accessTokenMinutes,
+    throttle: new LoginThrottle(shared.counters, config.loginThrottle, (error) =>
+      logger.debug({ err: error }, 'login throttle unavailable: admitting'),
+    ),
   });
   const { username, email, password } = config.auth.admin;
   if (username !== undefined && email !== undefined && password !== undefined) {
@@ -70,5 +88,7 @@ export async function composeAccounts(
       logger.info({ username }, 'administrator created from ADMIN_USERNAME');
     }
   }
-  return { runtimeSettings, rateLimitPolicies, securityMetrics, auth };
+  const apiKeys = new ApiKeyService({ keys: apiKeyRepository, clock });
+  const userAdmin = new UserAdminService({ users, state: shared.authState, clock });
+  return { runtimeSettings, rateLimitPolicies, securityMetrics, auth, apiKeys, userAdmin };
 }

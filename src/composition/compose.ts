@@ -101,7 +101,7 @@ async function composeService(context: CompositionContext, options: ComposeOptio
   const sandbox =
     config.role !== 'api' ? stack.use('sandbox', new QuickJsSandbox(config.executions.concurrency)) : undefined;
   const backbone = composeEventBackbone(context, database);
-  const urlMappings = composeUrlMappings(context, database, backbone);
+  const urlMappings = composeUrlMappings(context, database, backbone, accounts.runtimeSettings);
   const executions = composeExecutions(context, database, backbone);
 
   const app = await buildApp({
@@ -110,6 +110,8 @@ async function composeService(context: CompositionContext, options: ComposeOptio
     urlMappings: urlMappings.service,
     metrics,
     auth: accounts.auth,
+    apiKeys: accounts.apiKeys,
+    userAdmin: accounts.userAdmin,
     runtimeSettings: accounts.runtimeSettings,
     securityMetrics: accounts.securityMetrics,
     rateLimiter: shared.rateLimiter,

@@ -1,3 +1,4 @@
+import { BACKGROUND_SPANS, inBackgroundSpan, tracedEventStore } from '../adapters/telemetry/background-spans.js';
 import { ConsumerRunner } from '../adapters/event-bus/consumer-runner.js';
 import { EmbeddedLogEventBus } from '../adapters/event-bus/embedded-log/embedded-log-event-bus.js';
 import { pruneEventLog } from '../adapters/event-bus/event-log-retention.js';
@@ -65,6 +66,7 @@ function openBus(config: EventsConfig, database: Database, groupCommit: Transact
         retryDelayMs: config.retryBackoffMs,
         batchSize: CONSUMER_BATCH,
         transactions: groupCommit,
+        dialect: database.dialect,
       });
 }
 
@@ -87,6 +89,7 @@ function composeOutbox(
     log: bus instanceof EmbeddedLogEventBus ? bus : undefined,
     onPublished: published,
     maxEventBytes: events.maxEventBytes,
+    messagingSystem: bus.system,
   });
   // With the embedded bus too: it moves rows an earlier deployment on NATS left into the log.
   const relay = new OutboxRelay(
@@ -112,7 +115,7 @@ function eventRetention({ config, logger, stack }: CompositionContext, database:
     const olderThan = Date.now() - config.events.retentionMs;
     try {
       await eventStore.prune(olderThan);
-      await pruneEventLog(database.db, olderThan);
+      await inBackgroundSpan(BACKGROUND_SPANS.eventLogPrune, {}, () => pruneEventLog(database.db, olderThan));
     } catch (error) {
       logger.warn({ err: error }, 'event retention clean-up failed');
     }
@@ -124,6 +127,29 @@ function eventRetention({ config, logger, stack }: CompositionContext, database:
       timer.unref();
     },
   };
+}
+
+/** A broker that has not answered by then is reported in the log, instead of waiting in silence. */
+export const NATS_SILENCE_MS = 2000;
+
+/**
+ * NATS away at start is not fatal (the outbox keeps the events, consumers start once it answers),
+ * but it is said at once, naming the setting to check, and said again when it answers.
+ */
+function sayWhileNatsIsAway(bus: NatsEventBus, logger: CompositionContext['logger']): void {
+  let away = false;
+  const timer = setTimeout(() => {
+    away = true;
+    logger.warn(`NATS does not answer (check NATS_URL): events wait in the outbox and consumers start once it does`);
+  }, NATS_SILENCE_MS);
+  timer.unref();
+  bus.firstConnection().then(
+    () => {
+      clearTimeout(timer);
+      if (away) logger.info('NATS answers: events flow again');
+    },
+    () => clearTimeout(timer),
+  );
 }
 
 /**
@@ -139,6 +165,7 @@ export function composeEventBackbone(context: CompositionContext, database: Data
   const groupCommit = database.dialect === 'sqlite' ? groupCommitOn(new GroupCommit(database.db)) : undefined;
   const transactions = groupCommit ?? eachInItsOwnTransaction;
   const bus = stack.use('event bus', openBus(events, database, groupCommit));
+  if (bus instanceof NatsEventBus) sayWhileNatsIsAway(bus, logger);
   const { outbox, relay, metrics } = composeOutbox(context, database, bus, transactions);
   const retry = {
     attempts: events.handlerAttempts,
@@ -147,10 +174,11 @@ export function composeEventBackbone(context: CompositionContext, database: Data
   };
   const runner = new ConsumerRunner(bus, retry, metrics, logger, serviceName);
   stack.defer('event consumers', () => runner.stop());
-  const eventStore = new KyselyEventStore(database.db, transactions);
+  const kyselyEventStore = new KyselyEventStore(database.db, transactions);
+  const eventStore = config.tracing.enabled ? tracedEventStore(kyselyEventStore) : kyselyEventStore;
   const retention = eventRetention(context, database, eventStore);
   const deadLetters = new DeadLetterManager(
-    { store: new KyselyDeadLetterStore(database.db), bus, metrics, tracing: otelMessageTracing },
+    { store: new KyselyDeadLetterStore(database.db), bus, metrics, tracing: otelMessageTracing(bus.system) },
     { maxRetries: events.dlqMaxRetries, retryDelayMs: events.dlqRetryDelayMs },
     serviceName,
   );

@@ -8,6 +8,9 @@ import type { Config } from '../config/config.js';
  */
 export type LoggerChoice = false | (LoggerOptions & { readonly stream?: DestinationStream }) | Logger;
 
+/** Credentials a request may carry: never written to the logs. */
+const REDACT = ['req.headers.cookie', 'req.headers.authorization', 'req.headers["x-csrf-token"]'];
+
 function isLogger(choice: LoggerChoice): choice is Logger {
   return typeof (choice as Partial<Logger>).child === 'function';
 }
@@ -18,11 +21,11 @@ export function createLogger(config: Config, choice?: LoggerChoice): Logger {
   if (choice !== undefined && isLogger(choice)) return choice;
   if (choice !== undefined) {
     const { stream, ...options } = choice;
-    return pino(options, stream);
+    return pino({ redact: REDACT, ...options }, stream);
   }
   return pino({
     level: config.logLevel,
-    redact: ['req.headers.cookie', 'req.headers.authorization', 'req.headers["x-csrf-token"]'],
+    redact: REDACT,
     ...(config.tracing.enabled ? { mixin: traceLogFields } : {}),
   });
 }

@@ -1,3 +1,5 @@
+import cluster from 'node:cluster';
+import { ClusterCounters, type CounterChannel } from '../adapters/counters/cluster-counters.js';
 import { MemoryCounters } from '../adapters/counters/memory-counters.js';
 import { RedisCounters } from '../adapters/counters/redis-counters.js';
 import { MemoryRateLimiter } from '../adapters/rate-limit/memory-rate-limiter.js';
@@ -28,7 +30,8 @@ export interface SharedState {
 /**
  * State every instance must agree on: Redis when configured (rate limits, counters, and a fast
  * copy of the revocations and lockouts), the revocations and lockouts recorded in the database,
- * and their pruning. Without Redis, rate limits and counters are this process's own.
+ * and their pruning. Without Redis, rate limits are this process's own, and so are counters
+ * (those of `--workers N` are kept by the cluster's primary for all its serving processes).
  */
 export function composeSharedState(context: CompositionContext, database: Database): SharedState {
   const { config, logger, stack, clock, givenClock } = context;
@@ -43,7 +46,12 @@ export function composeSharedState(context: CompositionContext, database: Databa
   );
   const counters = stack.use(
     'counters',
-    redis ? new RedisCounters(redis.connect('counters'), config.redisKeyPrefix, redis) : new MemoryCounters(clock),
+    redis
+      ? new RedisCounters(redis.connect('counters'), config.redisKeyPrefix, redis)
+      : // A serving process of `--workers N`: the primary keeps them for all (src/cluster.ts).
+        cluster.isWorker
+        ? new ClusterCounters(process as unknown as CounterChannel)
+        : new MemoryCounters(clock),
   );
   if (redis) stack.use('redis', redis);
   // Recorded in the database (kept across restarts); Redis holds a fast copy, rebuilt when it comes back.

@@ -1,13 +1,22 @@
 import type { Database } from '../adapters/storage/database.js';
 import { KyselyUrlMappingRepository } from '../adapters/storage/kysely-url-mapping-repository.js';
+import { tracedClickWrites } from '../adapters/telemetry/background-spans.js';
 import { registerRedirectCacheMetrics } from '../adapters/telemetry/redirect-cache-metrics.js';
 import { urlEvents } from '../domain/url-events.js';
 import { RouteTable } from '../http/route-table.js';
+import type { RuntimeSettings } from '../services/runtime-settings.js';
 import { UrlMappingService } from '../services/url-mapping-service.js';
 import { ClickBuffer } from '../support/click-buffer.js';
+import { PeriodicTask } from '../support/periodic-task.js';
 import { RedirectCache } from '../support/redirect-cache.js';
 import type { CompositionContext } from './context.js';
 import type { EventBackbone } from './event-backbone.js';
+
+/** SQLite's search index: new mappings are added every SEARCH_INDEX_INTERVAL_MS, SEARCH_INDEX_CHUNK per transaction. */
+const SEARCH_INDEX_INTERVAL_MS = 1000;
+const SEARCH_INDEX_CHUNK = 500;
+/** At most this many chunks a run, so that a backlog is worked off without holding the writer for long. */
+const SEARCH_INDEX_CHUNKS_PER_RUN = 40;
 
 /** How long "no such code" is cached: a code created elsewhere shows up here within this even without its event. */
 const UNKNOWN_CODE_TTL_MS = 1000;
@@ -25,9 +34,10 @@ export interface UrlMappings {
  * redirect cache, and the click buffer, whose last clicks are written when the service stops.
  */
 export function composeUrlMappings(
-  { config, stack, metrics }: CompositionContext,
+  { config, stack, metrics, logger }: CompositionContext,
   database: Database,
   backbone: EventBackbone,
+  settings: RuntimeSettings,
 ): UrlMappings {
   const events = urlEvents(config.tracing.serviceName);
   const repository = new KyselyUrlMappingRepository(database.db, database.dialect, backbone.outbox, database.reader);
@@ -35,7 +45,7 @@ export function composeUrlMappings(
   const cache = new RedirectCache(config.redirect.cacheMaxEntries, config.redirect.cacheTtlMs, UNKNOWN_CODE_TTL_MS);
   registerRedirectCacheMetrics(metrics.registry, cache.lookups);
   const clicks = new ClickBuffer(
-    repository,
+    config.tracing.enabled ? tracedClickWrites(repository) : repository,
     {
       flushIntervalMs: config.redirect.clickFlushIntervalMs,
       compactIntervalMs: config.redirect.clickCompactIntervalMs,
@@ -43,10 +53,28 @@ export function composeUrlMappings(
     events.clicked,
   );
   stack.defer('click flush', () => clicks.stop());
+  if (database.dialect === 'sqlite') {
+    const indexing = new PeriodicTask(
+      'search indexing',
+      SEARCH_INDEX_INTERVAL_MS,
+      async () => {
+        for (let chunk = 0; chunk < SEARCH_INDEX_CHUNKS_PER_RUN; chunk++) {
+          if ((await repository.indexSearch(SEARCH_INDEX_CHUNK)) === 0) return;
+          await new Promise((resolve) => setImmediate(resolve)); // requests get the writer in between
+        }
+      },
+      logger,
+    );
+    indexing.start();
+    stack.defer('search indexing', () => indexing.stop());
+  }
   const service = new UrlMappingService(repository, cache, clicks, {
     rules: config.urls,
     reservedCodes: () => routes.reservedCodes(),
     events,
+    // The runtime setting: a change by an administrator applies on every instance within a second.
+    writePolicy: () => settings.current().link_write_policy ?? config.links.writePolicy,
+    codeLength: config.links.codeLength,
   });
   return { service, routes, cache, clicks };
 }

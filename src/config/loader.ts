@@ -7,6 +7,7 @@
 import { dirname, join } from 'node:path';
 import { isValidEmail, isValidUsername, PASSWORD_MAX_BYTES, passwordLength } from '../domain/user.js';
 import { isProblem, SECRET_KEY_MIN_BYTES } from './parsers.js';
+import { weakSecretReason } from './secret-strength.js';
 import type { Setting } from './setting-declaration.js';
 import { rateLimitSettingNames } from './setting-declaration.js';
 import { SETTINGS, type SettingName, type SettingValue } from './settings.js';
@@ -94,6 +95,14 @@ function checkRules(v: Partial<SettingValues>, problems: Problems): void {
       `required when ${SETTINGS.NODE_ENV.name}=production, at least ${SECRET_KEY_MIN_BYTES} bytes and the same on every instance (e.g. \`openssl rand -base64 48\`)`,
     );
   }
+  const weakness = v.NODE_ENV === 'production' && v.SECRET_KEY !== undefined && weakSecretReason(v.SECRET_KEY);
+  if (weakness) {
+    problems.invalidValue(
+      'SECRET_KEY',
+      '(value hidden)',
+      `too weak for ${SETTINGS.NODE_ENV.name}=production: it ${weakness}; use a random key (e.g. \`openssl rand -base64 48\`)`,
+    );
+  }
   const rounds = v.BCRYPT_ROUNDS;
   if (rounds !== undefined && rounds < 10 && v.NODE_ENV !== 'test') {
     problems.invalidValue(
@@ -147,8 +156,10 @@ function assemble(v: SettingValues): Config {
     },
     database,
     urls: { maxLength: v.URL_MAX_LENGTH, allowedSchemes: v.URL_ALLOWED_SCHEMES },
+    links: { codeLength: v.CODE_LENGTH, writePolicy: v.LINK_WRITE_POLICY },
     redirect: {
       cacheControl: v.REDIRECT_CACHE_CONTROL,
+      fastPath: v.REDIRECT_FAST_PATH,
       cacheMaxEntries: v.CACHE_MAX_ENTRIES,
       cacheTtlMs: v.CACHE_TTL_MS,
       clickFlushIntervalMs: v.CLICK_FLUSH_INTERVAL_MS,
@@ -162,9 +173,11 @@ function assemble(v: SettingValues): Config {
     rateLimit: rateLimitConfig(v),
     events: eventsConfig(v),
     role: v.ROLE,
+    workers: v.WORKERS,
     sandbox: { memoryBytes: v.SANDBOX_MEMORY_MB * 1024 * 1024, outputBytes: 64 * 1024 },
     executions: executionsConfig(v),
     notifications: { allowPrivate: v.NOTIFICATIONS_ALLOW_PRIVATE, timeoutMs: v.NOTIFICATION_TIMEOUT_MS },
+    loginThrottle: { maxFailures: v.LOGIN_ADDRESS_MAX_FAILURES, windowMs: v.LOGIN_ADDRESS_WINDOW_MINUTES * 60_000 },
   };
 }
 

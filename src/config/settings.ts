@@ -25,18 +25,23 @@ import {
   schemes,
 } from './parsers.js';
 import { markdownTable, named, rateLimitSettings } from './setting-declaration.js';
-import { LOG_LEVELS, RATE_LIMIT_ALGORITHMS, ROLES, TRACING_SAMPLERS } from './types.js';
+import { LINK_SETTINGS_DECLARATIONS } from './settings-links.js';
+import { REDIRECT_SETTINGS } from './settings-redirect.js';
+import { SECURITY_SETTINGS } from './settings-security.js';
+import { WORKER_SETTINGS } from './settings-workers.js';
+import { LOG_LEVELS, NODE_ENVS, RATE_LIMIT_ALGORITHMS, ROLES, TRACING_SAMPLERS } from './types.js';
 
 /** Every setting, in the order of the README's table; the key is the variable's name. */
 export const SETTINGS = named({
   NODE_ENV: {
     default: 'development',
-    description: '`production` turns on the production safeguards.',
-    parse: nonEmpty,
+    description: '`development`, `production` or `test`; `production` turns on the production safeguards.',
+    parse: oneOf(NODE_ENVS),
   },
   HOST: {
     default: '127.0.0.1',
-    description: 'Address to listen on. Use `0.0.0.0` to accept connections from other machines.',
+    description:
+      'Address to listen on. Use `0.0.0.0` to accept connections from other machines; then anyone who reaches it can create, change and delete links, since the URL API needs no sign-in by default (README, "Before you open it to other machines").',
     parse: nonEmpty,
   },
   PORT: {
@@ -114,11 +119,13 @@ export const SETTINGS = named({
     description: 'Comma-separated URL schemes a target URL may use.',
     parse: schemes,
   },
+  ...LINK_SETTINGS_DECLARATIONS,
   REDIRECT_CACHE_CONTROL: {
     default: 'private, max-age=0',
     description: '`Cache-Control` header sent with every redirect.',
     parse: headerValue,
   },
+  ...REDIRECT_SETTINGS,
   CACHE_MAX_ENTRIES: {
     default: '100000',
     description:
@@ -270,6 +277,7 @@ export const SETTINGS = named({
       'Default of the runtime setting `lockout_duration_minutes`: the lockout lasts this long after the last failed attempt.',
     parse: integer(AUTH_SETTINGS.lockout_duration_minutes.minimum, AUTH_SETTINGS.lockout_duration_minutes.maximum),
   },
+  ...SECURITY_SETTINGS,
   NATS_URL: {
     default: '',
     description:
@@ -346,6 +354,7 @@ export const SETTINGS = named({
       'What this process runs: `all` (HTTP API and every consumer), `api` (HTTP API only) or `worker` (consumers only, plus /health and /metrics). `urlshortener serve --role …` overrides it.',
     parse: oneOf(ROLES),
   },
+  ...WORKER_SETTINGS,
   SANDBOX_MEMORY_MB: {
     default: '64',
     description: 'Memory cap of one script run in the sandbox.',

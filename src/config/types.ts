@@ -1,3 +1,4 @@
+import type { LinkWritePolicy } from '../domain/settings.js';
 /**
  * The typed configuration: what `loadConfig` returns, validated and frozen. The lists below are
  * both the values a setting accepts and the union types the code uses.
@@ -5,6 +6,8 @@
 
 import type { AuthSettingValues } from '../domain/settings.js';
 
+/** `NODE_ENV`: any other value (a typo of `production`) would silently drop the production safeguards. */
+export const NODE_ENVS = ['development', 'production', 'test'] as const;
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
@@ -43,8 +46,15 @@ export interface Config {
     readonly maxLength: number;
     readonly allowedSchemes: readonly string[];
   };
+  /** CODE_LENGTH and LINK_WRITE_POLICY (the runtime setting's default). */
+  readonly links: {
+    readonly codeLength: number;
+    readonly writePolicy: LinkWritePolicy;
+  };
   readonly redirect: {
     readonly cacheControl: string;
+    /** `GET`/`HEAD /{code}` answered in front of Fastify (src/http/fast-redirect.ts). */
+    readonly fastPath: boolean;
     readonly cacheMaxEntries: number;
     readonly cacheTtlMs: number;
     readonly clickFlushIntervalMs: number;
@@ -61,9 +71,13 @@ export interface Config {
   readonly rateLimit: RateLimitConfig;
   readonly events: EventsConfig;
   readonly role: Role;
+  /** Serving processes on one port (WORKERS); 1: this process serves alone. */
+  readonly workers: number;
   readonly sandbox: { readonly memoryBytes: number; readonly outputBytes: number };
   readonly executions: ExecutionsConfig;
   readonly notifications: { readonly allowPrivate: boolean; readonly timeoutMs: number };
+  /** Failed logins per client address (LOGIN_ADDRESS_*): `maxFailures` 0 is no limit. */
+  readonly loginThrottle: { readonly maxFailures: number; readonly windowMs: number };
 }
 
 /** How long a client may hold a connection; 0 turns a limit off. */

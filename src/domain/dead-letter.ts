@@ -12,6 +12,12 @@ export interface DeadLetterPayload {
   readonly attempts: number;
   readonly error: { readonly name: string; readonly message: string };
   readonly original: EventEnvelope;
+  /**
+   * The original message's headers (its `event_type`, its trace context). The dead letter's own
+   * headers describe the dead letter (`event_type` = `dead_letter`). Absent from dead letters
+   * written before this field existed: their own headers were the original's.
+   */
+  readonly headers?: MessageHeaders;
 }
 
 /** A dead letter as the admin API shows it. */

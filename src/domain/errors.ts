@@ -68,6 +68,12 @@ export const errors = {
   codeReserved: define('CODE_RESERVED', 422, () => 'Code is reserved'),
   codeConflict: define('CODE_CONFLICT', 409, () => 'Code already exists'),
   mappingNotFound: define('MAPPING_NOT_FOUND', 404, () => 'URL mapping not found'),
+  // A signed-in user on someone else's link (an anonymous caller gets mappingNotFound: docs/links.md).
+  notLinkOwner: define('NOT_LINK_OWNER', 403, () => 'Only the owner of this link or an administrator may change it'),
+  codeGenerationFailed: define('CODE_GENERATION_FAILED', 503, () => ({
+    detail: 'No free code found; try again',
+    headers: { 'retry-after': '1' },
+  })),
   routeNotFound: define('ROUTE_NOT_FOUND', 404, () => 'Not found'),
   methodNotAllowed: define('METHOD_NOT_ALLOWED', 405, (allow: readonly string[]) => ({
     detail: 'Method not allowed',
@@ -76,6 +82,13 @@ export const errors = {
   payloadTooLarge: define('PAYLOAD_TOO_LARGE', 413, (limit: number) => `Request body is larger than ${limit} bytes`),
   unsupportedMediaType: define('UNSUPPORTED_MEDIA_TYPE', 415, (type: string | undefined) =>
     type ? `Unsupported media type: ${type}; use application/json` : 'Missing Content-Type; use application/json',
+  ),
+  badUrl: define('BAD_URL', 400, () => 'Malformed URL: its percent-encoding is not valid UTF-8'),
+  uriTooLong: define('URI_TOO_LONG', 414, () => 'Request path is too long'),
+  contentLengthMismatch: define(
+    'CONTENT_LENGTH_MISMATCH',
+    400,
+    () => 'Request body length does not match its Content-Length',
   ),
   /** A 4xx the framework answered itself (its status and message), not one of ours. */
   requestRejected: define('REQUEST_REJECTED', 400, (status: number, message: string) => ({ status, detail: message })),
@@ -108,6 +121,10 @@ export const errors = {
     detail: 'Account locked due to too many failed attempts',
     headers: { 'retry-after': String(retryAfterSeconds) },
   })),
+  loginThrottled: define('LOGIN_THROTTLED', 429, (retryAfterSeconds: number) => ({
+    detail: 'Too many failed logins from this address; try again later',
+    headers: { 'retry-after': String(retryAfterSeconds) },
+  })),
   adminRequired: define('ADMIN_REQUIRED', 403, () => 'Admin privileges required'),
   usernameTaken: define('USERNAME_TAKEN', 409, () => 'Username already registered'),
   emailTaken: define('EMAIL_TAKEN', 409, () => 'User already exists'),
@@ -120,6 +137,16 @@ export const errors = {
   csrfMissingHeader: define('CSRF_MISSING_HEADER', 403, () => 'CSRF token missing from X-CSRF-Token header'),
   csrfTokenMismatch: define('CSRF_TOKEN_MISMATCH', 403, () => 'CSRF token invalid or does not match cookie'),
   csrfInvalidSignature: define('CSRF_INVALID_SIGNATURE', 403, () => 'CSRF token signature invalid'),
+  accountDisabled: define('ACCOUNT_DISABLED', 403, () => 'Account disabled'),
+  userNotFound: define('USER_NOT_FOUND', 404, () => 'User not found'),
+  // 409, not 422: the request is well-formed; it conflicts with the accounts as they are now.
+  lastAdmin: define('LAST_ADMIN', 409, () => 'Cannot remove the last administrator'),
+  apiKeyNotFound: define('API_KEY_NOT_FOUND', 404, () => 'API key not found'),
+  crossSiteRequest: define(
+    'CROSS_SITE_REQUEST',
+    403,
+    () => 'Cross-site request refused: sign in, sign up and sign out only from this site',
+  ),
 
   // Executions, notifications and dead letters.
   tooManyExecutions: define(

@@ -1,17 +1,29 @@
 /**
- * Runtime settings: integers that administrators change while the service runs
- * (`GET`/`PATCH /api/v1/admin/settings`). Each is declared once with its bounds; other concerns
- * (rate limits, …) add their own definitions beside these.
+ * Runtime settings: integers (or one of a few words) that administrators change while the
+ * service runs (`GET`/`PATCH /api/v1/admin/settings`). Each is declared once with its bounds or
+ * its choices; other concerns (rate limits, links, …) add their own definitions beside these.
  */
-export interface RuntimeSettingDefinition {
+export interface IntegerSettingDefinition {
   readonly name: string;
   readonly minimum: number;
   readonly maximum: number;
   readonly description: string;
+  readonly choices?: undefined;
 }
 
+/** A setting whose value is one of `choices` (a word, such as a policy's name). */
+export interface ChoiceSettingDefinition {
+  readonly name: string;
+  readonly choices: readonly string[];
+  readonly description: string;
+}
+
+export type RuntimeSettingDefinition = IntegerSettingDefinition | ChoiceSettingDefinition;
+
+export type RuntimeSettingValue = number | string;
+
 /** The values in force, by name. */
-export type RuntimeSettingValues = Readonly<Record<string, number>>;
+export type RuntimeSettingValues = Readonly<Record<string, RuntimeSettingValue>>;
 
 /** The account settings of spec §5.5 and §5.6. */
 export interface AuthSettingValues {
@@ -45,6 +57,11 @@ export const AUTH_SETTINGS = {
 
 /** Why `value` is not acceptable for `definition`, or undefined when it is. */
 export function settingProblem(definition: RuntimeSettingDefinition, value: unknown): string | undefined {
+  if (definition.choices !== undefined) {
+    return typeof value === 'string' && definition.choices.includes(value)
+      ? undefined
+      : `'${definition.name}' must be one of ${definition.choices.join(', ')}`;
+  }
   if (
     typeof value !== 'number' ||
     !Number.isInteger(value) ||
@@ -69,7 +86,7 @@ export const RATE_LIMIT_WINDOW_BOUNDS = { minimum: 1, maximum: 86_400 } as const
  * and the window. Their defaults are the `RATE_LIMIT_*` variables; a change applies on every
  * instance within the settings' poll interval (RateLimitPolicies follows RuntimeSettings).
  */
-export const RATE_LIMIT_SETTINGS: readonly RuntimeSettingDefinition[] = RATE_LIMIT_SETTING_GROUPS.flatMap((group) => [
+export const RATE_LIMIT_SETTINGS: readonly IntegerSettingDefinition[] = RATE_LIMIT_SETTING_GROUPS.flatMap((group) => [
   {
     name: `rate_limit_${group}_limit`,
     ...RATE_LIMIT_LIMIT_BOUNDS,
@@ -81,3 +98,20 @@ export const RATE_LIMIT_SETTINGS: readonly RuntimeSettingDefinition[] = RATE_LIM
     description: `Window of the \`${group}\` rate limit, in seconds (the token bucket refills the limit over it).`,
   },
 ]);
+
+/** Who may create, change and delete links (LINK_WRITE_POLICY; README "Links and their owners"). */
+export const LINK_WRITE_POLICIES = ['open', 'owned'] as const;
+export type LinkWritePolicy = (typeof LINK_WRITE_POLICIES)[number];
+
+export interface LinkSettingValues {
+  readonly link_write_policy: LinkWritePolicy;
+}
+
+export const LINK_SETTINGS = {
+  link_write_policy: {
+    name: 'link_write_policy',
+    choices: LINK_WRITE_POLICIES,
+    description:
+      '`open`: anyone may create links, and change or delete those created anonymously; `owned`: only signed-in users, each on their own links (administrators on all).',
+  },
+} as const satisfies Record<keyof LinkSettingValues, ChoiceSettingDefinition>;

@@ -12,14 +12,20 @@ export interface UrlMapping {
   readonly url: string;
   readonly created_at: string;
   readonly click_count: number;
+  /** The id of the user who created it; null or absent for a mapping created anonymously. */
+  readonly owner?: number | null;
 }
 
-/** `UrlMappingCreate`: every field is required. */
+/** `UrlMappingRead` as one caller sees it: `owner` only for the owner and administrators. */
+export type UrlMappingView = Omit<UrlMapping, 'owner'> & { readonly owner?: number };
+
+/** `UrlMappingCreate`: every field is required (`owner` is the service's, never the body's). */
 export interface NewUrlMapping {
   readonly code: string;
   readonly url: string;
   readonly created_at: string;
   readonly click_count: number;
+  readonly owner?: number | null;
 }
 
 /** `UrlMappingUpdate`: an omitted or null field stays as it is. */

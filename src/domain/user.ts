@@ -30,6 +30,13 @@ export interface User {
   readonly role: Role;
   readonly created_at: string;
   readonly updated_at: string;
+  /** Disabled by an administrator: no login, and its sessions and API keys stop working. */
+  readonly disabled: boolean;
+  /**
+   * Session tokens issued (`iat`) in an earlier second are refused: disabling an account ends its
+   * sessions for good, so enabling it again brings back its API keys but not its sessions.
+   */
+  readonly sessions_not_before: string | null;
 }
 
 /** A stored user with the hash, for the login check only. */
@@ -44,6 +51,17 @@ export interface NewUser {
   readonly password_hash: string;
   readonly created_at: string;
   readonly updated_at: string;
+}
+
+/** What an administrator may change about an account. */
+export interface AccountChange {
+  readonly role?: Role;
+  readonly disabled?: boolean;
+}
+
+/** Whether the account counts as an administrator: an enabled admin. */
+export function isActiveAdmin(user: Pick<User, 'role' | 'disabled'>): boolean {
+  return user.role === 'admin' && !user.disabled;
 }
 
 export function normaliseEmail(email: string): string {

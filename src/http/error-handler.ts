@@ -1,4 +1,5 @@
-import type { FastifyError, FastifyInstance } from 'fastify';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { NOSNIFF } from './plugins/security-headers.js';
 import { isDatabaseUnavailable } from '../adapters/storage/connection-errors.js';
 import { AppError, type Backend, BackendUnavailableError, errors } from '../domain/errors.js';
 import { hasEmptyPathParameter } from './route-table.js';
@@ -27,6 +28,12 @@ export function toAppError(error: FastifyError | AppError | Error, context: Erro
       return errors.payloadTooLarge(context.bodyLimit);
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
       return errors.unsupportedMediaType(context.contentType);
+    case 'FST_ERR_BAD_URL':
+      return errors.badUrl();
+    case 'FST_ERR_MAX_PARAM_LENGTH':
+      return errors.uriTooLong();
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return errors.contentLengthMismatch();
   }
   const backend = unavailableBackend(error);
   if (backend) return errors.backendUnavailable(backend);
@@ -43,19 +50,32 @@ function unavailableBackend(error: Error): Backend | undefined {
   return isDatabaseUnavailable(error) ? 'database' : undefined;
 }
 
+function answer(reply: FastifyReply, error: AppError): void {
+  void reply.code(error.statusCode).headers(NOSNIFF).headers(error.headers).send({ detail: error.detail });
+}
+
 /** One error handler for the whole app: every error body is `{detail}`. */
 export function registerErrorHandling(app: FastifyInstance, bodyLimit: number): void {
   app.setErrorHandler((error: FastifyError, request, reply) => {
     if (error.validationContext === 'params' && hasEmptyPathParameter(request.params)) {
-      return reply.code(404).send({ detail: errors.routeNotFound().detail });
+      return answer(reply, errors.routeNotFound());
     }
     const appError = toAppError(error, { bodyLimit, contentType: request.headers['content-type'] });
     // A backend away is logged where it is noticed (once per outage), not once per request.
     if (appError.statusCode === 503) request.log.debug({ err: error }, 'backend unavailable');
     else if (appError.statusCode >= 500) request.log.error({ err: error }, 'request failed');
-    void reply.code(appError.statusCode).headers(appError.headers).send({ detail: appError.detail });
+    answer(reply, appError);
   });
-  app.setNotFoundHandler((_request, reply) => {
-    void reply.code(404).send({ detail: errors.routeNotFound().detail });
-  });
+  app.setNotFoundHandler((_request, reply) => answer(reply, errors.routeNotFound()));
+}
+
+/**
+ * Fastify's `frameworkErrors`: what its router refuses before any route or hook runs (a path that
+ * is not valid percent-encoded UTF-8, a path parameter over `maxParamLength`), answered `{detail}`
+ * through the same table instead of Fastify's own `{error, code, message}`.
+ */
+export function frameworkErrorHandler(bodyLimit: number) {
+  return (error: FastifyError, request: FastifyRequest, reply: FastifyReply): void => {
+    answer(reply, toAppError(error, { bodyLimit, contentType: request.headers['content-type'] }));
+  };
 }

@@ -25,8 +25,24 @@ export const UrlMappingRead = Type.Object(
     url: Type.String({ minLength: 1 }),
     created_at: Type.String({ format: 'date-time' }),
     click_count: Type.Integer({ minimum: 0 }),
+    owner: Type.Optional(
+      Type.Integer({
+        description:
+          'The id of the user who created the mapping: shown to that user and to administrators only, and absent for a mapping created anonymously.',
+      }),
+    ),
   },
   { $id: 'UrlMappingRead', additionalProperties: false },
+);
+
+export const LinkCreate = Type.Object(
+  {
+    url: Type.String({ minLength: 1, description: 'The absolute http(s) URL to redirect to.' }),
+    code: Type.Optional(
+      Type.String({ ...codeRules, description: 'The short code; generated (CODE_LENGTH characters) when omitted.' }),
+    ),
+  },
+  { $id: 'LinkCreate', additionalProperties: false },
 );
 
 export const UrlMappingUpdate = Type.Object(
@@ -50,6 +66,7 @@ export const SHARED_SCHEMAS: readonly TSchema[] = [
   UrlMappingCreate,
   UrlMappingRead,
   UrlMappingUpdate,
+  LinkCreate,
   ErrorResponse,
   HealthResponse,
 ];
@@ -61,6 +78,9 @@ export function ref<T extends TSchema>(schema: T) {
   return Type.Unsafe<Static<T>>({ $ref: `${id}#` } as unknown as TSchema);
 }
 
+export const LIST_SORTS = ['id', '-id', 'created_at', '-created_at', 'click_count', '-click_count'] as const;
+export type ListSortParam = (typeof LIST_SORTS)[number];
+
 export const CodeParams = Type.Object({ code: Type.String(codeRules) });
 
 export const ListQuery = Type.Object(
@@ -71,7 +91,29 @@ export const ListQuery = Type.Object(
         minimum: 0,
         // Ids are exact JSON integers; a larger value would overflow PostgreSQL's bigint (a 500).
         maximum: Number.MAX_SAFE_INTEGER,
-        description: 'Return mappings with an id greater than this.',
+        description:
+          'Return the mappings after the one with this id, in the order of `sort` (with the default order: an id greater than this).',
+      }),
+    ),
+    owner: Type.Optional(
+      Type.Unsafe<'me'>({
+        type: 'string',
+        enum: ['me'],
+        description: "`me`: only the signed-in caller's own mappings.",
+      }),
+    ),
+    q: Type.Optional(
+      Type.String({
+        minLength: 1,
+        maxLength: 200,
+        description: 'Only mappings whose code or target URL contains this, ignoring case.',
+      }),
+    ),
+    sort: Type.Optional(
+      Type.Unsafe<ListSortParam>({
+        type: 'string',
+        enum: [...LIST_SORTS],
+        description: 'The order: a field, `-` first for descending; ties in id order the same way. Default `id`.',
       }),
     ),
   },

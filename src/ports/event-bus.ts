@@ -91,6 +91,8 @@ export type PublishOutcome =
  */
 export interface EventBus {
   readonly partitions: number;
+  /** The messaging system, as telemetry names it (`messaging.system`): `nats`, or the embedded log's name. */
+  readonly system: string;
   /**
    * Durable once resolved. `key` picks the partition. A repeated message id (by default the
    * envelope's `event_id`) is stored once; a deliberate re-publication passes a new `messageId`.

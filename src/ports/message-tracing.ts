@@ -1,19 +1,31 @@
 import type { MessageHeaders } from '../domain/events.js';
 
+/** One message about to be published, as its producer span describes it. */
+export interface TracedMessage {
+  readonly topic: string;
+  readonly eventId: string;
+  readonly eventType: string;
+}
+
 /**
  * Trace context over message headers (spec §6.1): a message published now carries the active
- * trace, and work on a message can continue the trace it carries. With tracing off both cost
- * nothing and the trace headers stay empty. Every adapter passes
+ * trace, and work on a message can continue the trace it carries. With tracing off no span is
+ * made, but a context that came in still travels on in the headers. Every adapter passes
  * `test/contract/message-tracing.contract.test.ts`.
  *
  * @example
  *   await tracing.continueTrace('dlq.retry', letter.headers, () =>
- *     bus.publish(topic, key, tracing.headers(eventType, service), envelope),
+ *     tracing.publish({ topic, eventId, eventType }, service, (headers) => bus.publish(topic, key, headers, envelope)),
  *   );
  */
 export interface MessageTracing {
   /** Runs `work` in a new span `name`, a child of the context `headers` carry; the span ends with it. */
   continueTrace<T>(name: string, headers: MessageHeaders, work: () => Promise<T>): Promise<T>;
-  /** The four headers of spec §6.1 for a message of `eventType` published now, with the active context. */
+  /**
+   * The headers of spec §6.1 for a message of `eventType` published now, with the active context
+   * (`traceparent` and `tracestate` only when there is one).
+   */
   headers(eventType: string, service: string): MessageHeaders;
+  /** Runs `publish` in a producer span of `message`, handing it the headers that carry that span. */
+  publish<T>(message: TracedMessage, service: string, publish: (headers: MessageHeaders) => Promise<T>): Promise<T>;
 }

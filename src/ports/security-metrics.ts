@@ -1,5 +1,6 @@
 export type CsrfFailureReason = 'missing_header' | 'token_mismatch' | 'invalid_signature';
-export type LoginFailureReason = 'invalid_credentials' | 'locked';
+/** `throttled`: refused (429) because the client address has too many recent failures. */
+export type LoginFailureReason = 'invalid_credentials' | 'locked' | 'throttled';
 
 /**
  * Security events worth an alert: refused CSRF checks, refused logins, lockouts. Every adapter

@@ -1,5 +1,7 @@
+import type { RuntimeSettingValue } from '../domain/settings.js';
+
 /**
- * Runtime settings that administrators have changed, as name → integer value. Settings nobody
+ * Runtime settings that administrators have changed, as name → value (an integer, or a word). Settings nobody
  * changed are absent and follow their configured defaults.
  *
  * @example
@@ -7,7 +9,7 @@
  *   await settings.load(); // { max_login_attempts: 3 }
  */
 export interface SettingsRepository {
-  load(): Promise<Record<string, number>>;
+  load(): Promise<Record<string, RuntimeSettingValue>>;
   /** Upserts the given values in one transaction. */
-  save(values: Readonly<Record<string, number>>, updatedAt: string): Promise<void>;
+  save(values: Readonly<Record<string, RuntimeSettingValue>>, updatedAt: string): Promise<void>;
 }

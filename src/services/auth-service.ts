@@ -1,4 +1,5 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
+import { type ApiKey, API_KEY_LAST_USED_RESOLUTION_MS, apiKeyUsable, looksLikeApiKey } from '../domain/api-key.js';
 import { AppError, errors } from '../domain/errors.js';
 import type { AuthSettingValues } from '../domain/settings.js';
 import { canonicalTimestamp } from '../domain/timestamp.js';
@@ -12,6 +13,7 @@ import {
   type Role,
   type User,
 } from '../domain/user.js';
+import type { ApiKeyRepository } from '../ports/api-key-repository.js';
 import type { AuthStateStore } from '../ports/auth-state-store.js';
 import type { Clock } from '../ports/clock.js';
 import type { CsrfSigner } from '../ports/csrf-signer.js';
@@ -19,10 +21,13 @@ import type { PasswordHasher } from '../ports/password-hasher.js';
 import type { SecurityMetrics } from '../ports/security-metrics.js';
 import type { TokenClaims, TokenCodec } from '../ports/token-codec.js';
 import type { UserRepository } from '../ports/user-repository.js';
+import type { LoginThrottle } from './login-throttle.js';
 import { constantTimeEqual } from '../support/constant-time.js';
 
 export interface AuthServiceOptions {
   readonly users: UserRepository;
+  /** API keys, read on every bearer request (so a revocation holds on every instance at once). */
+  readonly apiKeys: ApiKeyRepository;
   readonly passwords: PasswordHasher;
   /** Revocations and lockouts: in the database, shared by every instance, kept across restarts. */
   readonly state: AuthStateStore;
@@ -33,6 +38,8 @@ export interface AuthServiceOptions {
   readonly metrics: SecurityMetrics;
   /** ACCESS_TOKEN_EXPIRE_MINUTES: token lifetime, and the cookies' Max-Age. */
   readonly accessTokenMinutes: number;
+  /** Failed logins per client address (LOGIN_ADDRESS_*), besides the per-username lockout. */
+  readonly throttle?: LoginThrottle;
 }
 
 export interface Registration {
@@ -41,10 +48,19 @@ export interface Registration {
   readonly password: string;
 }
 
-/** An authenticated request: the user as stored now, and the token's claims. */
+/**
+ * An authenticated request: the user as stored now, and either the session token's claims (a
+ * cookie session) or the API key (a bearer request, which has no claims and no CSRF token).
+ */
 export interface Session {
   readonly user: User;
-  readonly claims: TokenClaims;
+  readonly claims?: TokenClaims;
+  readonly apiKey?: ApiKey;
+}
+
+/** The SHA-256 of an API key, hex: how keys are stored and found (the key itself never is). */
+export function apiKeyHash(key: string): string {
+  return createHash('sha256').update(key, 'utf8').digest('hex');
 }
 
 export interface LoginResult {
@@ -113,10 +129,16 @@ export class AuthService {
    * reaches `max_login_attempts`, every attempt answers 423 until `lockout_duration_minutes` after
    * the last failure, right password or not. Unknown usernames are counted the same way and
    * checked against a dummy hash, so neither the answer nor its timing tells them apart.
+   * Before that, a client `address` with too many recent failures is refused with 429 (LoginThrottle).
    */
-  async login(username: string, password: string): Promise<LoginResult> {
-    const { state, users, passwords, metrics } = this.options;
+  async login(username: string, password: string, address?: string): Promise<LoginResult> {
+    const { state, users, passwords, metrics, throttle } = this.options;
     const settings = this.options.settings.current();
+    const wait = address === undefined ? undefined : await throttle?.refusal(address);
+    if (wait !== undefined) {
+      metrics.loginFailure('throttled');
+      throw errors.loginThrottled(wait);
+    }
     const failures = await state.failures(username);
     if (failures !== undefined && failures.count >= settings.max_login_attempts) {
       metrics.loginFailure('locked');
@@ -129,12 +151,15 @@ export class AuthService {
     const matches = await passwords.verify(acceptable ? password : '', user?.password_hash ?? passwords.dummyHash);
     if (!user || !acceptable || !matches) {
       const { count } = await state.recordFailure(username, settings.lockout_duration_minutes * 60_000);
+      if (address !== undefined) await throttle?.recordFailure(address);
       metrics.loginFailure('invalid_credentials');
       if (count === settings.max_login_attempts) metrics.lockout();
       throw errors.invalidCredentials();
     }
 
     if (failures !== undefined) await state.clearFailures(username);
+    // Only after the password matched: a disabled account is not revealed to a guesser.
+    if (user.disabled) throw errors.accountDisabled();
     const { password_hash: _hash, ...publicUser } = user;
     const claims = this.newClaims(publicUser);
     return {
@@ -150,8 +175,34 @@ export class AuthService {
     if (!claims) return undefined;
     if (await this.options.state.isRevoked('token', claims.jti)) return undefined;
     const user = await this.options.users.findById(claims.uid);
-    if (!user || user.username !== claims.sub) return undefined;
+    if (!user || user.username !== claims.sub || user.disabled) return undefined;
+    // Issued before the account was last disabled (compared in whole seconds, as `iat` is).
+    if (user.sessions_not_before !== null && claims.iat < Math.floor(Date.parse(user.sessions_not_before) / 1000)) {
+      return undefined;
+    }
     return { user, claims };
+  }
+
+  /**
+   * The session of a bearer API key that exists, is neither revoked nor expired, and whose user is
+   * enabled; else undefined. The key row and the user are read from the database on every call
+   * (as a session re-reads its user), so a revocation, an expiry or a disabled user is in force on
+   * every instance at once and after a restart. The lookup is by SHA-256 of the key through a
+   * unique index: nothing is compared byte by byte against the secret. `last_used_at` is written
+   * at most once a minute per key.
+   */
+  async authenticateApiKey(key: string): Promise<Session | undefined> {
+    if (!looksLikeApiKey(key)) return undefined;
+    const { apiKeys, users, clock } = this.options;
+    const apiKey = await apiKeys.findByHash(apiKeyHash(key));
+    const now = clock.now();
+    if (!apiKey || !apiKeyUsable(apiKey, now)) return undefined;
+    const user = await users.findById(apiKey.user_id);
+    if (!user || user.disabled) return undefined;
+    if (apiKey.last_used_at === null || now - Date.parse(apiKey.last_used_at) >= API_KEY_LAST_USED_RESOLUTION_MS) {
+      await apiKeys.touch(apiKey.id, this.timestamp());
+    }
+    return { user, apiKey };
   }
 
   /** Revokes the token on every instance until it would have expired. Unusable tokens are ignored. */
@@ -166,6 +217,8 @@ export class AuthService {
     session: Session,
     current: string | undefined,
   ): { token: string; renewed: boolean; maxAgeSeconds: number } {
+    // A bearer request has no cookie to protect: no CSRF token.
+    if (session.claims === undefined) return { token: '', renewed: false, maxAgeSeconds: 0 };
     const maxAgeSeconds = Math.max(0, session.claims.exp - Math.floor(this.options.clock.now() / 1000));
     if (current !== undefined && this.options.csrf.verify(current, session.claims.jti)) {
       return { token: current, renewed: false, maxAgeSeconds };

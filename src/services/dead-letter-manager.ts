@@ -115,7 +115,8 @@ export class DeadLetterManager {
       topic: payload.topic,
       partition: payload.partition,
       group: payload.group,
-      headers: message.headers,
+      // The original message's headers: the letter is the original event, re-published as such.
+      headers: payload.headers ?? message.headers,
       envelope: payload.original,
       error: `${payload.error.name}: ${payload.error.message}`,
       attempts: payload.attempts,
@@ -126,11 +127,13 @@ export class DeadLetterManager {
 
   private async republish(letter: DeadLetter): Promise<void> {
     const { envelope } = letter;
-    const headers = this.ports.tracing.headers(envelope.event_type, this.service);
-    await this.ports.bus.publish(letter.topic, envelope.event_id, headers, envelope, {
-      messageId: `${envelope.event_id}:retry:${letter.id}:${this.now()}`,
-      partition: letter.partition,
-    });
+    const message = { topic: letter.topic, eventId: envelope.event_id, eventType: envelope.event_type };
+    await this.ports.tracing.publish(message, this.service, (headers) =>
+      this.ports.bus.publish(letter.topic, envelope.event_id, headers, envelope, {
+        messageId: `${envelope.event_id}:retry:${letter.id}:${this.now()}`,
+        partition: letter.partition,
+      }),
+    );
     this.ports.metrics.retried(letter.topic);
   }
 

@@ -58,7 +58,7 @@ export class RateLimitPolicies {
    * Uses the given runtime settings (names as in `RATE_LIMIT_SETTINGS`; others are ignored) over
    * the configured values. A setting that is absent, or outside its bounds, follows the configuration.
    */
-  apply(settings: Readonly<Record<string, number>>): void {
+  apply(settings: Readonly<Record<string, number | string>>): void {
     this.current = this.build(settings);
   }
 
@@ -72,8 +72,8 @@ export class RateLimitPolicies {
    * instance at once, on the others when their poll sees it).
    */
   follow(settings: {
-    current(): Readonly<Record<string, number>>;
-    onChange(listener: (values: Readonly<Record<string, number>>) => void): void;
+    current(): Readonly<Record<string, number | string>>;
+    onChange(listener: (values: Readonly<Record<string, number | string>>) => void): void;
   }): void {
     this.apply(settings.current());
     settings.onChange((values) => this.apply(values));
@@ -89,11 +89,12 @@ export class RateLimitPolicies {
     );
   }
 
-  private build(settings: Readonly<Record<string, number>>): Record<RateLimitGroup, RateLimitPolicy> {
+  private build(settings: Readonly<Record<string, number | string>>): Record<RateLimitGroup, RateLimitPolicy> {
     const value = (group: RateLimitGroup, field: RateLimitSetting['field']): number => {
       const setting = RATE_LIMIT_SETTINGS.find((s) => s.group === group && s.field === field)!;
       const given = settings[setting.name];
-      const valid = given !== undefined && Number.isInteger(given) && given >= setting.min && given <= setting.max;
+      const valid =
+        typeof given === 'number' && Number.isInteger(given) && given >= setting.min && given <= setting.max;
       return valid ? given : this.config.policies[group][field];
     };
     const policies = {} as Record<RateLimitGroup, RateLimitPolicy>;

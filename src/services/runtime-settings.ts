@@ -2,13 +2,18 @@ import { canonicalTimestamp } from '../domain/timestamp.js';
 import { errors } from '../domain/errors.js';
 import {
   type AuthSettingValues,
+  type LinkSettingValues,
   type RuntimeSettingDefinition,
+  type RuntimeSettingValue,
   type RuntimeSettingValues,
   settingProblem,
 } from '../domain/settings.js';
 import type { Clock } from '../ports/clock.js';
 import type { Counters } from '../ports/counters.js';
 import type { SettingsRepository } from '../ports/settings-repository.js';
+
+/** The values in force: the account and link settings by their names, and the others'. */
+type InForce = RuntimeSettingValues & AuthSettingValues & Partial<LinkSettingValues>;
 
 /** The counters key whose version announces a settings change to every instance. */
 export const SETTINGS_VERSION_KEY = 'settings:version';
@@ -24,7 +29,7 @@ export interface RuntimeSettingsLogger {
 export interface RuntimeSettingsOptions {
   readonly definitions: readonly RuntimeSettingDefinition[];
   /** Values in force until an administrator changes them (from the configuration). */
-  readonly defaults: Readonly<Record<string, number>>;
+  readonly defaults: Readonly<Record<string, RuntimeSettingValue>>;
   readonly repository: SettingsRepository;
   readonly counters: Counters;
   readonly clock: Clock;
@@ -39,7 +44,7 @@ export interface RuntimeSettingsOptions {
  * made on any instance applies on all of them within one poll interval.
  */
 export class RuntimeSettings {
-  private values: RuntimeSettingValues & AuthSettingValues;
+  private values: InForce;
   private seenVersion = -1;
   private signalLost = false;
   private loadFailing = false;
@@ -55,7 +60,7 @@ export class RuntimeSettings {
       const problem = settingProblem(definition, options.defaults[definition.name]);
       if (problem) throw new Error(`runtime setting default: ${problem}`);
     }
-    this.values = Object.freeze({ ...options.defaults }) as RuntimeSettingValues & AuthSettingValues;
+    this.values = Object.freeze({ ...options.defaults }) as InForce;
   }
 
   get definitions(): readonly RuntimeSettingDefinition[] {
@@ -84,7 +89,7 @@ export class RuntimeSettings {
   }
 
   /** The values in force now. */
-  current(): RuntimeSettingValues & AuthSettingValues {
+  current(): InForce {
     return this.values;
   }
 
@@ -100,7 +105,7 @@ export class RuntimeSettings {
       if (problem) throw errors.validation(`body: ${problem}`);
     }
     const updatedAt = canonicalTimestamp(new Date(this.options.clock.now()).toISOString())!;
-    await this.options.repository.save(changes as Record<string, number>, updatedAt);
+    await this.options.repository.save(changes as Record<string, RuntimeSettingValue>, updatedAt);
     // Bump after the write, so an instance that sees the new version reads the new values.
     let version: number | undefined;
     try {
@@ -166,7 +171,7 @@ export class RuntimeSettings {
   private async load(): Promise<void> {
     const stored = await this.options.repository.load();
     this.lastLoadAt = performance.now();
-    const next: Record<string, number> = { ...this.options.defaults };
+    const next: Record<string, RuntimeSettingValue> = { ...this.options.defaults };
     for (const [name, value] of Object.entries(stored)) {
       const definition = this.byName.get(name);
       if (!definition) continue; // a setting this version does not know
@@ -175,7 +180,7 @@ export class RuntimeSettings {
       else next[name] = value;
     }
     const changed = Object.keys(next).some((name) => next[name] !== this.values[name]);
-    this.values = Object.freeze(next) as RuntimeSettingValues & AuthSettingValues;
+    this.values = Object.freeze(next) as InForce;
     if (changed) for (const listener of this.listeners) listener(this.values);
   }
 }

@@ -1,4 +1,5 @@
-import { errors } from '../domain/errors.js';
+import { AppError, errors } from '../domain/errors.js';
+import type { LinkWritePolicy } from '../domain/settings.js';
 import {
   assertCodeNotReserved,
   assertValidClickCount,
@@ -8,13 +9,17 @@ import {
   type NewUrlMapping,
   type UrlMapping,
   type UrlMappingChanges,
+  type UrlMappingView,
   type UrlRules,
 } from '../domain/url-mapping.js';
 import type { UrlEventFactory } from '../domain/url-events.js';
-import type { ListOptions, RedirectTarget, UrlMappingRepository } from '../ports/url-mapping-repository.js';
+import type { Clock } from '../ports/clock.js';
+import type { ListOptions, OwnerGuard, RedirectTarget, UrlMappingRepository } from '../ports/url-mapping-repository.js';
 import type { ClickBuffer } from '../support/click-buffer.js';
 import { fetchPage } from '../support/paging.js';
 import type { CachedTarget, RedirectCache } from '../support/redirect-cache.js';
+import { randomCode } from '../support/short-codes.js';
+import type { Caller } from './execution-service.js';
 
 export interface UrlMappingServiceOptions {
   readonly rules: UrlRules;
@@ -22,6 +27,43 @@ export interface UrlMappingServiceOptions {
   readonly reservedCodes: () => ReadonlySet<string>;
   /** When set, each change records its `url.*` event in the change's transaction. */
   readonly events?: UrlEventFactory;
+  /** LINK_WRITE_POLICY as in force now (a runtime setting); `open` when absent. */
+  readonly writePolicy?: () => LinkWritePolicy;
+  /** CODE_LENGTH: the length of generated codes (7 when absent). */
+  readonly codeLength?: number;
+  /** Where generated codes come from (tests give their own); random letters and digits by default. */
+  readonly generateCode?: (length: number) => string;
+  /** For `created_at` of `create`; the system clock when absent. */
+  readonly clock?: Clock;
+}
+
+/** `POST /api/v1/links`: the URL, and the code when the caller picks one. */
+export interface NewLink {
+  readonly url: string;
+  readonly code?: string | undefined;
+}
+
+/** `GET /urls`: a page, and what to find and in which order. */
+export interface ListQuery extends Pick<ListOptions, 'after' | 'limit' | 'q' | 'sort'> {
+  /** `owner=me`: only the caller's own mappings (a signed-in caller only). */
+  readonly mine?: boolean;
+}
+
+/** Generated codes tried before giving up (each collides with probability count / 62^length). */
+const CODE_ATTEMPTS = 10;
+const DEFAULT_CODE_LENGTH = 7;
+
+/** Whether `caller` may see and change everything of a mapping owned by `owner`. */
+const isOwnerOrAdmin = (caller: Caller | undefined, owner: number | null | undefined) =>
+  caller !== undefined && (caller.role === 'admin' || caller.userId === owner);
+
+/**
+ * The mapping as `caller` may see it: `owner` only for its owner and administrators, and only
+ * when there is one (an anonymous mapping reads exactly as spec §2.1 shows it).
+ */
+function visibleTo(caller: Caller | undefined, row: UrlMapping): UrlMappingView {
+  const { owner, ...rest } = row;
+  return owner != null && isOwnerOrAdmin(caller, owner) ? { ...rest, owner } : rest;
 }
 
 const cachedTarget = (target: RedirectTarget | undefined): CachedTarget | undefined =>
@@ -36,17 +78,46 @@ export class UrlMappingService {
     private readonly options: UrlMappingServiceOptions,
   ) {}
 
-  async shorten(input: NewUrlMapping): Promise<UrlMapping> {
+  /** `POST /shorten`: the mapping as given, owned by `caller` when signed in. */
+  async shorten(input: NewUrlMapping, caller?: Caller): Promise<UrlMappingView> {
+    this.assertMayCreate(caller);
     assertCodeNotReserved(input.code, this.options.reservedCodes());
     assertValidTargetUrl(input.url, this.options.rules);
     assertValidClickCount(input.click_count);
-    const events = this.options.events;
-    const created = await this.repository.create(
-      { ...input, created_at: normaliseCreatedAt(input.created_at) },
-      events && ((row) => [events.created(row)]),
-    );
-    this.cache.invalidate(created.code); // drops a cached "unknown code"
-    return created;
+    const created = await this.insert({ ...input, created_at: normaliseCreatedAt(input.created_at) }, caller);
+    return visibleTo(caller, created);
+  }
+
+  /**
+   * `POST /api/v1/links`: created now with no clicks; with a generated code (CODE_LENGTH random
+   * letters and digits, never a reserved word, tried again on a collision) when none is given.
+   */
+  async create(input: NewLink, caller?: Caller): Promise<UrlMappingView> {
+    this.assertMayCreate(caller);
+    assertValidTargetUrl(input.url, this.options.rules);
+    const created_at = new Date(this.options.clock?.now() ?? Date.now()).toISOString();
+    const mapping = (code: string) => ({
+      code,
+      url: input.url,
+      created_at: normaliseCreatedAt(created_at),
+      click_count: 0,
+    });
+    if (input.code !== undefined) {
+      assertCodeNotReserved(input.code, this.options.reservedCodes());
+      return visibleTo(caller, await this.insert(mapping(input.code), caller));
+    }
+    const generate = this.options.generateCode ?? randomCode;
+    const length = this.options.codeLength ?? DEFAULT_CODE_LENGTH;
+    for (let attempt = 0; attempt < CODE_ATTEMPTS; attempt++) {
+      const code = generate(length);
+      if (this.options.reservedCodes().has(code.toLowerCase())) continue;
+      try {
+        return visibleTo(caller, await this.insert(mapping(code), caller));
+      } catch (error) {
+        if (!(error instanceof AppError && error.code === errors.codeConflict.code)) throw error;
+      }
+    }
+    throw errors.codeGenerationFailed();
   }
 
   /**
@@ -60,14 +131,25 @@ export class UrlMappingService {
     return target instanceof Promise ? target.then((t) => this.found(t, count)) : this.found(target, count);
   }
 
-  /** Mappings in id order; `nextAfter` is set when rows beyond this page exist. */
-  async list(options: ListOptions): Promise<{ mappings: UrlMapping[]; nextAfter?: number }> {
-    const { items, more } = await fetchPage(options.limit, (limit) => this.repository.list({ ...options, limit }));
-    const mappings = items.map((row) => this.withPendingClicks(row));
+  /**
+   * Mappings in id order (or `query.sort`'s); `nextAfter` is set when rows beyond this page exist.
+   * Under the `owned` policy a user sees only their own, an administrator all of them.
+   */
+  async list(query: ListQuery, caller?: Caller): Promise<{ mappings: UrlMappingView[]; nextAfter?: number }> {
+    const { mine, ...options } = query;
+    let owner: number | undefined;
+    if (mine || this.policy() === 'owned') {
+      if (caller === undefined) throw errors.notAuthenticated();
+      if (mine || caller.role !== 'admin') owner = caller.userId;
+    }
+    const { items, more } = await fetchPage(options.limit, (limit) =>
+      this.repository.list({ ...options, limit, ...(owner === undefined ? {} : { owner }) }),
+    );
+    const mappings = items.map((row) => visibleTo(caller, this.withPendingClicks(row)));
     return more ? { mappings, nextAfter: mappings[mappings.length - 1]!.id } : { mappings };
   }
 
-  async update(code: string, changes: UrlMappingChanges): Promise<UrlMapping> {
+  async update(code: string, changes: UrlMappingChanges, caller?: Caller): Promise<UrlMappingView> {
     if (changes.code != null) assertCodeNotReserved(changes.code, this.options.reservedCodes());
     if (changes.url != null) assertValidTargetUrl(changes.url, this.options.rules);
     if (changes.click_count != null) assertValidClickCount(changes.click_count);
@@ -75,24 +157,73 @@ export class UrlMappingService {
       ...changes,
       created_at: changes.created_at == null ? null : normaliseCreatedAt(changes.created_at),
     };
-    if (changes.click_count != null) {
-      const current = await this.repository.findByCode(code);
-      if (current) await this.clicks.discard(current.id);
-    }
+    const { current, guard } = await this.authorise(code, caller);
+    if (changes.click_count != null) await this.clicks.discard(current.id);
     const events = this.options.events;
-    const updated = await this.repository.update(code, normalised, events && ((row) => [events.updated(code, row)]));
+    const updated = await this.repository.update(
+      code,
+      normalised,
+      events && ((row) => [events.updated(code, row)]),
+      guard,
+    );
     this.cache.invalidate(code);
     if (updated === undefined) throw errors.mappingNotFound();
     if (updated.code !== code) this.cache.invalidate(updated.code);
-    return this.withPendingClicks(updated);
+    return visibleTo(caller, this.withPendingClicks(updated));
   }
 
-  async delete(code: string): Promise<void> {
+  async delete(code: string, caller?: Caller): Promise<void> {
+    const { guard } = await this.authorise(code, caller);
     const events = this.options.events;
-    const id = await this.repository.delete(code, events && ((deleted) => [events.deleted(deleted, code)]));
+    const id = await this.repository.delete(
+      code,
+      events && ((deleted) => [events.deleted(deleted, code, guard.owner)]),
+      guard,
+    );
     this.cache.invalidate(code);
     if (id === undefined) throw errors.mappingNotFound();
     await this.clicks.discard(id);
+  }
+
+  private policy(): LinkWritePolicy {
+    return this.options.writePolicy?.() ?? 'open';
+  }
+
+  private assertMayCreate(caller: Caller | undefined): void {
+    if (caller === undefined && this.policy() === 'owned') throw errors.notAuthenticated();
+  }
+
+  /** Inserts with `caller` as the owner; a cached "unknown code" is dropped. */
+  private async insert(mapping: NewUrlMapping, caller: Caller | undefined): Promise<UrlMapping> {
+    const events = this.options.events;
+    const created = await this.repository.create(
+      { ...mapping, owner: caller?.userId ?? null },
+      events && ((row) => [events.created(row)]),
+    );
+    this.cache.invalidate(created.code);
+    return created;
+  }
+
+  /**
+   * Whether `caller` may change or delete the mapping of `code`, and the owner it must still have
+   * when the change runs. An owned mapping: its owner and administrators; anyone else gets 404
+   * when anonymous (as if it were not there, the spec's only answer) and 403 when signed in.
+   * An anonymous mapping: anyone under `open`; under `owned`, administrators (anonymous: 401).
+   */
+  private async authorise(
+    code: string,
+    caller: Caller | undefined,
+  ): Promise<{ current: UrlMapping; guard: OwnerGuard }> {
+    const owned = this.policy() === 'owned';
+    if (caller === undefined && owned) throw errors.notAuthenticated();
+    const current = await this.repository.findByCode(code);
+    if (current === undefined) throw errors.mappingNotFound();
+    const owner = current.owner ?? null;
+    if (owner !== null || owned) {
+      if (caller === undefined) throw errors.mappingNotFound();
+      if (!isOwnerOrAdmin(caller, owner)) throw errors.notLinkOwner();
+    }
+    return { current, guard: { owner } };
   }
 
   /** At once when the repository answers at once (SQLite). */

@@ -224,4 +224,24 @@ describe('renderChart', () => {
     expect(svg.match(/<rect [^>]*><title>/g)).toHaveLength(4);
     expect(svg).toContain('default 0.50x baseline');
   });
+
+  it("scales to the targets, not to the generator's ceiling, whose bar is cut and labelled", () => {
+    const svg = renderChart('t', 's', [
+      {
+        id: 'sqlite-shorten-1k',
+        note: '',
+        targets: [
+          { name: 'ceiling', rps: 500_000, p99Ms: 1 },
+          { name: 'baseline', rps: 20_000, p99Ms: 2 },
+          { name: 'default', rps: 8_000, p99Ms: 4 },
+        ],
+      },
+    ]);
+    expect(svg).toContain('class="cut"');
+    expect(svg).toContain('>500.0k</text>');
+    expect(svg).toContain('>8.0k</text>');
+    // The axis ends near the baseline's bar (with room for its label), far below the ceiling's.
+    expect(svg).toContain('>25k</text>');
+    expect(svg).not.toContain('>500k</text>');
+  });
 });

@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,7 +11,8 @@ import { AUTH_TEST_ENV, login, me, newUser, registerUser } from '../helpers/auth
 import { testConfig } from '../helpers/backends.js';
 
 const ROOT = join(import.meta.dirname, '..', '..');
-const KEY_32 = 'k'.repeat(32);
+/** 32 characters that look random (production refuses low-entropy keys). */
+const KEY_32 = 'q7Zt2mXc9LpV4nRb8sKd1fGh6jWy3aEu';
 
 function problemsOf(env: Record<string, string>): string[] {
   try {
@@ -53,8 +55,49 @@ describe('account settings', () => {
     expect(short[0]).toMatch(/SECRET_KEY=\(value hidden\): must be at least 32 bytes/);
     expect(short[0]).not.toContain('k'.repeat(31));
     expect(loadConfig({ NODE_ENV: 'production', SECRET_KEY: KEY_32 }).auth.secretKey).toBe(KEY_32);
-    // 32 bytes, fewer characters.
-    expect(loadConfig({ NODE_ENV: 'production', SECRET_KEY: 'é'.repeat(16) }).auth.secretKey).toBe('é'.repeat(16));
+    // 32 bytes, fewer characters (outside production: there, so few different ones are refused).
+    expect(loadConfig({ SECRET_KEY: 'é'.repeat(16) }).auth.secretKey).toBe('é'.repeat(16));
+  });
+
+  it.each([
+    ['k'.repeat(32), /only 1 different characters/],
+    ['a'.repeat(64), /only 1 different characters/],
+    ['abcd'.repeat(8), /only 4 different characters/],
+    ['password1'.repeat(4), /repeats a piece of 9 characters/],
+    ['0123456789abcdef'.repeat(2), /repeats a piece of 16 characters/],
+    ['abcdefghijklmnopqrstuvwxyz012345', /runs up or down the alphabet/],
+    ['aaaaaaaaaaaaaaaaaaaaaaaabcdefgh1', /carries about \d+ bits/],
+  ])('refuse a low-entropy SECRET_KEY in production (%s), without showing it', (key, reason) => {
+    const problems = problemsOf({ NODE_ENV: 'production', SECRET_KEY: key });
+    expect(problems).toHaveLength(1);
+    expect(problems[0]).toMatch(/^SECRET_KEY=\(value hidden\): too weak for NODE_ENV=production: it /);
+    expect(problems[0]).toMatch(reason);
+    expect(problems[0]).toContain('openssl rand -base64 48');
+    expect(problems[0]).not.toContain(key);
+    // Development and tests take it: the rule guards production.
+    expect(loadConfig({ SECRET_KEY: key }).auth.secretKey).toBe(key);
+  });
+
+  it('accept random keys in production: hex, base64, a UUID, a long passphrase', () => {
+    for (const key of [
+      randomBytes(16).toString('hex'),
+      randomBytes(48).toString('base64'),
+      randomUUID(),
+      'correct horse battery staple, and then some',
+    ]) {
+      expect(loadConfig({ NODE_ENV: 'production', SECRET_KEY: key }).auth.secretKey).toBe(key);
+    }
+  });
+
+  it('refuse an unknown NODE_ENV (a typo would drop the production safeguards)', () => {
+    for (const value of ['prod', 'Production', 'staging', 'dev']) {
+      expect(problemsOf({ NODE_ENV: value })).toEqual([
+        `NODE_ENV=${JSON.stringify(value)}: must be one of development, production, test`,
+      ]);
+    }
+    for (const value of ['development', 'production', 'test']) {
+      expect(loadConfig({ NODE_ENV: value, SECRET_KEY: KEY_32 }).nodeEnv).toBe(value);
+    }
   });
 
   it('refuse a short SECRET_KEY outside production too', () => {

@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { EventEmitter } from 'node:events';
+import { ClusterCounters, type CounterChannel, serveCounters } from '../../src/adapters/counters/cluster-counters.js';
 import { MemoryCounters } from '../../src/adapters/counters/memory-counters.js';
 import { RedisCounters } from '../../src/adapters/counters/redis-counters.js';
 import { connectRedis } from '../../src/adapters/redis/connect-redis.js';
@@ -23,8 +25,38 @@ const runPrefix = uniqueRedisPrefix('counters');
 let stores = 0;
 const prefixes = new WeakMap<Counters, string>();
 
+/**
+ * Both ends of an IPC channel as a cluster has them (a worker's `process`, the primary's
+ * `Worker`): each message arrives later, JSON-encoded and decoded, at the other end.
+ */
+function channelPair(): [CounterChannel, CounterChannel] {
+  const ends = [new EventEmitter(), new EventEmitter()] as const;
+  const end = (own: EventEmitter, other: EventEmitter): CounterChannel => ({
+    send: (message) => setImmediate(() => other.emit('message', JSON.parse(JSON.stringify(message)))),
+    on: (event, listener) => own.on(event, listener),
+    off: (event, listener) => own.off(event, listener),
+  });
+  return [end(ends[0], ends[1]), end(ends[1], ends[0])];
+}
+
+/** The store a cluster's primary keeps, reached by each worker through its own channel. */
+const primaries = new WeakMap<Counters, MemoryCounters>();
+function clusterWorker(store: MemoryCounters): Counters {
+  const [worker, primary] = channelPair();
+  serveCounters(store, primary);
+  const counters = new ClusterCounters(worker);
+  primaries.set(counters, store);
+  return counters;
+}
+
 const ADAPTERS: readonly Adapter[] = [
   { name: 'memory', available: async () => true, create: () => new MemoryCounters() },
+  {
+    name: 'cluster (kept by the primary)',
+    available: async () => true,
+    create: () => clusterWorker(new MemoryCounters()),
+    peer: (first) => clusterWorker(primaries.get(first)!),
+  },
   {
     name: 'redis',
     available: redisAvailable,

@@ -30,6 +30,52 @@ describe.each([{ name: 'dns', make: (): DestinationGuard => new DnsDestinationGu
       }
     });
 
+    // Every IPv6 form that reaches a refused IPv4 address or a non-public IPv6 range.
+    it.each([
+      ['http://[::]/', 'unspecified'],
+      ['http://[::1]/', 'loopback'],
+      ['http://[::127.0.0.1]/', 'IPv4-compatible loopback (::/96)'],
+      ['http://[::10.0.0.1]/', 'IPv4-compatible private (::/96)'],
+      ['http://[::8.8.8.8]/', 'IPv4-compatible, deprecated even when public (::/96)'],
+      ['http://[::ffff:127.0.0.1]/', 'IPv4-mapped loopback'],
+      ['http://[::ffff:7f00:1]/', 'IPv4-mapped loopback, hex'],
+      ['http://[::ffff:169.254.169.254]/', 'IPv4-mapped metadata'],
+      ['http://[::ffff:0:10.0.0.1]/', 'IPv4-translated private'],
+      ['http://[2002:7f00:1::]/', '6to4 of 127.0.0.1'],
+      ['http://[2002:a9fe:a9fe::1]/', '6to4 of 169.254.169.254'],
+      ['http://[2002:5db8:d822::1]/', '6to4, any (2002::/16)'],
+      ['http://[2001::1]/', 'Teredo (2001::/32)'],
+      ['http://[2001:0:4136:e378:8000:63bf:3fff:fdd2]/', 'Teredo'],
+      ['http://[2001:2::1]/', 'benchmarking (2001:2::/48)'],
+      ['http://[fec0::1]/', 'site-local (fec0::/10)'],
+      ['http://[feff::1]/', 'site-local, top of fec0::/10'],
+      ['http://[64:ff9b::7f00:1]/', 'NAT64 of loopback'],
+      ['http://[64:ff9b::808:808]/', 'NAT64 (64:ff9b::/96)'],
+      ['http://[64:ff9b:1::1]/', 'local-use NAT64 (64:ff9b:1::/48)'],
+      ['http://[fe80::1]/', 'link-local'],
+      ['http://[febf::1]/', 'link-local, top of fe80::/10'],
+      ['http://[fc00::1]/', 'unique local'],
+      ['http://[fd00:ec2::254]/', 'unique local (EC2 metadata)'],
+      ['http://[ff02::1]/', 'multicast'],
+      ['http://[ff0e::1]/', 'global multicast'],
+      ['http://[100::1]/', 'discard-only'],
+      ['http://[2001:db8::1]/', 'documentation'],
+      ['http://[3fff::1]/', 'documentation (3fff::/20)'],
+      ['http://[fe00::1]/', 'unassigned, outside global unicast 2000::/3'],
+      ['http://[4000::1]/', 'unassigned, outside global unicast 2000::/3'],
+    ])('forbids %s (%s)', async (url) => {
+      expect(await check(url)).toMatchObject({ allowed: false, reason: 'forbidden' });
+    });
+
+    it.each([
+      ['http://[2606:4700:4700::1111]/', 'public'],
+      ['http://[2001:4860:4860::8888]/', 'public, beside 2001::/23'],
+      ['http://[2003::1]/', 'public, beside 2002::/16'],
+      ['http://[::ffff:8.8.8.8]/', 'IPv4-mapped public'],
+    ])('allows %s (%s)', async (url) => {
+      expect(await check(url)).toEqual({ allowed: true });
+    });
+
     it('forbids a name that resolves to a forbidden address', async () => {
       expect(await check('http://localhost:8080/hook')).toMatchObject({ allowed: false, reason: 'forbidden' });
     });

@@ -85,6 +85,10 @@ describe.each(BUS_KINDS)('EventBus on $name', (kind) => {
     expect(c.received[0]!.envelope).toEqual(sent[0]!.envelope);
   });
 
+  it.skipIf(!ok)("names its messaging system as telemetry's messaging.system", () => {
+    expect(bus.system).toBe(kind.name === 'nats' ? 'nats' : 'urlshortener.embedded_log');
+  });
+
   it.skipIf(!ok)('delivers again after a handler failure, before anything later in the partition', async () => {
     const t = topic();
     const first = await publish(t, 'k', 1);

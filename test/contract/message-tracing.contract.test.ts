@@ -2,7 +2,7 @@
  * Tracing is process-wide: each adapter is checked first with nothing installed, then started
  * (once, for good) and checked again. This file runs in a process of its own.
  */
-import { trace } from '@opentelemetry/api';
+import { SpanKind, trace } from '@opentelemetry/api';
 import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-base';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { otelMessageTracing } from '../../src/adapters/telemetry/otel-message-tracing.js';
@@ -17,7 +17,7 @@ const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-01$/;
 describe.each([
   {
     name: 'opentelemetry',
-    tracing: otelMessageTracing as MessageTracing,
+    tracing: otelMessageTracing('nats') as MessageTracing,
     start: () => startTracing(testConfig('sqlite::memory:', { TRACING_SAMPLING_RATE: '1' }).tracing, { exporter }),
   },
 ])('MessageTracing on $name', ({ tracing, start }) => {
@@ -30,12 +30,15 @@ describe.each([
     });
 
   describe('with no tracer installed', () => {
-    it('gives the headers with empty trace context', () => {
-      expect(publishedInSpan().headers).toEqual({
+    it('gives the headers without trace context when there is none (never empty trace headers)', () => {
+      expect(publishedInSpan().headers).toEqual({ event_type: 'url.created', service: 'urlshortener' });
+    });
+
+    it('publishes with those headers and hands the result back', async () => {
+      const message = { topic: 'url_events', eventId: 'e1', eventType: 'url.created' };
+      expect(await tracing.publish(message, 'urlshortener', async (headers) => headers)).toEqual({
         event_type: 'url.created',
         service: 'urlshortener',
-        traceparent: '',
-        tracestate: '',
       });
     });
 
@@ -68,6 +71,27 @@ describe.each([
       expect(span!.parentSpanContext?.spanId).toBe(spanId);
       // What is published inside carries the new span.
       expect(TRACEPARENT.exec(inside.traceparent!)?.slice(1)).toEqual([traceId, span!.spanContext().spanId]);
+    });
+
+    it('publishes inside a producer span that the headers carry', async () => {
+      const message = { topic: 'url_events', eventId: 'e2', eventType: 'url.created' };
+      const { traceId, spanId } = publishedInSpan();
+      const parent = { event_type: 'url.created', service: 'urlshortener', traceparent: `00-${traceId}-${spanId}-01` };
+      const headers = await tracing.continueTrace('outer', parent, () =>
+        tracing.publish(message, 'urlshortener', async (h) => h),
+      );
+      const [producer] = exporter.getFinishedSpans().filter((s) => s.attributes['messaging.message.id'] === 'e2');
+      expect(producer!.name).toBe('publish url_events');
+      expect(producer!.kind).toBe(SpanKind.PRODUCER);
+      expect(producer!.attributes).toMatchObject({
+        'messaging.system': 'nats',
+        'messaging.operation.name': 'publish',
+        'messaging.operation.type': 'send',
+        'messaging.destination.name': 'url_events',
+        'event.type': 'url.created',
+      });
+      expect(producer!.spanContext().traceId).toBe(traceId);
+      expect(TRACEPARENT.exec(headers.traceparent!)?.slice(1)).toEqual([traceId, producer!.spanContext().spanId]);
     });
 
     it('ends the span also when the work fails, and passes the error on', async () => {

@@ -32,7 +32,7 @@ describe.each(BACKENDS)('UrlMappingRepository on $name', (backend) => {
   it.skipIf(!backend.available)('creates and reads back a mapping, timestamp to the microsecond', async () => {
     const input = mapping({ click_count: 7 });
     const created = await repo.create(input);
-    expect(created).toEqual({ id: expect.any(Number), ...input });
+    expect(created).toEqual({ id: expect.any(Number), ...input, owner: null });
     expect(await repo.findByCode(input.code)).toEqual(created);
     expect(await repo.findTarget(input.code)).toEqual({ id: created.id, url: input.url });
   });
@@ -53,6 +53,26 @@ describe.each(BACKENDS)('UrlMappingRepository on $name', (backend) => {
     const other = await repo.create(mapping({ code: 'dupcode1' }));
     expect(other.id).not.toBe(first.id);
   });
+
+  it.skipIf(!backend.available)(
+    'answers creates made at once each for itself: its row, or codeConflict for a code taken in the same moment',
+    async () => {
+      const distinct = Array.from({ length: 12 }, () => mapping());
+      const same = Array.from({ length: 5 }, (_, i) => mapping({ code: 'SameTime1', url: `https://example.com/${i}` }));
+      const settled = await Promise.allSettled([...distinct, ...same].map((m) => repo.create(m)));
+      const created = settled.slice(0, distinct.length).map((s) => (s.status === 'fulfilled' ? s.value : s.reason));
+      expect(created).toEqual(distinct.map((m) => ({ id: expect.any(Number), ...m, owner: null })));
+      expect(new Set(created.map((m: UrlMapping) => m.id)).size).toBe(distinct.length);
+      const ofSame = settled.slice(distinct.length);
+      const won = ofSame.flatMap((s, i) => (s.status === 'fulfilled' ? [{ row: s.value, input: same[i]! }] : []));
+      expect(won).toHaveLength(1);
+      expect(won[0]!.row).toEqual({ id: expect.any(Number), ...won[0]!.input, owner: null });
+      for (const s of ofSame.filter((o) => o.status === 'rejected')) {
+        expect((s as PromiseRejectedResult).reason).toMatchObject({ statusCode: 409, detail: 'Code already exists' });
+      }
+      expect(await repo.findByCode('SameTime1')).toEqual(won[0]!.row);
+    },
+  );
 
   it.skipIf(!backend.available)('finds nothing for an unknown code', async () => {
     expect(await repo.findByCode('nothere1')).toBeUndefined();
@@ -341,6 +361,129 @@ describe.each(BACKENDS)('UrlMappingRepository on $name', (backend) => {
       expect(await repo.findByCode(m.code)).toEqual(m);
       await repo.addClicks([[m.id, 1]]);
       expect((await repo.findByCode(m.code))?.click_count).toBe(7);
+    });
+  });
+
+  describe('owners, search and sort', () => {
+    const test = it.skipIf(!backend.available);
+    let nextOwner = 9000;
+    /** A user id no other test uses, so that `owner` filters to this test's mappings. */
+    const owner = () => ++nextOwner;
+    const ids = (rows: readonly UrlMapping[]) => rows.map((m) => m.id);
+    /** Every page of `options`, `limit` at a time, keyset by the last id of each page. */
+    async function allPages(options: Parameters<UrlMappingRepository['list']>[0], limit: number) {
+      const seen: UrlMapping[] = [];
+      let after: number | undefined;
+      for (;;) {
+        const page = await repo.list({ ...options, limit, ...(after === undefined ? {} : { after }) });
+        seen.push(...page);
+        if (page.length < limit) return seen;
+        after = page[page.length - 1]!.id;
+      }
+    }
+
+    test('creates made at once keep each one its owner (or none)', async () => {
+      const user = owner();
+      const inputs = Array.from({ length: 10 }, (_, i) => ({ ...mapping(), owner: i % 2 === 0 ? user : null }));
+      const created = await Promise.all(inputs.map((m) => repo.create(m)));
+      expect(created).toEqual(inputs.map((m) => ({ id: expect.any(Number), ...m })));
+      for (const row of created) expect(await repo.findByCode(row.code)).toEqual(row);
+    });
+
+    test('records the owner and reads it back; anonymous mappings have none', async () => {
+      const user = owner();
+      const owned = await repo.create({ ...mapping(), owner: user });
+      expect(owned.owner).toBe(user);
+      expect(await repo.findByCode(owned.code)).toEqual(owned);
+      expect((await repo.list({ owner: user })).map((m) => m.code)).toEqual([owned.code]);
+      const anonymous = await repo.create(mapping());
+      expect((await repo.findByCode(anonymous.code))?.owner).toBeNull();
+      expect(ids(await repo.list({ owner: null }))).toContain(anonymous.id);
+      expect(ids(await repo.list({ owner: null }))).not.toContain(owned.id);
+    });
+
+    test('an owner guard refuses a change or delete of a mapping with another owner', async () => {
+      const user = owner();
+      const m = await repo.create({ ...mapping(), owner: user });
+      expect(
+        await repo.update(m.code, { url: 'https://example.com/x' }, undefined, { owner: user + 1 }),
+      ).toBeUndefined();
+      expect(await repo.update(m.code, {}, undefined, { owner: null })).toBeUndefined();
+      expect(await repo.delete(m.code, undefined, { owner: null })).toBeUndefined();
+      expect((await repo.findByCode(m.code))?.url).toBe(m.url);
+      const changed = await repo.update(m.code, { url: 'https://example.com/y' }, undefined, { owner: user });
+      expect(changed).toEqual({ ...m, url: 'https://example.com/y' });
+      expect(await repo.delete(m.code, undefined, { owner: user })).toBe(m.id);
+      const anonymous = await repo.create(mapping());
+      expect(await repo.delete(anonymous.code, undefined, { owner: null })).toBe(anonymous.id);
+    });
+
+    test.each([
+      ['not yet indexed', false],
+      ['indexed', true],
+    ])(
+      'q finds a substring of the code or the URL, ignoring case, LIKE wildcards taken literally (%s)',
+      async (_what, indexed) => {
+        const user = owner();
+        const mark = `Zq${user}`;
+        const byCode = await repo.create({ ...mapping({ code: `${mark}a` }), owner: user });
+        const byUrl = await repo.create({
+          ...mapping({ url: `https://example.com/${mark.toLowerCase()}/x` }),
+          owner: user,
+        });
+        const literal = await repo.create({ ...mapping({ url: 'https://example.com/50%_off' }), owner: user });
+        await repo.create({ ...mapping({ url: 'https://example.com/500xoff' }), owner: user });
+        // SQLite indexes new rows in the background; searches read the rest directly.
+        if (indexed) while ((await (repo as KyselyUrlMappingRepository).indexSearch(1000)) > 0);
+        expect(ids(await repo.list({ q: mark.toUpperCase() }))).toEqual([byCode.id, byUrl.id]);
+        expect(ids(await repo.list({ q: '50%_off', owner: user }))).toEqual([literal.id]);
+        expect(ids(await repo.list({ q: 'Zq', owner: user }))).toEqual([byCode.id, byUrl.id]);
+        expect(await repo.list({ q: `${mark}-none` })).toEqual([]);
+        // The index follows changes and deletes.
+        await repo.update(byCode.code, { code: code() });
+        expect(ids(await repo.list({ q: mark }))).toEqual([byUrl.id]);
+        await repo.update(byUrl.code, { url: 'https://example.com/elsewhere' });
+        await repo.delete(literal.code);
+        expect(await repo.list({ q: mark })).toEqual([]);
+        expect(await repo.list({ q: '50%_off' })).toEqual([]);
+        // Indexed later, the rows are found with what they hold now.
+        while ((await (repo as KyselyUrlMappingRepository).indexSearch(1000)) > 0);
+        expect(ids(await repo.list({ q: 'example.com/elsewhere', owner: user }))).toEqual([byUrl.id]);
+        expect(await repo.list({ q: mark })).toEqual([]);
+      },
+    );
+
+    test('sorts by created_at and click_count either way, ties by id, and pages by keyset', async () => {
+      const user = owner();
+      const times = ['2024-01-03T00:00:00Z', '2024-01-01T00:00:00Z', '2024-01-02T00:00:00Z', '2024-01-01T00:00:00Z'];
+      const counts = [5, 9, 5, 0];
+      const made: UrlMapping[] = [];
+      for (let i = 0; i < times.length; i++) {
+        made.push(await repo.create({ ...mapping({ created_at: times[i]!, click_count: counts[i]! }), owner: user }));
+      }
+      await repo.addClicks([[made[3]!.id, 7]]); // pending clicks count in the order
+      const [a, b, c, d] = made.map((m) => m.id) as [number, number, number, number];
+      const cases: Array<[Parameters<UrlMappingRepository['list']>[0], number[]]> = [
+        [{ sort: { field: 'created_at', descending: false } }, [b, d, c, a]],
+        [{ sort: { field: 'created_at', descending: true } }, [a, c, d, b]],
+        [{ sort: { field: 'click_count', descending: false } }, [a, c, d, b]],
+        [{ sort: { field: 'click_count', descending: true } }, [b, d, c, a]],
+        [{ sort: { field: 'id', descending: true } }, [d, c, b, a]],
+        [{}, [a, b, c, d]],
+      ];
+      for (const [options, expected] of cases) {
+        expect(ids(await repo.list({ ...options, owner: user }))).toEqual(expected);
+        for (const limit of [1, 2, 3])
+          expect(ids(await allPages({ ...options, owner: user }, limit))).toEqual(expected);
+      }
+      // Newest first, with a search and an owner at once.
+      const q = `example.com/a`;
+      expect(ids(await allPages({ owner: user, q, sort: { field: 'created_at', descending: true } }, 1))).toEqual([
+        a,
+        c,
+        d,
+        b,
+      ]);
     });
   });
 

@@ -29,7 +29,7 @@ describe.each(BACKENDS)('UserRepository and SettingsRepository on $name', (backe
 
   beforeAll(() => {
     if (!backend.available) return;
-    users = new KyselyUserRepository(database.db);
+    users = new KyselyUserRepository(database.db, database.dialect);
     settings = new KyselySettingsRepository(database.db);
   });
 
@@ -39,7 +39,7 @@ describe.each(BACKENDS)('UserRepository and SettingsRepository on $name', (backe
       const input = newUser({ role: 'admin' });
       const created = await users.create(input);
       const { password_hash, ...visible } = input;
-      expect(created).toEqual({ id: expect.any(Number), ...visible });
+      expect(created).toEqual({ id: expect.any(Number), ...visible, disabled: false, sessions_not_before: null });
       expect(await users.findByUsername(input.username)).toEqual({ ...created, password_hash });
       expect(await users.findById(created.id)).toEqual(created);
     },
@@ -88,6 +88,86 @@ describe.each(BACKENDS)('UserRepository and SettingsRepository on $name', (backe
     expect(await settings.load()).toEqual({ max_login_attempts: 7, password_min_length: 10 });
     await settings.save({}, '2024-01-03T00:00:00Z');
     expect(await settings.load()).toEqual({ max_login_attempts: 7, password_min_length: 10 });
+  });
+
+  it.skipIf(!backend.available)('lists users by id, pages with limit/after, searches username and email', async () => {
+    const tag = `srch${n}`;
+    const a = await users.create(newUser({ username: `${tag}_Anna` }));
+    const b = await users.create(newUser({ email: `${tag}.bert@example.com` }));
+    const c = await users.create(newUser({ username: `${tag}_Cleo` }));
+    await users.create(newUser({ username: 'percent%user' }));
+    expect((await users.list({ q: tag.toUpperCase() })).map((u) => u.id)).toEqual([a.id, b.id, c.id]);
+    expect((await users.list({ q: tag, limit: 2 })).map((u) => u.id)).toEqual([a.id, b.id]);
+    expect((await users.list({ q: tag, after: b.id })).map((u) => u.id)).toEqual([c.id]);
+    // LIKE wildcards are taken literally.
+    expect((await users.list({ q: `${tag}%` })).map((u) => u.id)).toEqual([]);
+    expect((await users.list({ q: 'percent%' })).map((u) => u.username)).toEqual(['percent%user']);
+    expect((await users.list({ q: 't%u' })).map((u) => u.username)).toEqual(['percent%user']);
+    const all = await users.list({});
+    expect(all.map((u) => u.id)).toEqual([...all.map((u) => u.id)].sort((x, y) => x - y));
+    expect(all[0]).not.toHaveProperty('password_hash');
+  });
+
+  it.skipIf(!backend.available)(
+    'changes roles and the disabled state, and never removes the last enabled admin',
+    async () => {
+      const at = '2025-01-02T03:04:05Z';
+      // Whatever admins earlier tests made are demoted first, so that this one is alone.
+      for (const u of await users.list({})) {
+        if (u.role === 'admin' && !u.disabled)
+          await users.changeAccount(u.id, { role: 'user' }, at).catch(() => undefined);
+      }
+      const admin = await users.create(newUser({ role: 'admin' }));
+      const other = await users.create(newUser());
+      for (const u of await users.list({})) {
+        if (u.id !== admin.id && u.role === 'admin') await users.changeAccount(u.id, { disabled: true }, at);
+      }
+      await expect(users.changeAccount(admin.id, { role: 'user' }, at)).rejects.toMatchObject({ statusCode: 409 });
+      await expect(users.changeAccount(admin.id, { disabled: true }, at)).rejects.toMatchObject({
+        statusCode: 409,
+        detail: 'Cannot remove the last administrator',
+      });
+      expect(await users.findById(admin.id)).toMatchObject({ role: 'admin', disabled: false });
+
+      const promoted = await users.changeAccount(other.id, { role: 'admin' }, at);
+      expect(promoted).toMatchObject({ role: 'admin', disabled: false, updated_at: '2025-01-02T03:04:05Z' });
+      expect(await users.changeAccount(admin.id, { disabled: true }, at)).toMatchObject({
+        disabled: true,
+        sessions_not_before: '2025-01-02T03:04:05Z',
+      });
+      // Disabling again keeps the first instant.
+      expect(await users.changeAccount(admin.id, { disabled: true }, '2025-02-01T00:00:00Z')).toMatchObject({
+        sessions_not_before: '2025-01-02T03:04:05Z',
+      });
+      expect((await users.findByUsername(admin.username))?.disabled).toBe(true);
+      // Now `other` is the last one.
+      await expect(users.changeAccount(other.id, { role: 'user' }, at)).rejects.toMatchObject({ statusCode: 409 });
+      // Enabling keeps it: the sessions the disabling ended stay ended.
+      expect(await users.changeAccount(admin.id, { disabled: false }, at)).toMatchObject({
+        disabled: false,
+        sessions_not_before: '2025-01-02T03:04:05Z',
+      });
+      expect(await users.changeAccount(other.id, { role: 'user' }, at)).toMatchObject({ role: 'user' });
+      expect(await users.changeAccount(987_654_321, { role: 'user' }, at)).toBeUndefined();
+    },
+  );
+
+  it.skipIf(!backend.available)('two admins demoting each other at once: one of them stays admin', async () => {
+    const at = '2025-01-02T03:04:05Z';
+    const x = await users.create(newUser({ role: 'admin' }));
+    const y = await users.create(newUser({ role: 'admin' }));
+    for (const u of await users.list({})) {
+      if (u.id !== x.id && u.id !== y.id && u.role === 'admin' && !u.disabled) {
+        await users.changeAccount(u.id, { disabled: true }, at);
+      }
+    }
+    const results = await Promise.allSettled([
+      users.changeAccount(x.id, { role: 'user' }, at),
+      users.changeAccount(y.id, { disabled: true }, at),
+    ]);
+    expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(1);
+    const admins = (await users.list({})).filter((u) => u.role === 'admin' && !u.disabled);
+    expect(admins).toHaveLength(1);
   });
 
   it.skipIf(!backend.available)('migrations are idempotent', async () => {

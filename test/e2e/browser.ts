@@ -1,8 +1,10 @@
-import { existsSync, mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { type Browser, chromium, type Locator, type Page } from 'playwright-core';
-import { expect } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import { eventually } from '../helpers/eventually.js';
+import { type ServerProcess, startServer } from '../helpers/server-process.js';
 import { inCi } from '../helpers/services.js';
 
 /** Debian's Chromium (`apt-get install chromium`); Playwright never downloads a browser here. */
@@ -67,3 +69,42 @@ export const hasValue = (locator: Locator, expected: string) =>
 
 /** Waits until nothing matches `locator`. */
 export const isGone = (locator: Locator) => eventually(async () => expect(await locator.count()).toBe(0));
+
+/** What `useServerAndChromium` holds for a suite, set before its tests run. */
+export interface ServerAndChromium {
+  server: ServerProcess;
+  browser: Browser;
+}
+
+/**
+ * The built service on a SQLite file of its own (rate limits and tracing off, `admin` its
+ * administrator) and headless Chromium: started before the suite's tests, stopped after them.
+ */
+export function useServerAndChromium(
+  name: string,
+  admin: { readonly username: string; readonly email: string; readonly password: string },
+): ServerAndChromium {
+  const held = {} as ServerAndChromium;
+  let dataDir: string | undefined;
+  beforeAll(async () => {
+    requireBuiltClient();
+    dataDir = mkdtempSync(join(tmpdir(), `urlshortener-e2e-${name}-`));
+    held.server = await startServer({
+      NODE_ENV: 'test',
+      BCRYPT_ROUNDS: '4',
+      RATE_LIMIT_ENABLED: 'false',
+      OTEL_SDK_DISABLED: 'true',
+      DATABASE_URL: `sqlite:${join(dataDir, 'e2e.db')}`,
+      ADMIN_USERNAME: admin.username,
+      ADMIN_EMAIL: admin.email,
+      ADMIN_PASSWORD: admin.password,
+    });
+    held.browser = await launchChromium();
+  });
+  afterAll(async () => {
+    await held.browser?.close();
+    await held.server?.stop();
+    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
+  });
+  return held;
+}

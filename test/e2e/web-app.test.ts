@@ -1,9 +1,5 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import type { Browser, BrowserContext, Page } from 'playwright-core';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { type ServerProcess, startServer } from '../helpers/server-process.js';
+import type { BrowserContext, Page } from 'playwright-core';
+import { beforeEach, describe, expect, it } from 'vitest';
 import {
   chromiumAvailable,
   containsText,
@@ -11,9 +7,8 @@ import {
   hasValue,
   isGone,
   lacksText,
-  launchChromium,
-  requireBuiltClient,
   screenshot,
+  useServerAndChromium,
 } from './browser.js';
 
 /**
@@ -26,40 +21,16 @@ const PASSWORD = 'correct-horse-9';
 const LOCKED = 'Account locked due to too many failed attempts';
 
 describe.skipIf(!available)('web client in Chromium', () => {
-  let server: ServerProcess;
-  let browser: Browser;
+  const e2e = useServerAndChromium('web', ADMIN);
   let context: BrowserContext;
   let page: Page;
-  let dataDir: string;
   let userCount = 0;
   const newUsername = (prefix: string) => `${prefix}_${process.pid}_${++userCount}`;
-  const at = (path: string) => `${server.url}${path}`;
-
-  beforeAll(async () => {
-    requireBuiltClient();
-    dataDir = mkdtempSync(join(tmpdir(), 'urlshortener-e2e-'));
-    server = await startServer({
-      NODE_ENV: 'test',
-      BCRYPT_ROUNDS: '4',
-      RATE_LIMIT_ENABLED: 'false',
-      OTEL_SDK_DISABLED: 'true',
-      DATABASE_URL: `sqlite:${join(dataDir, 'e2e.db')}`,
-      ADMIN_USERNAME: ADMIN.username,
-      ADMIN_EMAIL: ADMIN.email,
-      ADMIN_PASSWORD: ADMIN.password,
-    });
-    browser = await launchChromium();
-  });
-
-  afterAll(async () => {
-    await browser?.close();
-    await server?.stop();
-    if (dataDir) rmSync(dataDir, { recursive: true, force: true });
-  });
+  const at = (path: string) => `${e2e.server.url}${path}`;
 
   beforeEach(async () => {
     await context?.close();
-    context = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+    context = await e2e.browser.newContext({ viewport: { width: 1280, height: 800 } });
     context.setDefaultTimeout(10_000);
     page = await context.newPage();
   });
@@ -95,7 +66,7 @@ describe.skipIf(!available)('web client in Chromium', () => {
   const linkCard = (code: string) => page.getByRole('listitem', { name: `Link ${code}`, exact: true });
 
   it('/ opens the app, and an unknown visitor is sent to log in', async () => {
-    await page.goto(server.url);
+    await page.goto(e2e.server.url);
     await page.waitForURL(at('/app/login?next=%2Fapp%2Flinks'));
     await hasText(page.getByRole('heading', { level: 1 }), 'Log in');
     await screenshot(page, 'login');
@@ -116,12 +87,18 @@ describe.skipIf(!available)('web client in Chromium', () => {
     await page.waitForURL(at('/app/links'));
     await page.getByText(`Signed in as ${username}`).waitFor();
 
-    // A random code is suggested; "New code" draws another.
+    // Without a code the server generates one (POST /api/v1/links), and the new link is listed first.
     const code = page.getByLabel('Short code');
-    const suggested = await code.inputValue();
-    expect(suggested).toMatch(/^[a-zA-Z0-9]{6,10}$/);
-    await page.getByRole('button', { name: 'New code' }).click();
-    expect(await code.inputValue()).not.toBe(suggested);
+    expect(await code.inputValue()).toBe('');
+    await page.getByLabel('Target URL').fill(at('/health'));
+    const [createdResponse] = await Promise.all([
+      page.waitForResponse((r) => r.url().endsWith('/api/v1/links') && r.request().method() === 'POST'),
+      page.getByRole('button', { name: 'Create short link' }).click(),
+    ]);
+    expect(createdResponse.status()).toBe(201);
+    const generated = ((await createdResponse.json()) as { code: string }).code;
+    expect(generated).toMatch(/^[a-zA-Z0-9]{7}$/);
+    await containsText(page.locator('ul.cards').getByRole('listitem').first(), at(`/${generated}`));
     const shortCode = `e2e${String(process.pid).slice(-4)}x`;
     await code.fill(shortCode);
     await page.getByLabel('Target URL').fill(at('/health'));
@@ -224,17 +201,43 @@ describe.skipIf(!available)('web client in Chromium', () => {
     await screenshot(page, 'executions');
 
     // The session ends on the server's side: the browser no longer has a valid access token.
-    const cookies = await context.cookies(server.url);
+    const cookies = await context.cookies(e2e.server.url);
     expect(cookies.map((c) => c.name).sort()).toEqual(['access_token', 'csrf_token']);
     await context.clearCookies({ name: 'access_token' });
 
     await page.goto(at('/app/links?after=0'));
     await page.waitForURL(at(`/app/login?next=${encodeURIComponent('/app/links?after=0')}`));
-    await page.getByText('Log in to continue to /app/links?after=0').waitFor();
+    await page.getByText('Log in to go on to your links.').waitFor();
     await screenshot(page, 'login-session-expired');
     await logInHere(username);
     await page.waitForURL(at('/app/links?after=0'));
     await hasText(page.getByRole('heading', { level: 1 }), 'Links');
+  });
+
+  it('loading a page logs no error in the console, and the icon is served (never a short code)', async () => {
+    await signUpAndLogIn('console');
+    const errors: string[] = [];
+    page.on('console', (message) => {
+      if (message.type() === 'error') errors.push(message.text());
+    });
+    page.on('pageerror', (error) => errors.push(error.message));
+    const failed: string[] = [];
+    page.on('response', (response) => {
+      if (response.status() >= 400) failed.push(`${response.status()} ${response.url()}`);
+    });
+    for (const path of ['/app/links', '/app/executions', '/app/channels']) {
+      await page.goto(at(path));
+      await page.getByRole('heading', { level: 1 }).waitFor();
+      await page.waitForLoadState('networkidle');
+    }
+    const href = await page.locator('link[rel="icon"]').evaluate((link) => (link as unknown as { href: string }).href);
+    const icon = await page.evaluate(async (url) => {
+      const response = await fetch(url);
+      return { href: url, status: response.status, type: response.headers.get('content-type') };
+    }, href);
+    expect(icon).toEqual({ href: at('/favicon.ico'), status: 200, type: 'image/x-icon' });
+    expect(failed).toEqual([]);
+    expect(errors).toEqual([]);
   });
 
   it('pages whose API is not there yet say so; admin pages are for admins only', async () => {
@@ -250,7 +253,7 @@ describe.skipIf(!available)('web client in Chromium', () => {
 
   it('works on a phone-sized screen (375 px) without sideways scrolling', async () => {
     await context.close();
-    context = await browser.newContext({ viewport: { width: 375, height: 740 }, isMobile: true, hasTouch: true });
+    context = await e2e.browser.newContext({ viewport: { width: 375, height: 740 }, isMobile: true, hasTouch: true });
     page = await context.newPage();
     const code = `ph${String(process.pid).slice(-4)}abcd`;
     await signUpAndLogIn('phone');
@@ -262,6 +265,56 @@ describe.skipIf(!available)('web client in Chromium', () => {
     const overflow = await page.evaluate<number>('document.documentElement.scrollWidth - window.innerWidth');
     expect(overflow).toBeLessThanOrEqual(0);
     await screenshot(page, 'links-phone');
+  });
+
+  it('my links, all links for an admin, search and sort, on the desktop and 390 px wide', async () => {
+    const tag = String(process.pid).slice(-4);
+    const owner = await signUpAndLogIn('mine');
+    const create = async (shortCode: string, target: string) => {
+      await page.getByLabel('Target URL').fill(target);
+      await page.getByLabel('Short code').fill(shortCode);
+      await page.getByRole('button', { name: 'Create short link' }).click();
+      await linkCard(shortCode).waitFor();
+    };
+    await create(`my${tag}aa`, at(`/health?${owner}=first`));
+    await create(`my${tag}bb`, at(`/health?${owner}=second`));
+    await hasText(page.getByRole('heading', { name: 'My links' }), 'My links');
+    // Newest first by default; the other user's links are not listed.
+    await containsText(page.locator('ul.cards').getByRole('listitem').first(), `my${tag}bb`);
+    await isGone(page.getByRole('button', { name: 'All links' }));
+
+    // Search by a piece of the URL, then sort oldest first.
+    await page.getByLabel('Search links').fill(`${owner}=first`);
+    await page.getByRole('button', { name: 'Search', exact: true }).click();
+    await isGone(linkCard(`my${tag}bb`));
+    await linkCard(`my${tag}aa`).waitFor();
+    await page.getByRole('button', { name: 'Clear' }).click();
+    await linkCard(`my${tag}bb`).waitFor();
+    await page.getByLabel('Sort').selectOption('created_at');
+    await containsText(page.locator('ul.cards').getByRole('listitem').first(), `my${tag}aa`);
+    await screenshot(page, 'links-search-sort');
+
+    // At 390 px wide everything fits without sideways scrolling.
+    await page.setViewportSize({ width: 390, height: 780 });
+    const overflow = await page.evaluate<number>('document.documentElement.scrollWidth - window.innerWidth');
+    expect(overflow).toBeLessThanOrEqual(0);
+    await screenshot(page, 'links-search-phone');
+
+    // An administrator sees only their own links at first, everyone's under "All links".
+    await page.getByRole('button', { name: 'Log out' }).click();
+    await page.waitForURL(at('/app/login'));
+    await logInHere(ADMIN.username, ADMIN.password);
+    await page.waitForURL(at('/app/links'));
+    await isGone(linkCard(`my${tag}aa`));
+    await page.getByRole('button', { name: 'All links' }).click();
+    await hasText(page.getByRole('heading', { level: 2, name: 'All links' }), 'All links');
+    await page.getByLabel('Search links').fill(`my${tag}`);
+    await page.getByRole('button', { name: 'Search', exact: true }).click();
+    await linkCard(`my${tag}aa`).waitFor();
+    await linkCard(`my${tag}bb`).waitFor();
+    const wide = await page.evaluate<number>('document.documentElement.scrollWidth - window.innerWidth');
+    expect(wide).toBeLessThanOrEqual(0);
+    await screenshot(page, 'links-all-admin-phone');
   });
 
   it('an admin changes password_min_length and registration follows it', async () => {

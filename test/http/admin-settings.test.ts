@@ -23,6 +23,7 @@ const DEFAULTS = {
   max_login_attempts: 5,
   lockout_duration_minutes: 15,
   ...RATE_LIMIT_DEFAULTS,
+  link_write_policy: 'open',
 };
 
 describe.each(BACKENDS)('GET/PATCH /api/v1/admin/settings on $name', (backend) => {
@@ -86,6 +87,9 @@ describe.each(BACKENDS)('GET/PATCH /api/v1/admin/settings on $name', (backend) =
         [{ rate_limit_redirects_window_seconds: 86_401 }, /rate_limit_redirects_window_seconds/],
         [{ rate_limit_auth_limit: 2.5 }, /rate_limit_auth_limit/],
         [{ rate_limit_uploads_limit: 5 }, /rate_limit_uploads_limit/],
+        [{ link_write_policy: 'closed' }, /link_write_policy/],
+        [{ link_write_policy: 1 }, /link_write_policy/],
+        [{ link_write_policy: null }, /link_write_policy/],
         [[1], /body/],
       ];
       for (const [body, field] of cases) expectError(await patch(admin.headers, body), 422, field);
@@ -124,6 +128,7 @@ describe('runtime setting defaults from the environment', () => {
       LOCKOUT_DURATION_MINUTES: '60',
       RATE_LIMIT_WRITES_LIMIT: '120',
       RATE_LIMIT_WRITES_WINDOW_S: '30',
+      LINK_WRITE_POLICY: 'owned',
     },
     { accounts: true },
   );
@@ -135,6 +140,7 @@ describe('runtime setting defaults from the environment', () => {
       ...RATE_LIMIT_DEFAULTS,
       rate_limit_writes_limit: 120,
       rate_limit_writes_window_seconds: 30,
+      link_write_policy: 'owned',
     };
     expect(response.json()).toEqual({
       password_min_length: 10,

@@ -320,7 +320,16 @@ describe.each(BACKENDS)('health, errors and OpenAPI on $name', (backend) => {
       const schema = spec.components.schemas.UrlMappingRead as Json;
       expect(schema.type).toBe('object');
       expect([...schema.required].sort()).toEqual(['click_count', 'code', 'created_at', 'id', 'url']);
-      expect(Object.keys(schema.properties).sort()).toEqual(['click_count', 'code', 'created_at', 'id', 'url']);
+      // Besides the spec's five, the optional owner (issue 14), shown to owners and administrators only.
+      expect(Object.keys(schema.properties).sort()).toEqual([
+        'click_count',
+        'code',
+        'created_at',
+        'id',
+        'owner',
+        'url',
+      ]);
+      expect(schema.properties.owner.type).toBe('integer');
       expect(schema.properties.id.type).toBe('integer');
       expect(schema.properties.id.minimum).toBeUndefined();
       expect(schema.properties.id.maximum).toBeUndefined();

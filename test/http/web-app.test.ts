@@ -74,6 +74,21 @@ describe('web client routes', () => {
     expectError(await app.inject({ url: '/app/..%2f..%2fetc%2fpasswd.txt' }), 403);
   });
 
+  // The path forms of @fastify/static's 2026 advisories (scripts/advisories.json): never a file
+  // outside the build, always {detail}.
+  it.each([
+    '/app/assets/../../package.json',
+    '/app/assets/%2e%2e/%2e%2e/package.json',
+    '/app/assets/%2E%2E%2f%2E%2E%2fpackage.json',
+    '/app/./assets/../../../package.json',
+    '/app//..//..//package.json',
+    '/app/assets/..%5c..%5cpackage.json',
+  ])('a traversal in any spelling never leaves the build: %s', async (url) => {
+    const response = await app.inject({ url });
+    expect([403, 404], response.body).toContain(response.statusCode);
+    expect(Object.keys(response.json<object>())).toEqual(['detail']);
+  });
+
   it('without a build, /app/ answers 503 saying how to build it', async () => {
     expectError(await unbuilt.inject({ url: '/app/links' }), 503, 'The web client is not built; run npm run build');
     expect((await unbuilt.inject({ url: '/' })).statusCode).toBe(302);

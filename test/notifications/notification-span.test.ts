@@ -108,8 +108,17 @@ describe('notification spans', () => {
 
     // One trace: the request, the executor, the notification.
     const request = spans().find(
-      (s) => s.kind === SpanKind.SERVER && s.attributes['http.route'] === '/execute' && s.name === 'POST /execute',
+      // The accepted one: the refused POST /execute above has a server span of its own (401).
+      (s) =>
+        s.kind === SpanKind.SERVER &&
+        s.attributes['http.route'] === '/execute' &&
+        s.name === 'POST /execute' &&
+        s.attributes['http.response.status_code'] === 202,
     );
+    const refused = spans().find(
+      (s) => s.name === 'POST /execute' && s.attributes['http.response.status_code'] === 401,
+    );
+    expect(refused?.kind).toBe(SpanKind.SERVER);
     expect(
       request,
       spans()

@@ -9,6 +9,7 @@ import { JwtCodec } from '../../src/adapters/auth/jwt.js';
 import { createSecurityMetrics } from '../../src/adapters/auth/security-metrics.js';
 import { KyselyAuthStateStore } from '../../src/adapters/storage/kysely-auth-state-store.js';
 import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
+import { KyselyApiKeyRepository } from '../../src/adapters/storage/kysely-api-key-repository.js';
 import { KyselyUserRepository } from '../../src/adapters/storage/kysely-user-repository.js';
 import { migrateToLatest } from '../../src/adapters/storage/migrations.js';
 import type { PasswordHasher } from '../../src/ports/password-hasher.js';
@@ -44,7 +45,8 @@ describe('AuthService login timing', () => {
     const clock = new ManualClock();
     hasher = new RecordingHasher(new BcryptPasswordHasher(4));
     auth = new AuthService({
-      users: new KyselyUserRepository(database.db),
+      users: new KyselyUserRepository(database.db, database.dialect),
+      apiKeys: new KyselyApiKeyRepository(database.db),
       passwords: hasher,
       state: new KyselyAuthStateStore(database.db, clock),
       settings: { current: () => ({ password_min_length: 8, max_login_attempts: 5, lockout_duration_minutes: 15 }) },

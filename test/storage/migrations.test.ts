@@ -1,7 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
+import { KyselyApiKeyRepository } from '../../src/adapters/storage/kysely-api-key-repository.js';
+import { KyselyUserRepository } from '../../src/adapters/storage/kysely-user-repository.js';
 import { migrateToLatest } from '../../src/adapters/storage/migrations.js';
+import { KyselyUrlMappingRepository } from '../../src/adapters/storage/kysely-url-mapping-repository.js';
+import { sql } from 'kysely';
 import { BACKENDS, type TestDatabase, testConfig } from '../helpers/backends.js';
 import {
   buildFromFixture,
@@ -78,4 +82,61 @@ describe.each(BACKENDS)('migrations on $name', (backend) => {
     ]);
     expect(await describeSchema(database.db, database.dialect)).toEqual(today.schema);
   });
+
+  it.skipIf(!backend.available)(
+    '0065 to 0067 keep the users a 0052 database had: enabled, and able to hold API keys',
+    async () => {
+      const database = await emptyDatabase();
+      await buildFromFixture(database.db, fixture);
+      const at = '2024-05-06T07:08:09Z';
+      await database.db
+        .insertInto('users')
+        .values({
+          username: 'old_admin',
+          email: 'old@example.com',
+          role: 'admin',
+          password_hash: 'x',
+          created_at: at,
+          updated_at: at,
+        } as never)
+        .execute();
+      await migrateToLatest(database.db, database.dialect);
+      const users = new KyselyUserRepository(database.db, database.dialect);
+      const user = await users.findByUsername('old_admin');
+      expect(user).toMatchObject({
+        role: 'admin',
+        disabled: false,
+        sessions_not_before: null,
+        email: 'old@example.com',
+        password_hash: 'x',
+      });
+      const key = await new KyselyApiKeyRepository(database.db).create({
+        user_id: user!.id,
+        name: 'after the upgrade',
+        prefix: 'us_abcdefgh',
+        key_hash: 'f'.repeat(64),
+        created_at: at,
+        expires_at: null,
+      });
+      expect(key.user_id).toBe(user!.id);
+    },
+  );
+
+  it.skipIf(!backend.available)(
+    'mappings stored at 0052 keep their data, have no owner, and are found by search after 0060 and 0061',
+    async () => {
+      const database = await emptyDatabase();
+      await buildFromFixture(database.db, fixture);
+      await sql`INSERT INTO url_mappings (code, url, created_at, click_count)
+        VALUES ('Before1', 'https://example.com/kept-through-0061', '2024-01-01T00:00:00Z', 4)`.execute(database.db);
+      expect((await migrateToLatest(database.db, database.dialect)).applied).toEqual(
+        expect.arrayContaining(['0060_url_mapping_owners', '0061_url_mapping_search']),
+      );
+      const repo = new KyselyUrlMappingRepository(database.db as never, database.dialect);
+      const kept = { code: 'Before1', url: 'https://example.com/kept-through-0061', click_count: 4, owner: null };
+      expect(await repo.findByCode('Before1')).toMatchObject(kept);
+      expect(await repo.list({ q: 'KEPT-through' })).toMatchObject([kept]);
+      expect(await repo.list({ owner: null, q: 'before1', limit: 5 })).toMatchObject([kept]);
+    },
+  );
 });

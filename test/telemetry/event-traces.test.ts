@@ -54,13 +54,22 @@ function oneSpan(description: string, match: (s: ReadableSpan) => boolean): Prom
   });
 }
 
+/**
+ * The producer span of the event's first publication. A re-publication from the dead-letter
+ * manager has a producer span too, for the same event, started later.
+ */
 const producerOf = (eventType: string, executionId: string, eventIds: Map<string, string>) =>
-  oneSpan(`producer of ${eventType}`, (s) => {
-    return (
-      s.kind === SpanKind.PRODUCER &&
-      s.attributes['event.type'] === eventType &&
-      s.attributes['event.id'] === eventIds.get(`${executionId}/${eventType}`)
-    );
+  eventually(() => {
+    const found = spans()
+      .filter(
+        (s) =>
+          s.kind === SpanKind.PRODUCER &&
+          s.attributes['event.type'] === eventType &&
+          s.attributes['event.id'] === eventIds.get(`${executionId}/${eventType}`),
+      )
+      .sort((a, b) => (a.startTime[0] - b.startTime[0]) * 1e9 + (a.startTime[1] - b.startTime[1]));
+    if (found.length === 0) throw new Error(`no producer span of ${eventType} yet`);
+    return found[0]!;
   });
 
 const consumerOf = (eventId: string, group: string) =>
@@ -140,6 +149,32 @@ describe.each(VARIANTS)('event traces across $name', (variant) => {
     },
   );
 
+  /** Dead letters as a consumer of the dead-letter queue receives them. */
+  const deadLetterDeliveries: BusMessage[] = [];
+  useTestConsumer(
+    t,
+    { attempts: 1, backoffMs: 20, maxBackoffMs: 40 },
+    {
+      group: 'trace-dlq-watch',
+      topics: [TOPICS.deadLetter],
+      startAt: 'latest',
+      deadLetter: false,
+      handle: async (message) => {
+        deadLetterDeliveries.push(message);
+      },
+    },
+  );
+
+  /** The headers of the first dead letter of event `eventId`. */
+  const deadLetterHeaders = (eventId: string) =>
+    eventually(() => {
+      const found = deadLetterDeliveries.find(
+        (m) => (m.envelope.payload as { original: { event_id: string } }).original.event_id === eventId,
+      );
+      if (!found) throw new Error(`no dead letter of ${eventId} yet`);
+      return found.headers;
+    });
+
   /** `POST /execute`; the execution id. */
   async function execute(script: string, headers: Record<string, string> = {}): Promise<string> {
     const response = await jsonPost(
@@ -197,8 +232,14 @@ describe.each(VARIANTS)('event traces across $name', (variant) => {
       expect(server.kind).toBe(SpanKind.SERVER);
       expect(server.name).toBe('POST /execute');
       expect(server.attributes).toMatchObject({ 'execution.language': 'javascript', 'execution.script.length': 5 });
-      expect(producer.name).toBe('execution_events publish');
+      // OpenTelemetry messaging conventions: `<operation> <destination>`, the bus's system.
+      const system = variant.nats ? 'nats' : 'urlshortener.embedded_log';
+      expect(producer.name).toBe('publish execution_events');
+      expect(producer.kind).toBe(SpanKind.PRODUCER);
       expect(producer.attributes).toMatchObject({
+        'messaging.system': system,
+        'messaging.operation.name': 'publish',
+        'messaging.operation.type': 'send',
         'messaging.destination.name': 'execution_events',
         'messaging.message.id': requestedId,
         'event.type': 'execution.requested',
@@ -208,18 +249,26 @@ describe.each(VARIANTS)('event traces across $name', (variant) => {
         const consumer = await consumerOf(requestedId, group);
         expect(parentId(consumer), group).toBe(spanId(producer));
         expect(traceId(consumer)).toBe(traceId(server));
-        expect(consumer.name).toBe('execution_events process');
+        expect(consumer.name).toBe('process execution_events');
         expect(consumer.attributes).toMatchObject({
           'event.id': requestedId,
           'event.type': 'execution.requested',
+          'messaging.system': system,
+          'messaging.operation.name': 'process',
+          'messaging.operation.type': 'process',
+          'messaging.consumer.group.name': group,
           'messaging.destination.name': 'execution_events',
           'messaging.destination.partition.id': expect.any(String),
-          'messaging.offset': expect.any(Number),
+          'messaging.message.id': requestedId,
+          'urlshortener.message.offset': expect.any(Number),
         });
+        expect(consumer.attributes).not.toHaveProperty('messaging.offset');
       }
 
       const headers = await wireHeaders(requestedId);
-      for (const name of ['event_type', 'service', 'traceparent', 'tracestate']) expect(headers).toHaveProperty(name);
+      // No tracestate came in, so none goes on (W3C: no empty header).
+      for (const name of ['event_type', 'service', 'traceparent']) expect(headers).toHaveProperty(name);
+      expect(headers).not.toHaveProperty('tracestate');
       expect(headers.event_type).toBe('execution.requested');
       expect(headers.service).toBe('urlshortener');
       expect(headers.traceparent).toBe(traceparentOf(producer));
@@ -310,9 +359,25 @@ describe.each(VARIANTS)('event traces across $name', (variant) => {
         return found.sort((a, b) => (a.startTime[0] - b.startTime[0]) * 1e9 + (a.startTime[1] - b.startTime[1]));
       });
       const [firstDlq, secondDlq] = dlqSpans as [ReadableSpan, ReadableSpan];
-      // The dead letter carried the original headers: dlq.consume continues the request's trace.
+      // The dead letter is published from the failing consumer span, in a producer span of its
+      // own: dlq.consume is that span's child, in the request's trace.
+      const deadLetterProducers = await eventually(() => {
+        const found = spans().filter((s) => s.kind === SpanKind.PRODUCER && s.name === 'publish dead_letter_queue');
+        expect(found.filter((s) => traceId(s) === traceId(producer)).length).toBeGreaterThanOrEqual(2);
+        return found;
+      });
+      const firstDeadLetter = deadLetterProducers.find((s) => spanId(s) === parentId(firstDlq))!;
+      expect(firstDeadLetter, 'dlq.consume is a child of the dead-letter producer span').toBeDefined();
+      expect(firstDeadLetter.attributes).toMatchObject({
+        'messaging.operation.name': 'publish',
+        'messaging.destination.name': 'dead_letter_queue',
+        'event.type': 'dead_letter',
+      });
+      const failedConsumer = spans().find((s) => spanId(s) === parentId(firstDeadLetter))!;
+      expect(failedConsumer.kind).toBe(SpanKind.CONSUMER);
+      expect(failedConsumer.attributes['messaging.consumer.group.name']).toBe(FLAKY_GROUP);
+      expect(parentId(failedConsumer)).toBe(spanId(producer));
       expect(traceId(firstDlq)).toBe(traceId(producer));
-      expect(parentId(firstDlq)).toBe(spanId(producer));
       expect(firstDlq.kind).toBe(SpanKind.CONSUMER);
       expect(firstDlq.attributes).toMatchObject({
         'dlq.original.topic': 'execution_events',
@@ -320,15 +385,27 @@ describe.each(VARIANTS)('event traces across $name', (variant) => {
         'dlq.original.event_type': 'execution.requested',
         'dlq.decision': 'retry',
       });
+      // The dead letter's own headers describe it (event_type = its envelope's); the letter
+      // recorded for admins keeps the original message's headers, which its payload carried.
+      const deadLetterMessage = await deadLetterHeaders(requestedId);
+      expect(deadLetterMessage).toMatchObject({
+        event_type: 'dead_letter',
+        traceparent: traceparentOf(firstDeadLetter),
+      });
       expect(JSON.parse(statuses[0]!.headers)).toMatchObject({ traceparent: traceparentOf(producer) });
 
-      // The retried message carries dlq.consume's context; its handling continues the trace.
+      // The re-publication is a producer span, child of dlq.consume, and the retried message carries it.
+      const republished = spans().find(
+        (s) =>
+          s.kind === SpanKind.PRODUCER && s.name === 'publish execution_events' && parentId(s) === spanId(firstDlq),
+      )!;
+      expect(republished, 'the re-publication has a producer span').toBeDefined();
       expect(flakyDeliveries.filter((m) => m.envelope.event_id === requestedId)).toHaveLength(4);
       const retried = flakyDeliveries.filter((m) => m.envelope.event_id === requestedId)[2]!;
       expect(retried.headers).toMatchObject({
         event_type: 'execution.requested',
         service: 'urlshortener',
-        traceparent: traceparentOf(firstDlq),
+        traceparent: traceparentOf(republished),
       });
       const flakySpans = await eventually(() => {
         const found = spans().filter(
@@ -338,11 +415,21 @@ describe.each(VARIANTS)('event traces across $name', (variant) => {
         expect(found).toHaveLength(2);
         return found;
       });
-      expect(flakySpans.map((s) => parentId(s)).sort()).toEqual([spanId(producer), spanId(firstDlq)].sort());
+      expect(flakySpans.map((s) => parentId(s)).sort()).toEqual([spanId(producer), spanId(republished)].sort());
       expect(flakySpans.every((s) => traceId(s) === traceId(producer))).toBe(true);
-      // The second dead letter comes from the retried delivery: its dlq.consume is a child of the first.
+      // The second dead letter comes from the retried delivery: dlq.consume, its dead-letter
+      // producer span, the retried delivery's consumer span, the re-publication, the first dlq.consume.
       expect(traceId(secondDlq)).toBe(traceId(producer));
-      expect(parentId(secondDlq)).toBe(spanId(firstDlq));
+      const ancestry = (span: ReadableSpan): string[] => {
+        const parent = spans().find((s) => spanId(s) === parentId(span));
+        return parent === undefined ? [] : [parent.name, ...ancestry(parent)];
+      };
+      expect(ancestry(secondDlq).slice(0, 4)).toEqual([
+        'publish dead_letter_queue',
+        'process execution_events',
+        'publish execution_events',
+        'dlq.consume',
+      ]);
       expect(secondDlq.attributes['dlq.decision']).toBe('park');
     },
   );

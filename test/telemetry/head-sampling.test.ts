@@ -15,7 +15,9 @@ const tracing = startTracing(testConfig('sqlite::memory:', { TRACING_SAMPLING_RA
 });
 
 import { setTimeout as sleep } from 'node:timers/promises';
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import net, { type AddressInfo } from 'node:net';
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
+import { FastRedirect } from '../../src/http/fast-redirect.js';
 import { PromiseContextManager } from '../../src/adapters/telemetry/promise-context-manager.js';
 import { RootSampling, rootSampling } from '../../src/adapters/telemetry/root-sampling.js';
 import { AdaptiveSampler, RatioSampler, traceIdFraction, withParent } from '../../src/adapters/telemetry/samplers.js';
@@ -124,6 +126,19 @@ describe('PromiseContextManager', () => {
   });
 });
 
+/** One GET over a bare socket, no client instrumentation involved: the raw answer. */
+function rawGet(port: number, path: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect({ host: '127.0.0.1', port });
+    let received = '';
+    socket.setEncoding('latin1');
+    socket.on('data', (chunk: string) => (received += chunk));
+    socket.on('error', reject);
+    socket.on('end', () => resolve(received));
+    socket.write(`GET ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`);
+  });
+}
+
 describe('requests with tracing at a rate that keeps no new trace', () => {
   const sqliteBackend = BACKENDS.find((b) => b.name === 'sqlite')!;
   let database: TestDatabase;
@@ -181,6 +196,28 @@ describe('requests with tracing at a rate that keeps no new trace', () => {
     expect(exporter.getFinishedSpans().filter((s) => s.kind === SpanKind.SERVER)).toEqual([]);
     expect(exporter.getFinishedSpans().filter((s) => s.name.startsWith('INSERT'))).toEqual([]);
     expect(seen).toEqual([{ traceId: undefined, flags: undefined, afterAwait: undefined, recording: undefined }]);
+  });
+
+  it('over HTTP, a redirect whose new trace is dropped is answered by the fast path: no span at all', async () => {
+    const body = newMapping(nextCode);
+    expect((await service.app.inject({ method: 'POST', url: '/shorten', payload: body })).statusCode).toBe(201);
+    await service.app.listen({ host: '127.0.0.1', port: 0 });
+    const { port } = service.app.server.address() as AddressInfo;
+    const answered = vi.spyOn(FastRedirect.prototype, 'redirect');
+    try {
+      for (let i = 0; i < 3; i++) {
+        // A bare socket: fetch would send the `traceparent` of its own (dropped) client span.
+        const answer = await rawGet(port, `/${body.code}`);
+        expect(answer).toMatch(/^HTTP\/1\.1 302 Found\r\n/);
+        expect(answer).toContain(`\r\nlocation: ${body.url}\r\n`);
+      }
+      expect(answered).toHaveBeenCalledTimes(3);
+    } finally {
+      answered.mockRestore();
+    }
+    await tracing.forceFlush();
+    expect(exporter.getFinishedSpans().filter((s) => s.kind === SpanKind.SERVER)).toEqual([]);
+    expect(exporter.getFinishedSpans().filter((s) => s.name.startsWith('SELECT'))).toEqual([]);
   });
 
   it('a sampled incoming traceparent is followed: a recording server span, active across awaits, statements below it', async () => {

@@ -49,7 +49,7 @@ function rawRequest(
       const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(received)?.[1]);
       resolve({ status, body: received.slice(received.indexOf('\r\n\r\n') + 4) });
     });
-    const lines = [`${method} ${path} HTTP/1.1`, 'Host: 127.0.0.1', 'Connection: close'];
+    const lines = [`${method} ${path} HTTP/1.1`, `Host: 127.0.0.1:${port}`, 'Connection: close'];
     for (const [name, value] of Object.entries(headers)) lines.push(`${name}: ${value}`);
     if (body !== undefined) lines.push('Content-Type: application/json', `Content-Length: ${Buffer.byteLength(body)}`);
     // Not end(): a half-closed socket may be closed by the server before it answers.
@@ -80,8 +80,9 @@ afterAll(async () => {
   await tracing.shutdown();
 });
 
-for (const backend of BACKENDS) {
-  describe(`request spans on ${backend.name}`, () => {
+// The redirect fast path (REDIRECT_FAST_PATH) hands a sampled request to its route: both ways, the same spans.
+for (const [backend, fastPath] of BACKENDS.flatMap((b) => [[b, 'true'] as const, [b, 'false'] as const])) {
+  describe(`request spans on ${backend.name} (REDIRECT_FAST_PATH=${fastPath})`, () => {
     let database: TestDatabase;
     let service: Service;
     let port: number;
@@ -89,9 +90,10 @@ for (const backend of BACKENDS) {
     beforeAll(async () => {
       if (!backend.available) return;
       database = await backend.create();
-      service = await compose(testConfig(database.databaseUrl, { ...TRACING_ENV, RATE_LIMIT_ENABLED: 'true' }), {
-        logger: false,
-      });
+      service = await compose(
+        testConfig(database.databaseUrl, { ...TRACING_ENV, RATE_LIMIT_ENABLED: 'true', REDIRECT_FAST_PATH: fastPath }),
+        { logger: false },
+      );
       await service.app.listen({ host: '127.0.0.1', port: 0 });
       port = (service.app.server.address() as AddressInfo).port;
     });
@@ -115,7 +117,12 @@ for (const backend of BACKENDS) {
         expect(server.name).toBe('POST /shorten');
         expect(server.attributes).toMatchObject({
           'http.route': '/shorten',
+          'http.request.method': 'POST',
           'http.response.status_code': 201,
+          'url.scheme': 'http',
+          'url.path': '/shorten',
+          'server.address': '127.0.0.1',
+          'server.port': port,
           'client.address': '127.0.0.1',
           'ratelimit.allowed': true,
           'ratelimit.limit': 60,
@@ -132,7 +139,9 @@ for (const backend of BACKENDS) {
         expect(insert!.spanContext().traceId).toBe(server.spanContext().traceId);
         expect(insert!.attributes).toMatchObject({
           'db.system.name': backend.name === 'postgres' ? 'postgresql' : 'sqlite',
+          'db.operation.name': 'INSERT',
           'db.collection.name': 'url_mappings',
+          'db.query.summary': 'INSERT url_mappings',
         });
         expect(String(insert!.attributes['db.query.text'])).toMatch(/^insert into "url_mappings"/);
         expect(String(insert!.attributes['db.query.text'])).not.toContain(body.url); // values stay out
@@ -142,13 +151,20 @@ for (const backend of BACKENDS) {
         expect(resolved.status).toBe(302);
         const redirect = await serverSpanFor(`/${body.code}`);
         expect(redirect.name).toBe('GET /:code');
-        expect(redirect.attributes['http.route']).toBe('/:code');
+        expect(redirect.attributes).toMatchObject({
+          'http.route': '/:code',
+          'http.response.status_code': 302,
+          'ratelimit.allowed': true,
+          'ratelimit.policy': 'redirects',
+        });
+        expect(spans().filter((s) => s.name === 'GET /:code')).toHaveLength(1);
         expect(childrenOf(redirect).map((s) => s.name)).toContain('SELECT url_mappings');
         const select = childrenOf(redirect).find((s) => s.name === 'SELECT url_mappings')!;
         expect(select.attributes).toMatchObject({
           'db.system.name': backend.name === 'postgres' ? 'postgresql' : 'sqlite',
           'db.operation.name': 'SELECT',
           'db.collection.name': 'url_mappings',
+          'db.query.summary': 'SELECT url_mappings',
           'db.response.returned_rows': 1,
         });
         expect(String(select.attributes['db.query.text'])).toMatch(/^select .*url_mappings.* where .*code.* = \?|\$1/i);
@@ -210,6 +226,24 @@ describe('trace context', () => {
     expect(server.spanContext().traceId).toBe(traceId);
     expect(server.parentSpanContext?.spanId).toBe(parentId);
     expect(server.parentSpanContext?.isRemote).toBe(true);
+  });
+
+  it('(REDIRECT_FAST_PATH on, the default) a redirect with an incoming traceparent: one server span, its child, the clicked code counted once', async () => {
+    const traceId = '1bf7651916cd43dd8448eb211c80319c';
+    const parentId = 'c7ad6b7169203331';
+    const body = newMapping(nextCode);
+    expect((await rawRequest(port, 'POST', '/shorten', {}, JSON.stringify(body))).status).toBe(201);
+    const response = await rawRequest(port, 'GET', `/${body.code}`, { traceparent: `00-${traceId}-${parentId}-01` });
+    expect(response.status).toBe(302);
+    const server = await serverSpanFor(`/${body.code}`);
+    expect(server.name).toBe('GET /:code');
+    expect(server.spanContext().traceId).toBe(traceId);
+    expect(server.parentSpanContext?.spanId).toBe(parentId);
+    expect(spans().filter((s) => s.name === 'GET /:code')).toHaveLength(1);
+    const listed = (await service.app.inject({ method: 'GET', url: '/urls' })).json<
+      { code: string; click_count: number }[]
+    >();
+    expect(listed.find((m) => m.code === body.code)?.click_count).toBe(1);
   });
 
   const invalid = {

@@ -11,7 +11,7 @@ export function createSecurityMetrics(registry: Registry): SecurityMetrics {
   });
   const login = new Counter({
     name: 'login_failures_total',
-    help: 'Refused login attempts: invalid_credentials (401) or locked (423).',
+    help: 'Refused login attempts: invalid_credentials (401), locked (423) or throttled (429, too many failures from the address).',
     labelNames: ['reason'],
     registers: [registry],
   });
@@ -22,7 +22,7 @@ export function createSecurityMetrics(registry: Registry): SecurityMetrics {
   });
   // Known label values start at 0, so rates and alerts work before the first failure.
   for (const reason of ['missing_header', 'token_mismatch', 'invalid_signature']) csrf.inc({ reason }, 0);
-  for (const reason of ['invalid_credentials', 'locked']) login.inc({ reason }, 0);
+  for (const reason of ['invalid_credentials', 'locked', 'throttled']) login.inc({ reason }, 0);
   return {
     csrfFailure: (reason) => csrf.inc({ reason }),
     loginFailure: (reason) => login.inc({ reason }),

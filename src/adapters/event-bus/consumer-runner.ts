@@ -3,7 +3,7 @@ import { createEvent, EVENT_TYPES, TOPICS } from '../../domain/events.js';
 import type { BusMessage, EventBus, Subscription } from '../../ports/event-bus.js';
 import type { ConsumerDefinition } from '../../ports/event-consumer.js';
 import type { EventMetrics } from '../../ports/event-metrics.js';
-import { inMessageSpan } from '../telemetry/message-tracing.js';
+import { inMessageSpan, inProducerSpan } from '../telemetry/message-tracing.js';
 
 export interface RetryPolicy {
   /** Attempts before the message goes to the dead-letter queue. */
@@ -19,8 +19,10 @@ export interface ConsumerLogger {
 
 /**
  * Runs consumers on the bus: each message inside a consumer span that continues the
- * publisher's trace, retried with backoff, then sent to `dead_letter_queue` with its original
- * headers and the error.
+ * publisher's trace, retried with backoff, then sent to `dead_letter_queue` with the error, from
+ * a producer span inside the consumer span, so the dead letter stays in the original trace. Its
+ * headers describe it like any message's: `event_type` is its envelope's (`dead_letter`); the
+ * original event, its type included, is in the payload.
  */
 export class ConsumerRunner {
   private readonly subscriptions: Subscription[] = [];
@@ -59,8 +61,7 @@ export class ConsumerRunner {
   }
 
   private handle(consumer: ConsumerDefinition, message: BusMessage): Promise<void> {
-    const name = consumer.spanName ?? `${message.topic} process`;
-    return inMessageSpan(name, message, { 'messaging.consumer.group.name': consumer.group }, async (span) => {
+    return inMessageSpan(consumer.spanName, message, this.bus.system, consumer.group, async (span) => {
       for (let attempt = 1; ; attempt++) {
         try {
           await consumer.handle(message, span);
@@ -92,14 +93,18 @@ export class ConsumerRunner {
       attempts,
       error: { name: error.name, message: error.message },
       original: message.envelope,
+      headers: message.headers,
     };
     const event = createEvent(EVENT_TYPES.deadLettered, payload, {
       service: this.service,
       topic: TOPICS.deadLetter,
       key: message.envelope.event_id,
     });
-    // The original headers travel with it, so the dead-letter manager continues the original trace.
-    await this.bus.publish(TOPICS.deadLetter, event.key, message.headers, event.envelope);
+    // Published from the consumer span: the dead-letter manager continues the original trace.
+    const traced = { topic: TOPICS.deadLetter, eventId: event.envelope.event_id, eventType: event.envelope.event_type };
+    await inProducerSpan(traced, this.service, this.bus.system, (headers) =>
+      this.bus.publish(TOPICS.deadLetter, event.key, headers, event.envelope),
+    );
     this.metrics.deadLettered(message.topic, consumer.group);
     this.logger.warn(
       { event_id: message.envelope.event_id, topic: message.topic, group: consumer.group, attempts, err: error },

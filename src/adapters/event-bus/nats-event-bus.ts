@@ -78,6 +78,7 @@ const maxAckPending = (options: SubscribeOptions) =>
 
 export class NatsEventBus implements EventBus {
   readonly partitions: number;
+  readonly system = 'nats';
   private readonly streams = new Map<string, Promise<void>>();
   private readonly subscriptions = new Set<Subscription>();
   private readonly connecting: Promise<Connection>;
@@ -110,6 +111,11 @@ export class NatsEventBus implements EventBus {
    */
   static open(options: NatsEventBusOptions): NatsEventBus {
     return new NatsEventBus(options);
+  }
+
+  /** Resolves once the first connection is made (never, while the broker stays away). */
+  firstConnection(): Promise<void> {
+    return this.connecting.then(() => undefined);
   }
 
   /** Opens the bus and waits for the first connection. */

@@ -13,7 +13,7 @@ import type { DatabaseSchema } from '../storage/schema.js';
  */
 export interface TransactionalLog {
   /** Appends inside `trx`; the returned function is to be called once `trx` has committed. */
-  appendInTransaction(trx: Kysely<DatabaseSchema>, messages: readonly OutgoingMessage[]): Promise<() => void>;
+  appendInTransaction(trx: Kysely<DatabaseSchema>, messages: readonly EncodedMessage[]): Promise<() => void>;
 }
 
 export interface TransactionalOutboxOptions {
@@ -25,7 +25,14 @@ export interface TransactionalOutboxOptions {
   readonly onPublished?: (topic: string, envelope: EventEnvelope) => void;
   /** Largest encoded envelope (UTF-8 bytes) a change may record; a larger one fails the change. No limit when unset. */
   readonly maxEventBytes?: number;
+  /** `messaging.system` of the producer spans: the bus the events go to (`EventBus.system`); `nats` by default. */
+  readonly messagingSystem?: string;
   readonly now?: () => number;
+}
+
+/** A message with its envelope encoded as JSON (once: the size check needs it, and so does the row). */
+export interface EncodedMessage extends OutgoingMessage {
+  readonly encoded: string;
 }
 
 /** What one change appended, and what to do once its transaction has committed. */
@@ -60,6 +67,7 @@ export class TransactionalOutbox {
   private readonly log: TransactionalLog | undefined;
   private readonly onPublished: (topic: string, envelope: EventEnvelope) => void;
   private readonly maxEventBytes: number;
+  private readonly messagingSystem: string;
   private readonly now: () => number;
 
   constructor(
@@ -70,6 +78,7 @@ export class TransactionalOutbox {
     this.log = options.log;
     this.onPublished = options.onPublished ?? (() => undefined);
     this.maxEventBytes = options.maxEventBytes ?? Number.POSITIVE_INFINITY;
+    this.messagingSystem = options.messagingSystem ?? 'nats';
     this.now = options.now ?? Date.now;
   }
 
@@ -80,24 +89,60 @@ export class TransactionalOutbox {
    */
   async append(trx: Kysely<DatabaseSchema>, events: readonly OutgoingEvent[]): Promise<Appended | undefined> {
     if (events.length === 0) return undefined;
-    const encoded = events.map((event) => this.encoded(event.envelope));
-    const messages = events.map((event) => ({
+    return this.appendMessages(trx, this.messages(events));
+  }
+
+  /**
+   * The messages of `events`, checked against the size limit, with their producer span and trace
+   * headers made now, in the caller's context (so make them in the context of the request they
+   * belong to).
+   */
+  messages(events: readonly OutgoingEvent[]): EncodedMessage[] {
+    return events.map((event) => ({
       topic: event.topic,
       key: event.key,
-      headers: producerHeaders(event, this.service),
+      headers: producerHeaders(
+        { topic: event.topic, eventId: event.envelope.event_id, eventType: event.envelope.event_type },
+        this.service,
+        this.messagingSystem,
+      ),
       envelope: event.envelope,
+      encoded: this.encoded(event.envelope),
     }));
+  }
+
+  private async appendMessages(trx: Kysely<DatabaseSchema>, messages: readonly EncodedMessage[]): Promise<Appended> {
     if (this.log) return { messages, committed: await this.log.appendInTransaction(trx, messages) };
-    const rows = messages.map((message, i) => ({
+    const rows = messages.map((message) => ({
       topic: message.topic,
       message_key: message.key,
       event_id: message.envelope.event_id,
       headers: JSON.stringify(message.headers),
-      envelope: encoded[i]!,
+      envelope: message.encoded,
       created_at: this.now(),
     }));
     await trx.insertInto('event_outbox').values(rows).execute();
     return { messages, committed: () => this.notify() };
+  }
+
+  /**
+   * Several changes in one transaction: `change` calls `record` with the messages of each change
+   * that wrote something (made by `messages`, each in its own request's context); they are
+   * appended together after it, in the same transaction, and handed over once it has committed.
+   */
+  async transactAll<T>(
+    db: Kysely<DatabaseSchema>,
+    change: (trx: Kysely<DatabaseSchema>, record: (messages: readonly EncodedMessage[]) => void) => Promise<T>,
+  ): Promise<T> {
+    let appended: Appended | undefined;
+    const result = await this.transactions(db, async (trx) => {
+      const recorded: EncodedMessage[] = [];
+      const written = await change(trx, (messages) => recorded.push(...messages));
+      if (recorded.length > 0) appended = await this.appendMessages(trx, recorded);
+      return written;
+    });
+    if (appended) this.handedOver(appended);
+    return result;
   }
 
   /**
@@ -117,12 +162,15 @@ export class TransactionalOutbox {
       if (written !== undefined && written !== null) appended = await this.append(trx, events(written));
       return written;
     });
-    if (appended) {
-      appended.committed();
-      // Straight into the log: handed over now (otherwise the relay says so when it is).
-      if (this.log) for (const m of appended.messages) this.onPublished(m.topic, m.envelope);
-    }
+    if (appended) this.handedOver(appended);
     return result;
+  }
+
+  /** After the commit: wakes the relay or the log's consumers. */
+  private handedOver(appended: Appended): void {
+    appended.committed();
+    // Straight into the log: handed over now (otherwise the relay says so when it is).
+    if (this.log) for (const m of appended.messages) this.onPublished(m.topic, m.envelope);
   }
 
   /** The envelope as JSON, checked against the size limit. */

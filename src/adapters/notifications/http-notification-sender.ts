@@ -1,3 +1,4 @@
+import { outgoingTraceHeaders } from '../telemetry/context-propagation.js';
 import { createHmac } from 'node:crypto';
 import http from 'node:http';
 import https from 'node:https';
@@ -20,6 +21,8 @@ export class DeliveryError extends Error {
     this.name = 'DeliveryError';
   }
 }
+
+const BASE_HEADERS = { 'content-type': 'application/json', 'user-agent': 'UrlShortener-Notifier/0.1' } as const;
 
 /**
  * POSTs a JSON body and succeeds on a 2xx answer only. Redirects are not followed (a 3xx is a
@@ -58,12 +61,7 @@ export function postJson(
       target,
       {
         method: 'POST',
-        headers: {
-          'content-type': 'application/json',
-          'content-length': Buffer.byteLength(body),
-          'user-agent': 'UrlShortener-Notifier/0.1',
-          ...headers,
-        },
+        headers: { ...BASE_HEADERS, 'content-length': Buffer.byteLength(body), ...outgoingTraceHeaders(), ...headers },
         ...(options.allowPrivate ? {} : { lookup: guardedLookup }),
       },
       (response) => {

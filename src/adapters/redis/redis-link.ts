@@ -123,7 +123,7 @@ export class RedisLink implements RedisCalls {
     this.away = true;
     this.options.logger.warn(
       { err: error.message },
-      'Redis is away: rate limits admit requests; sessions and lockouts are read from the database',
+      'Redis is away (check REDIS_URL if it lasts): rate limits admit requests; sessions and lockouts are read from the database',
     );
     // No request waits on a probe: a paused Redis is noticed back by these pings (a restarted
     // one also by its connections becoming ready).

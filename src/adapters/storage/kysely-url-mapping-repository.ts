@@ -1,6 +1,6 @@
 import { trace } from '@opentelemetry/api';
 import type SQLite from 'better-sqlite3';
-import { type Compilable, type Kysely, sql } from 'kysely';
+import { type Compilable, type Expression, type Kysely, sql, type SqlBool } from 'kysely';
 import { errors } from '../../domain/errors.js';
 import type { NewUrlMapping, UrlMapping, UrlMappingChanges } from '../../domain/url-mapping.js';
 import type { EventsFor } from '../../domain/events.js';
@@ -8,20 +8,19 @@ import type {
   ClickCompaction,
   CompactOptions,
   ListOptions,
+  OwnerGuard,
   RedirectTarget,
   UrlMappingRepository,
 } from '../../ports/url-mapping-repository.js';
 import type { TransactionalOutbox } from '../event-bus/outbox.js';
 import { type Dialect, isUniqueViolation } from './database.js';
 import { PreparedQuery } from './prepared-query.js';
+import { indexSearch, listMappings, READ_COLUMNS } from './url-mapping-list.js';
 import type { DatabaseSchema } from './schema.js';
 import { BatchedTargetLookup, type CodedTarget, SqliteTargetLookup } from './target-lookup.js';
+import { BatchedCreates } from './batched-creates.js';
 
-const COLUMNS = ['id', 'code', 'url', 'created_at', 'click_count'] as const;
-/** A mapping's count as every read shows it: what is folded into its row plus its pending deltas. */
-const CLICK_COUNT = sql<number>`url_mappings.click_count + COALESCE(
-  (SELECT d.delta FROM url_click_deltas AS d WHERE d.url_id = url_mappings.id), 0)`.as('click_count');
-const READ_COLUMNS = ['id', 'code', 'url', 'created_at', CLICK_COUNT] as const;
+const COLUMNS = ['id', 'code', 'url', 'created_at', 'click_count', 'owner_id as owner'] as const;
 /**
  * PostgreSQL advisory lock (any constant of our own) between compaction, which holds it alone,
  * and the updates and deletes of mappings, which share it: a compaction that folds a mapping's
@@ -43,9 +42,11 @@ type ClickDeltas = ReadonlyArray<readonly [id: number, delta: number]>;
  */
 export class KyselyUrlMappingRepository implements UrlMappingRepository {
   /** The insert of `POST /shorten`, built once: building it cost more than running it. */
-  private readonly insert: PreparedQuery<DatabaseSchema, UrlMapping, NewUrlMapping>;
+  private readonly insert: PreparedQuery<DatabaseSchema, UrlMapping, NewUrlMapping & { owner: number | null }>;
   /** The redirect path's lookup when no recording span wants its statement (see `findTarget`). */
   private readonly targets: SqliteTargetLookup | BatchedTargetLookup | undefined;
+  /** PostgreSQL: concurrent creates share a transaction (SQLite's writes share one by group commit). */
+  private readonly creates: BatchedCreates | undefined;
 
   /**
    * @param reader SQLite: a read-only connection to the same file (`Database.reader`), for the
@@ -62,23 +63,36 @@ export class KyselyUrlMappingRepository implements UrlMappingRepository {
         ? new BatchedTargetLookup((codes) => this.findTargets(codes))
         : reader && new SqliteTargetLookup(reader);
     this.insert = new PreparedQuery(db, (db, p) => {
-      const insert = db
-        .insertInto('url_mappings')
-        .values({ code: p('code'), url: p('url'), created_at: p('created_at'), click_count: p('click_count') });
+      const insert = db.insertInto('url_mappings').values({
+        code: p('code'),
+        url: p('url'),
+        created_at: p('created_at'),
+        click_count: p('click_count'),
+        owner_id: p('owner'),
+      });
       // SQLite answers no row, only the id it gave (see `create`).
       return dialect === 'sqlite' ? (insert as unknown as Compilable<UrlMapping>) : insert.returning(COLUMNS);
     });
+    this.creates =
+      dialect === 'postgres'
+        ? new BatchedCreates(db, outbox, (mapping, events) => this.createOne(mapping, events))
+        : undefined;
   }
 
   create(mapping: NewUrlMapping, events?: EventsFor<UrlMapping>): Promise<UrlMapping> {
+    return this.creates ? this.creates.create(mapping, events) : this.createOne(mapping, events);
+  }
+
+  private createOne(mapping: NewUrlMapping, events?: EventsFor<UrlMapping>): Promise<UrlMapping> {
     return this.write(events, async (db) => {
       try {
         // A new id has no deltas: ids are never reused (AUTOINCREMENT, identity).
-        const result = await this.insert.run(db, mapping);
+        const owner = mapping.owner ?? null;
+        const result = await this.insert.run(db, { ...mapping, owner });
         // SQLite: the row is what was written, with the id it got (RETURNING costs as much as the insert).
         if (this.dialect === 'sqlite') {
           const { code, url, created_at, click_count } = mapping;
-          return { id: Number(result.insertId), code, url, created_at, click_count };
+          return { id: Number(result.insertId), code, url, created_at, click_count, owner };
         }
         return result.rows[0]!;
       } catch (error) {
@@ -118,17 +132,31 @@ export class KyselyUrlMappingRepository implements UrlMappingRepository {
   }
 
   list(options: ListOptions = {}): Promise<UrlMapping[]> {
-    let query = this.db.selectFrom('url_mappings').select(READ_COLUMNS).orderBy('id');
-    if (options.after !== undefined) query = query.where('id', '>', options.after);
-    if (options.limit !== undefined) query = query.limit(options.limit);
-    return query.execute();
+    return listMappings(this.db, this.dialect, options);
   }
 
-  update(code: string, changes: UrlMappingChanges, events?: EventsFor<UrlMapping>): Promise<UrlMapping | undefined> {
+  /**
+   * Adds up to `limit` new mappings to SQLite's search index (off the request path: indexing
+   * costs several inserts' worth); searches read the ones not yet there directly. How many ids
+   * it covered, 0 when caught up (always on PostgreSQL, whose indexes follow every insert).
+   */
+  indexSearch(limit: number): Promise<number> {
+    return indexSearch(this.db, this.dialect, limit);
+  }
+
+  update(
+    code: string,
+    changes: UrlMappingChanges,
+    events?: EventsFor<UrlMapping>,
+    guard?: OwnerGuard,
+  ): Promise<UrlMapping | undefined> {
     const values = Object.fromEntries(
       Object.entries(changes).filter(([, value]) => value !== null && value !== undefined),
     );
-    if (Object.keys(values).length === 0) return this.findByCode(code);
+    if (Object.keys(values).length === 0) {
+      return this.findByCode(code).then((row) => (row && guardHolds(row, guard) ? row : undefined));
+    }
+    const owned = ownedBy(guard);
     return this.write(
       events,
       async (db) => {
@@ -138,13 +166,14 @@ export class KyselyUrlMappingRepository implements UrlMappingRepository {
             // The count set replaces the pending clicks too (first, so the write lock is taken at once).
             await db
               .deleteFrom('url_click_deltas')
-              .where('url_id', 'in', db.selectFrom('url_mappings').select('id').where('code', '=', code))
+              .where('url_id', 'in', db.selectFrom('url_mappings').select('id').where('code', '=', code).where(owned))
               .execute();
           }
           return await db
             .updateTable('url_mappings')
             .set(values)
             .where('code', '=', code)
+            .where(owned)
             .returning(READ_COLUMNS)
             .executeTakeFirst();
         } catch (error) {
@@ -156,12 +185,17 @@ export class KyselyUrlMappingRepository implements UrlMappingRepository {
     );
   }
 
-  delete(code: string, events?: EventsFor<number>): Promise<number | undefined> {
+  delete(code: string, events?: EventsFor<number>, guard?: OwnerGuard): Promise<number | undefined> {
     return this.write(
       events,
       async (db) => {
         await this.shareCountsLock(db);
-        const row = await db.deleteFrom('url_mappings').where('code', '=', code).returning('id').executeTakeFirst();
+        const row = await db
+          .deleteFrom('url_mappings')
+          .where('code', '=', code)
+          .where(ownedBy(guard))
+          .returning('id')
+          .executeTakeFirst();
         if (row) await db.deleteFrom('url_click_deltas').where('url_id', '=', row.id).execute();
         return row?.id;
       },
@@ -252,4 +286,13 @@ export class KyselyUrlMappingRepository implements UrlMappingRepository {
     if (this.outbox && events) return this.outbox.transact(this.db, events, change);
     return atomic ? this.db.transaction().execute(change) : change(this.db);
   }
+}
+
+const guardHolds = (row: UrlMapping, guard: OwnerGuard | undefined) =>
+  guard === undefined || (row.owner ?? null) === guard.owner;
+
+/** The condition of an owner guard on `url_mappings` (always true without one). */
+function ownedBy(guard: OwnerGuard | undefined): Expression<SqlBool> {
+  if (guard === undefined) return sql<SqlBool>`1 = 1`;
+  return guard.owner === null ? sql<SqlBool>`owner_id IS NULL` : sql<SqlBool>`owner_id = ${guard.owner}`;
 }

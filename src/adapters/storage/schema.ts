@@ -18,6 +18,8 @@ export interface UrlMappingsTable {
   url: string;
   created_at: string;
   click_count: number;
+  /** The creating user's id; null when created anonymously. */
+  owner_id: number | null;
 }
 
 /**
@@ -40,6 +42,25 @@ export interface UsersTable {
   password_hash: string;
   created_at: string;
   updated_at: string;
+  /** When an administrator disabled the account; null while it is enabled. */
+  disabled_at: string | null;
+  /** Session tokens issued before this are refused (set when the account is disabled). */
+  sessions_not_before: string | null;
+}
+
+/** API keys: only the SHA-256 of the key is stored. */
+export interface ApiKeysTable {
+  id: Generated<number>;
+  user_id: number;
+  name: string;
+  /** The first characters of the key, to recognise it in a list. */
+  prefix: string;
+  /** Hex SHA-256 of the whole key. */
+  key_hash: string;
+  created_at: string;
+  last_used_at: string | null;
+  expires_at: string | null;
+  revoked_at: string | null;
 }
 
 /** Runtime settings changed by administrators; absent keys follow their configured defaults. */
@@ -206,6 +227,7 @@ export interface DatabaseSchema {
   url_mappings: UrlMappingsTable;
   url_click_deltas: UrlClickDeltasTable;
   users: UsersTable;
+  api_keys: ApiKeysTable;
   settings: SettingsTable;
   auth_revocations: AuthRevocationsTable;
   auth_login_failures: AuthLoginFailuresTable;

@@ -2,11 +2,16 @@ import { context, type Span, SpanKind, SpanStatusCode, trace, type Tracer } from
 import {
   ATTR_DB_COLLECTION_NAME,
   ATTR_DB_OPERATION_NAME,
+  ATTR_DB_QUERY_SUMMARY,
   ATTR_DB_QUERY_TEXT,
   ATTR_DB_SYSTEM_NAME,
   ATTR_ERROR_TYPE,
   DB_SYSTEM_NAME_VALUE_POSTGRESQL,
 } from '@opentelemetry/semantic-conventions';
+import {
+  ATTR_DB_RESPONSE_RETURNED_ROWS,
+  DB_SYSTEM_NAME_VALUE_SQLITE,
+} from '@opentelemetry/semantic-conventions/incubating';
 import type {
   KyselyPlugin,
   LogEvent,
@@ -18,10 +23,6 @@ import type {
   RootOperationNode,
   UnknownRow,
 } from 'kysely';
-
-/** Incubating semantic conventions, copied as the package advises rather than imported. */
-const DB_SYSTEM_NAME_VALUE_SQLITE = 'sqlite';
-const ATTR_DB_RESPONSE_RETURNED_ROWS = 'db.response.returned_rows';
 
 const OPERATIONS: Partial<Record<RootOperationNode['kind'], string>> = {
   SelectQueryNode: 'SELECT',
@@ -78,14 +79,18 @@ export class KyselyTracingPlugin implements KyselyPlugin {
     if (parent === undefined ? !this.traceRootStatements : !parent.isRecording()) return node;
     const operation = OPERATIONS[node.kind];
     const collection = collectionOf(node);
+    // The span is named by `db.query.summary` (database conventions): operation and table.
+    const summary =
+      operation === undefined ? undefined : collection === undefined ? operation : `${operation} ${collection}`;
     const span = this.tracer.startSpan(
-      operation === undefined ? 'sql' : collection === undefined ? operation : `${operation} ${collection}`,
+      summary ?? 'sql',
       {
         kind: SpanKind.CLIENT,
         attributes: {
           [ATTR_DB_SYSTEM_NAME]: this.system,
           ...(operation === undefined ? {} : { [ATTR_DB_OPERATION_NAME]: operation }),
           ...(collection === undefined ? {} : { [ATTR_DB_COLLECTION_NAME]: collection }),
+          ...(summary === undefined ? {} : { [ATTR_DB_QUERY_SUMMARY]: summary }),
         },
       },
       active,
@@ -113,7 +118,11 @@ export class KyselyTracingPlugin implements KyselyPlugin {
     if (event.query.query.kind === 'RawNode') {
       // A raw statement: its operation is the first keyword of its text.
       const operation = /^\s*([a-z]+)/i.exec(text)?.[1]?.toUpperCase();
-      if (operation !== undefined) span.setAttribute(ATTR_DB_OPERATION_NAME, operation).updateName(operation);
+      if (operation !== undefined) {
+        span
+          .setAttributes({ [ATTR_DB_OPERATION_NAME]: operation, [ATTR_DB_QUERY_SUMMARY]: operation })
+          .updateName(operation);
+      }
     }
     if (event.level === 'error') {
       this.spans.delete(event.query.queryId);

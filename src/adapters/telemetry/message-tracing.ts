@@ -1,113 +1,165 @@
 import {
+  type Attributes,
   context,
   INVALID_SPAN_CONTEXT,
   propagation,
-  ProxyTracerProvider,
-  ROOT_CONTEXT,
   type Span,
   SpanKind,
   SpanStatusCode,
   trace,
 } from '@opentelemetry/api';
-import type { MessageHeaders, OutgoingEvent } from '../../domain/events.js';
+import {
+  ATTR_MESSAGING_CONSUMER_GROUP_NAME,
+  ATTR_MESSAGING_DESTINATION_NAME,
+  ATTR_MESSAGING_DESTINATION_PARTITION_ID,
+  ATTR_MESSAGING_MESSAGE_ID,
+  ATTR_MESSAGING_OPERATION_NAME,
+  ATTR_MESSAGING_OPERATION_TYPE,
+  ATTR_MESSAGING_SYSTEM,
+  MESSAGING_OPERATION_TYPE_VALUE_PROCESS,
+  MESSAGING_OPERATION_TYPE_VALUE_SEND,
+} from '@opentelemetry/semantic-conventions/incubating';
+import type { MessageHeaders } from '../../domain/events.js';
 import type { BusMessage } from '../../ports/event-bus.js';
+import { incomingContext, tracing } from './context-propagation.js';
 
 /**
  * Trace context over message headers (spec §6.1, §6.2 rules 3–6): the publisher injects the
  * current context, a consumer extracts it and works inside a consumer span that is its child.
- * With no tracer provider registered, spans are no-ops and the trace headers stay empty: then
- * none is made at all (this runs for every event, on the write path and in every consumer).
+ * Spans follow the OpenTelemetry messaging conventions: `publish <topic>` (producer, operation
+ * type `send`) and `process <topic>` (consumer), with `messaging.system`, `messaging.operation.*`,
+ * `messaging.destination.*`, `messaging.message.id` (the event id) and
+ * `messaging.consumer.group.name`; where the spec names a span (`dlq.consume`) its name wins.
+ * With tracing off no span is made (this runs for every event), but a context that came in still
+ * goes on in the headers (see `propagateWithoutTracing`).
  */
 const tracer = trace.getTracer('urlshortener.events');
-
-/** What the global provider delegates to while none is registered. */
-const NO_PROVIDER = new ProxyTracerProvider().getDelegate();
 const NO_SPAN = trace.wrapSpanContext(INVALID_SPAN_CONTEXT);
 
-/** Whether a tracer provider is registered (tracing on), so that spans are worth making. */
-function tracing(): boolean {
-  const provider = trace.getTracerProvider();
-  return !(provider instanceof ProxyTracerProvider) || provider.getDelegate() !== NO_PROVIDER;
+/** Attributes of message spans that the conventions do not name (spec §6.2 rule 4: event id and type, offset). */
+export const MESSAGE_SPAN_ATTRIBUTES = {
+  eventId: 'event.id',
+  eventType: 'event.type',
+  /** The message's position in its partition: the conventions name none outside Kafka's. */
+  offset: 'urlshortener.message.offset',
+} as const;
+
+export const PUBLISH_OPERATION = 'publish';
+export const PROCESS_OPERATION = 'process';
+
+/** What a producer span describes: one message about to be published. */
+export interface PublishedMessage {
+  readonly topic: string;
+  readonly eventId: string;
+  readonly eventType: string;
 }
 
-export const MESSAGING_SYSTEM = 'urlshortener';
+function producerAttributes(message: PublishedMessage, system: string): Attributes {
+  return {
+    [ATTR_MESSAGING_SYSTEM]: system,
+    [ATTR_MESSAGING_OPERATION_NAME]: PUBLISH_OPERATION,
+    [ATTR_MESSAGING_OPERATION_TYPE]: MESSAGING_OPERATION_TYPE_VALUE_SEND,
+    [ATTR_MESSAGING_DESTINATION_NAME]: message.topic,
+    [ATTR_MESSAGING_MESSAGE_ID]: message.eventId,
+    [MESSAGE_SPAN_ATTRIBUTES.eventId]: message.eventId,
+    [MESSAGE_SPAN_ATTRIBUTES.eventType]: message.eventType,
+  };
+}
 
-/** Starts and ends a producer span under the active context; returns the message headers carrying it. */
-export function producerHeaders(event: OutgoingEvent, service: string): MessageHeaders {
-  if (!tracing()) return { event_type: event.envelope.event_type, service, traceparent: '', tracestate: '' };
-  return tracer.startActiveSpan(
-    `${event.topic} publish`,
-    {
-      kind: SpanKind.PRODUCER,
-      attributes: {
-        'messaging.system': MESSAGING_SYSTEM,
-        'messaging.operation.type': 'send',
-        'messaging.destination.name': event.topic,
-        'messaging.message.id': event.envelope.event_id,
-        'event.id': event.envelope.event_id,
-        'event.type': event.envelope.event_type,
-      },
-    },
-    (span) => {
-      const headers = injectedHeaders(event.envelope.event_type, service);
-      span.end();
-      return headers;
-    },
+/**
+ * Starts and ends a producer span under the active context, for a message recorded now and
+ * sent later (the outbox); returns the message headers carrying the span.
+ */
+export function producerHeaders(message: PublishedMessage, service: string, system: string): MessageHeaders {
+  if (!tracing()) return injectedHeaders(message.eventType, service);
+  const span = tracer.startSpan(`${PUBLISH_OPERATION} ${message.topic}`, {
+    kind: SpanKind.PRODUCER,
+    attributes: producerAttributes(message, system),
+  });
+  const headers = context.with(trace.setSpan(context.active(), span), () =>
+    injectedHeaders(message.eventType, service),
+  );
+  span.end();
+  return headers;
+}
+
+/**
+ * Publishes a message inside a producer span (a direct publication: the dead-letter queue, a
+ * re-publication): `publish` gets the headers carrying the span, which ends when it settles.
+ */
+export function inProducerSpan<T>(
+  message: PublishedMessage,
+  service: string,
+  system: string,
+  publish: (headers: MessageHeaders) => Promise<T>,
+): Promise<T> {
+  if (!tracing()) return publish(injectedHeaders(message.eventType, service));
+  const name = `${PUBLISH_OPERATION} ${message.topic}`;
+  const options = { kind: SpanKind.PRODUCER, attributes: producerAttributes(message, system) };
+  return tracer.startActiveSpan(name, options, (span) =>
+    settle(span, () => publish(injectedHeaders(message.eventType, service))),
   );
 }
 
-/** The four headers of spec §6.1 with the active context injected. */
+/**
+ * The headers of spec §6.1 with the active context injected: `traceparent`, and `tracestate` when
+ * the trace has vendor state. With no context at all (tracing off and none came in) there is no
+ * trace to carry and both are left out: W3C trace context has no empty `traceparent`, and a
+ * made-up one would make every consumer install propagation for nothing.
+ */
 export function injectedHeaders(eventType: string, service: string): MessageHeaders {
   const carrier: Record<string, string> = {};
   propagation.inject(context.active(), carrier);
-  return {
-    event_type: eventType,
-    service,
-    traceparent: carrier.traceparent ?? '',
-    tracestate: carrier.tracestate ?? '',
-  };
+  const headers: Record<string, string> = { event_type: eventType, service };
+  if (carrier.traceparent) headers.traceparent = carrier.traceparent;
+  if (carrier.tracestate) headers.tracestate = carrier.tracestate;
+  return headers;
 }
 
 /** The context a message's headers carry (the root context when they carry none). */
 export function extractedContext(headers: MessageHeaders) {
-  return propagation.extract(ROOT_CONTEXT, headers);
+  return incomingContext(headers);
 }
 
-/** Runs `work` in a span that continues the trace the message carries. */
+/** Runs `work` in a consumer span that continues the trace the message carries. */
 export function inMessageSpan<T>(
-  name: string,
+  name: string | undefined,
   message: BusMessage,
-  attributes: Record<string, string | number>,
+  system: string,
+  group: string,
   work: (span: Span) => Promise<T>,
 ): Promise<T> {
-  if (!tracing()) return work(NO_SPAN);
+  const parent = extractedContext(message.headers);
+  if (!tracing()) return context.with(parent, () => work(NO_SPAN));
+  const attributes: Attributes = {
+    [ATTR_MESSAGING_SYSTEM]: system,
+    [ATTR_MESSAGING_OPERATION_NAME]: PROCESS_OPERATION,
+    [ATTR_MESSAGING_OPERATION_TYPE]: MESSAGING_OPERATION_TYPE_VALUE_PROCESS,
+    [ATTR_MESSAGING_DESTINATION_NAME]: message.topic,
+    [ATTR_MESSAGING_DESTINATION_PARTITION_ID]: String(message.partition),
+    [ATTR_MESSAGING_CONSUMER_GROUP_NAME]: group,
+    [ATTR_MESSAGING_MESSAGE_ID]: message.envelope.event_id,
+    [MESSAGE_SPAN_ATTRIBUTES.offset]: message.offset,
+    [MESSAGE_SPAN_ATTRIBUTES.eventId]: message.envelope.event_id,
+    [MESSAGE_SPAN_ATTRIBUTES.eventType]: message.envelope.event_type,
+  };
   return tracer.startActiveSpan(
-    name,
-    {
-      kind: SpanKind.CONSUMER,
-      attributes: {
-        'messaging.system': MESSAGING_SYSTEM,
-        'messaging.operation.type': 'process',
-        'messaging.destination.name': message.topic,
-        'messaging.destination.partition.id': String(message.partition),
-        'messaging.message.id': message.envelope.event_id,
-        'messaging.offset': message.offset,
-        'event.id': message.envelope.event_id,
-        'event.type': message.envelope.event_type,
-        ...attributes,
-      },
-    },
-    extractedContext(message.headers),
-    async (span) => {
-      try {
-        return await work(span);
-      } catch (error) {
-        span.recordException(error as Error);
-        span.setStatus({ code: SpanStatusCode.ERROR, message: (error as Error).message });
-        throw error;
-      } finally {
-        span.end();
-      }
-    },
+    name ?? `${PROCESS_OPERATION} ${message.topic}`,
+    { kind: SpanKind.CONSUMER, attributes },
+    parent,
+    (span) => settle(span, () => work(span)),
   );
+}
+
+/** Awaits `work`, records its failure on `span`, and ends the span either way. */
+export async function settle<T>(span: Span, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (error) {
+    span.recordException(error as Error);
+    span.setStatus({ code: SpanStatusCode.ERROR, message: (error as Error).message });
+    throw error;
+  } finally {
+    span.end();
+  }
 }

@@ -2,14 +2,15 @@ import { context, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import {
   ATTR_DB_COLLECTION_NAME,
   ATTR_DB_OPERATION_NAME,
+  ATTR_DB_QUERY_SUMMARY,
   ATTR_DB_QUERY_TEXT,
   ATTR_DB_SYSTEM_NAME,
   ATTR_ERROR_TYPE,
 } from '@opentelemetry/semantic-conventions';
-
-/** Incubating semantic conventions, copied as the package advises rather than imported. */
-const DB_SYSTEM_NAME_VALUE_SQLITE = 'sqlite';
-const ATTR_DB_RESPONSE_RETURNED_ROWS = 'db.response.returned_rows';
+import {
+  ATTR_DB_RESPONSE_RETURNED_ROWS,
+  DB_SYSTEM_NAME_VALUE_SQLITE,
+} from '@opentelemetry/semantic-conventions/incubating';
 
 /** A statement run outside Kysely, described as KyselyTracingPlugin describes the ones it sees. */
 export interface Statement {
@@ -34,6 +35,7 @@ export function inSqliteStatementSpan<T>(statement: Statement, run: () => T, row
         [ATTR_DB_SYSTEM_NAME]: DB_SYSTEM_NAME_VALUE_SQLITE,
         [ATTR_DB_OPERATION_NAME]: statement.operation,
         [ATTR_DB_COLLECTION_NAME]: statement.collection,
+        [ATTR_DB_QUERY_SUMMARY]: `${statement.operation} ${statement.collection}`,
         [ATTR_DB_QUERY_TEXT]: statement.text,
       },
     },

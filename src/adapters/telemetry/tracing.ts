@@ -16,6 +16,7 @@ import {
 } from '@opentelemetry/sdk-trace-node';
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
 import type { TracingConfig } from '../../config/config.js';
+import { stopPropagationWithoutTracing } from './context-propagation.js';
 import { PromiseContextManager } from './promise-context-manager.js';
 import { installRootSampling, RootSampling } from './root-sampling.js';
 import { createRootSampler, withParent } from './samplers.js';
@@ -93,6 +94,7 @@ export function startTracing(config: TracingConfig, options: StartTracingOptions
     spanProcessors: [processor],
   });
   // W3C traceparent/tracestate and baggage; promise hooks carry the active span (see PromiseContextManager).
+  stopPropagationWithoutTracing();
   provider.register({ contextManager: new PromiseContextManager() });
   installRootSampling(roots);
   const unregister = registerInstrumentations({

@@ -1,7 +1,9 @@
-import type { FastifyPluginAsync } from 'fastify';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
 import { errors } from '../../domain/errors.js';
 import type { AuthService, Session } from '../../services/auth-service.js';
+import { decideBeforeRefusal } from './rate-limit.js';
+import { addRouteHook } from './route-hooks.js';
 import { ACCESS_TOKEN_COOKIE } from './session-cookies.js';
 
 declare module 'fastify' {
@@ -19,21 +21,54 @@ export interface AuthPluginOptions {
   readonly auth: AuthService;
 }
 
+const BEARER = /^Bearer[ \t]+(\S+)[ \t]*$/i;
+
+/** The API key of an `Authorization: Bearer <key>` header, if the request has one. */
+export function bearerKey(request: FastifyRequest): string | undefined {
+  const authorization = request.headers.authorization;
+  return authorization === undefined ? undefined : BEARER.exec(authorization)?.[1];
+}
+
 /**
- * Authentication by the JWT in the `access_token` cookie, for routes that declare `config.auth`.
- * No valid session → 401 `Not authenticated`; a user on an admin route → 403.
- * Register inside the `/api/` scope only, after @fastify/cookie.
+ * The caller's session, from `Authorization: Bearer <API key>` when that header is there (a bad
+ * key is no session, whatever cookie comes with it), else from the `access_token` cookie.
+ * Undefined for an anonymous or unauthenticated request. Needs @fastify/cookie.
+ */
+export async function resolveSession(request: FastifyRequest, auth: AuthService): Promise<Session | undefined> {
+  if (request.headers.authorization !== undefined) {
+    const key = bearerKey(request);
+    return key === undefined ? undefined : auth.authenticateApiKey(key);
+  }
+  const token = request.cookies[ACCESS_TOKEN_COOKIE];
+  return token ? auth.authenticate(token) : undefined;
+}
+
+/**
+ * Authentication for routes that declare `config.auth`: by an API key (`Authorization: Bearer`)
+ * or by the JWT in the `access_token` cookie. No valid session → 401 `Not authenticated`; a user
+ * on an admin route → 403.
+ * A hook of each such route, after the request's span has started (so a refusal has its span), and
+ * a refused request gets its rate-limit decision before the refusal, like any other request.
+ * Register inside the `/api/` scope only, after @fastify/cookie, before its routes.
  */
 const authPlugin: FastifyPluginAsync<AuthPluginOptions> = async (app, { auth }) => {
   app.decorateRequest('session', null);
-  app.addHook('onRequest', async (request) => {
-    const required = request.routeOptions.config.auth;
+  app.addHook('onRoute', (route) => {
+    const required = route.config?.auth;
     if (required === undefined) return;
-    const token = request.cookies[ACCESS_TOKEN_COOKIE];
-    const session = token ? await auth.authenticate(token) : undefined;
-    if (!session) throw errors.notAuthenticated();
-    if (required === 'admin' && session.user.role !== 'admin') throw errors.adminRequired();
-    request.session = session;
+    addRouteHook(route, 'onRequest', async (request: FastifyRequest, reply: FastifyReply) => {
+      const session = await resolveSession(request, auth);
+      if (!session) {
+        await decideBeforeRefusal(request, reply);
+        throw errors.notAuthenticated();
+      }
+      // Set before an admin refusal too: the caller is signed in, and limited as that user.
+      request.session = session;
+      if (required === 'admin' && session.user.role !== 'admin') {
+        await decideBeforeRefusal(request, reply);
+        throw errors.adminRequired();
+      }
+    });
   });
 };
 

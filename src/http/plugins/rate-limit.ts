@@ -15,7 +15,21 @@ declare module 'fastify' {
      * `auth` for changes under `/api/v1/auth/`, `writes` for POST/PUT/PATCH/DELETE, else `default`.
      */
     rateLimit?: RateLimitGroup | false;
+    /** Set by the rate limiter on each limited route: see `decideBeforeRefusal`. */
+    [RATE_LIMIT_CHECK]?: (request: FastifyRequest, reply: FastifyReply) => Promise<void>;
   }
+}
+
+const RATE_LIMIT_CHECK = Symbol('urlshortener.rateLimitCheck');
+
+/**
+ * The rate-limit decision of a request that an earlier hook (CSRF, authentication) is about to
+ * refuse: the same decision, headers and span attributes as any other request of the route, so
+ * refused requests count too; rejects with the 429 when the limit is exceeded. Does nothing on
+ * routes that are not limited (or with rate limiting off). Call once, just before refusing.
+ */
+export function decideBeforeRefusal(request: FastifyRequest, reply: FastifyReply): Promise<void> | undefined {
+  return request.routeOptions.config[RATE_LIMIT_CHECK]?.(request, reply);
 }
 
 /** Where the policy of each group comes from; read on every request, so changes apply at once. */
@@ -54,6 +68,13 @@ export function rateLimitGroupOf(route: Pick<RouteOptions, 'url' | 'method' | 'c
   return writes ? 'writes' : 'default';
 }
 
+/**
+ * A decision made for a request before Fastify routed it (the redirect fast path), which then
+ * handed the request on: the route's hook takes it instead of counting the request twice.
+ */
+export const DECIDED_BEFORE_ROUTING = Symbol('rate-limit decision made before routing');
+type MaybeDecided = { [DECIDED_BEFORE_ROUTING]?: RateLimitDecision };
+
 /** The two header values of a policy that do not change per request. */
 interface PolicyHeaders {
   /** `RateLimit-Policy`. */
@@ -63,7 +84,7 @@ interface PolicyHeaders {
 }
 
 /** The preValidation hook of each limited route, and what its decisions share. */
-class RateLimitHooks {
+export class RateLimitHooks {
   private readonly refusals: Counter<'policy'>;
   private readonly failOpen: Counter<'policy'>;
   private readonly headers = new WeakMap<RateLimitPolicy, PolicyHeaders>();
@@ -90,6 +111,11 @@ class RateLimitHooks {
     const { limiter, policies } = this.options;
     return (request: FastifyRequest, reply: FastifyReply, done: HookHandlerDoneFunction) => {
       const policy = policies.get(group);
+      const early = (request.raw as MaybeDecided)[DECIDED_BEFORE_ROUTING];
+      if (early !== undefined) {
+        this.decide(request, reply, policy, early, done);
+        return;
+      }
       let decision: RateLimitDecision | Promise<RateLimitDecision>;
       try {
         decision = limiter.consume(clientKey(request), policy);
@@ -108,6 +134,31 @@ class RateLimitHooks {
     };
   }
 
+  /**
+   * For a request answered before routing: the group's policy and its decision for the client
+   * `key` (a promise with the Redis limiter). Throws, or rejects, when the store fails: then the
+   * request goes through its route, whose hook admits it as `storeFailed` says.
+   */
+  consumeEarly(key: string, group: RateLimitGroup) {
+    const policy = this.options.policies.get(group);
+    return { policy, decision: this.options.limiter.consume(key, policy) };
+  }
+
+  /** Hands a request on to its route with the decision already made for it. */
+  static handOn(raw: object, decision: RateLimitDecision): void {
+    (raw as MaybeDecided)[DECIDED_BEFORE_ROUTING] = decision;
+  }
+
+  /** `RateLimit-Policy` of a policy. */
+  policyHeader(policy: RateLimitPolicy): string {
+    return this.headersOf(policy).policy;
+  }
+
+  /** `RateLimit` of a decision. */
+  rateLimitHeader(policy: RateLimitPolicy, decision: RateLimitDecision): string {
+    return `${this.headersOf(policy).prefix}${decision.remaining};t=${Math.ceil(decision.resetMs / 1000)}`;
+  }
+
   private decide(
     request: FastifyRequest,
     reply: FastifyReply,
@@ -115,10 +166,9 @@ class RateLimitHooks {
     decision: RateLimitDecision,
     done: HookHandlerDoneFunction,
   ): void {
-    const headers = this.headersOf(policy);
-    reply.header('ratelimit-policy', headers.policy);
-    reply.header('ratelimit', `${headers.prefix}${decision.remaining};t=${Math.ceil(decision.resetMs / 1000)}`);
-    if (this.options.traceDecisions) traceDecision(policy, decision);
+    reply.header('ratelimit-policy', this.policyHeader(policy));
+    reply.header('ratelimit', this.rateLimitHeader(policy, decision));
+    if (this.options.traceDecisions) traceDecision(request, policy, decision);
     if (decision.allowed) {
       done();
       return;
@@ -162,8 +212,8 @@ class RateLimitHooks {
 }
 
 /** The decision on the request span, when it is recording (spec §6.2 rule 9). */
-function traceDecision(policy: RateLimitPolicy, decision: RateLimitDecision): void {
-  const span = trace.getActiveSpan();
+function traceDecision(request: FastifyRequest, policy: RateLimitPolicy, decision: RateLimitDecision): void {
+  const span = request.requestTrace?.span ?? trace.getActiveSpan();
   if (!span?.isRecording()) return;
   span.setAttributes({
     [RATE_LIMIT_ATTRIBUTES.allowed]: decision.allowed,
@@ -181,12 +231,20 @@ function traceDecision(policy: RateLimitPolicy, decision: RateLimitDecision): vo
  * ratelimit-headers draft); a refusal is 429 `{"detail":"Rate limit exceeded"}` with
  * `Retry-After`. Call before any route is registered: routes are set up as they are added.
  */
-export function registerRateLimiting(app: FastifyInstance, options: RateLimitOptions): void {
+export function registerRateLimiting(app: FastifyInstance, options: RateLimitOptions): RateLimitHooks {
   const hooks = new RateLimitHooks(options);
   app.addHook('onRoute', (route) => {
     const group = rateLimitGroupOf(route);
-    if (group !== false) addRouteHook(route, 'preValidation', hooks.hook(group));
+    if (group === false) return;
+    const hook = hooks.hook(group);
+    addRouteHook(route, 'preValidation', hook);
+    const check = (request: FastifyRequest, reply: FastifyReply) =>
+      new Promise<void>((resolve, reject) =>
+        hook(request, reply, (error?: Error) => (error ? reject(error) : resolve())),
+      );
+    route.config = { ...route.config, [RATE_LIMIT_CHECK]: check };
   });
+  return hooks;
 }
 
 /** The signed-in user, when there is one, else the client address (`TRUST_PROXY` honoured). */

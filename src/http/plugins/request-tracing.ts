@@ -19,6 +19,7 @@ import {
   ATTR_NETWORK_PEER_ADDRESS,
   ATTR_NETWORK_PROTOCOL_VERSION,
   ATTR_SERVER_ADDRESS,
+  ATTR_SERVER_PORT,
   ATTR_URL_PATH,
   ATTR_URL_QUERY,
   ATTR_URL_SCHEME,
@@ -42,6 +43,13 @@ declare module 'fastify' {
     requestTrace: RequestTrace | null;
   }
 }
+
+/**
+ * Set on a request whose new trace was sampled before Fastify routed it (the redirect fast path,
+ * which then hands it on): its decision is primed, so the span is started without asking again.
+ */
+export const SAMPLED_BEFORE_ROUTING = Symbol('new trace sampled before routing');
+type MaybeSampled = { [SAMPLED_BEFORE_ROUTING]?: true };
 
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
 /** Methods whose handlers in this service publish no events and make no calls on the request's behalf. */
@@ -112,6 +120,11 @@ export function registerRequestTracing(app: FastifyInstance): void {
   });
 }
 
+/** Marks a request whose new trace `RootSampling.sampleNewTrace` just chose to record. */
+export function markSampledBeforeRouting(raw: object): void {
+  (raw as MaybeSampled)[SAMPLED_BEFORE_ROUTING] = true;
+}
+
 /** The hooks' work: a span started (or not) per request, re-entered, ended. */
 class RequestTracer {
   constructor(private readonly tracer: Tracer) {}
@@ -129,7 +142,10 @@ class RequestTracer {
     // Looked up at each request: tracing starts before the app, but a test may start it later.
     const roots = rootSampling();
     if (roots !== undefined && headers.traceparent === undefined && headers.baggage === undefined) {
-      if (roots.sampleNewTrace(name, SpanKind.SERVER)) {
+      if (
+        (request.raw as MaybeSampled)[SAMPLED_BEFORE_ROUTING] === true ||
+        roots.sampleNewTrace(name, SpanKind.SERVER)
+      ) {
         span = this.tracer.startSpan(name, SERVER, ROOT_CONTEXT);
       } else if (safe) {
         done();
@@ -191,7 +207,15 @@ function describeAnswer(span: Span, request: FastifyRequest, status: number): vo
   }
 }
 
-/** The request attributes of a recording server span. */
+/** `server.port`: the `Host` header's port, else the scheme's default when it names a host, else the socket's. */
+function serverPort(request: FastifyRequest): number | undefined {
+  const port = (request as { port?: number | null }).port;
+  if (typeof port === 'number') return port;
+  if (request.hostname !== '') return request.protocol === 'https' ? 443 : 80;
+  return request.raw.socket.localPort;
+}
+
+/** The request attributes of a recording server span (HTTP server semantic conventions). */
 function describeRequest(span: Span, request: FastifyRequest, route: string | undefined): void {
   const { raw } = request;
   const query = raw.url?.indexOf('?') ?? -1;
@@ -200,6 +224,7 @@ function describeRequest(span: Span, request: FastifyRequest, route: string | un
     [ATTR_URL_SCHEME]: request.protocol,
     [ATTR_URL_PATH]: query === -1 ? raw.url : raw.url!.slice(0, query),
     [ATTR_SERVER_ADDRESS]: request.hostname,
+    [ATTR_SERVER_PORT]: serverPort(request),
     [ATTR_CLIENT_ADDRESS]: request.ip,
     [ATTR_NETWORK_PEER_ADDRESS]: raw.socket.remoteAddress,
     [ATTR_NETWORK_PROTOCOL_VERSION]: raw.httpVersion,

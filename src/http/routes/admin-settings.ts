@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { type TSchema, Type } from 'typebox';
 import type { RuntimeSettings } from '../../services/runtime-settings.js';
-import { errorResponse } from '../schemas.js';
+import { errorResponse, oneOf } from '../schemas.js';
 
 export interface AdminSettingsRoutesOptions {
   readonly settings: RuntimeSettings;
@@ -11,7 +11,10 @@ export interface AdminSettingsRoutesOptions {
 export const adminSettingsRoutes: FastifyPluginAsyncTypebox<AdminSettingsRoutesOptions> = async (app, { settings }) => {
   const properties: Record<string, TSchema> = {};
   for (const d of settings.definitions) {
-    properties[d.name] = Type.Integer({ minimum: d.minimum, maximum: d.maximum, description: d.description });
+    properties[d.name] =
+      d.choices === undefined
+        ? Type.Integer({ minimum: d.minimum, maximum: d.maximum, description: d.description })
+        : oneOf(d.choices, { description: d.description });
   }
   const Values = Type.Object(properties, { additionalProperties: false });
   const Changes = Type.Partial(Values);

@@ -98,6 +98,7 @@ const registerSchema = {
   response: {
     201: { ...RegisteredUser, description: 'The account was created.' },
     400: errorResponse('`Password must be at least {min_len} characters`, or at most 72 bytes.'),
+    403: errorResponse('`Cross-site request refused: …`: sent by a page on another site (`Sec-Fetch-Site`, `Origin`).'),
     409: errorResponse('`Username already registered` or `User already exists` (the email).'),
     415: errorResponse('The body is not JSON.'),
     422: errorResponse('The body breaks a field rule.'),
@@ -120,9 +121,13 @@ const loginSchema = {
   response: {
     200: { ...SessionUser, description: 'Logged in; both cookies are set.' },
     401: errorResponse('`Invalid username or password`.'),
+    403: errorResponse('`Cross-site request refused: …`: sent by a page on another site (`Sec-Fetch-Site`, `Origin`).'),
     415: errorResponse('The body is neither JSON nor a form.'),
     422: errorResponse('The body breaks a field rule.'),
     423: errorResponse('`Account locked due to too many failed attempts`; `Retry-After` gives the seconds left.'),
+    429: errorResponse(
+      '`Too many failed logins from this address; try again later` (LOGIN_ADDRESS_MAX_FAILURES), or the rate limit; `Retry-After` gives the seconds left.',
+    ),
   },
 };
 
@@ -132,6 +137,7 @@ const logoutSchema = {
   tags,
   response: {
     200: Type.Object({ message: Type.String() }, { description: 'Logged out (also when no session was open).' }),
+    403: errorResponse('`Cross-site request refused: …`: sent by a page on another site (`Sec-Fetch-Site`, `Origin`).'),
   },
 };
 
@@ -158,7 +164,7 @@ export const authRoutes: FastifyPluginAsyncTypebox<AuthRoutesOptions> = async (a
     await login.register(formbody, { bodyLimit: 16 * 1024 });
     login.post('/login', { schema: loginSchema }, async (request, reply) => {
       const { username, password } = request.body as { username: string; password: string };
-      const result = await auth.login(username, password);
+      const result = await auth.login(username, password, request.ip);
       setSessionCookies(reply, result.accessToken, result.csrfToken, auth.sessionSeconds);
       return sessionView(result.user, result.csrfToken);
     });

@@ -46,8 +46,8 @@ export const webAppRoutes: FastifyPluginAsync<WebAppRoutesOptions> = async (app,
     index: false,
     dotfiles: 'deny',
     cacheControl: false,
-    setHeaders: (response, path) => {
-      response.setHeader('cache-control', path.endsWith('index.html') ? REVALIDATE : IMMUTABLE);
+    setHeaders: (reply, path) => {
+      void reply.header('cache-control', path.endsWith('index.html') ? REVALIDATE : IMMUTABLE);
     },
   });
   const sendIndex = (reply: FastifyReply) => reply.headers(SECURITY_HEADERS).sendFile('index.html');

@@ -84,7 +84,7 @@ export interface paths {
         };
         /**
          * List URL mappings in id order
-         * @description Without a query, every mapping. With `limit` (and `after`), one page; a `Link: </urls?limit=N&after=ID>; rel="next"` header points at the next one while more exist.
+         * @description Without a query, every mapping. With `limit` (and `after`), one page; a `Link: </urls?limit=N&after=ID>; rel="next"` header (carrying `owner`, `q` and `sort` too when given) points at the next one while more exist. `owner=me` lists the caller's own, `q` finds a substring of the code or URL, `sort` orders by `created_at` or `click_count` (`-` first: descending). Under LINK_WRITE_POLICY `owned`, a user sees only their own mappings and an administrator all of them.
          */
         get: operations["list_all"];
         put?: never;
@@ -191,6 +191,64 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/auth/api-keys": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** The caller's API keys, newest first (revoked ones included) */
+        get: operations["list_api_keys"];
+        put?: never;
+        /**
+         * Make an API key (shown once)
+         * @description The key is `us_` and 43 base64url characters (256 random bits); only its SHA-256 is stored.
+         */
+        post: operations["create_api_key"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/auth/api-keys/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Revoke an API key: refused at once on every instance */
+        delete: operations["revoke_api_key"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/links": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Create a short link from a URL
+         * @description Created now with no clicks; the code is generated (CODE_LENGTH random letters and digits, never a reserved word) unless given. A signed-in caller owns the link. Under LINK_WRITE_POLICY `owned`, anonymous callers get 401.
+         */
+        post: operations["create_link"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/admin/settings": {
         parameters: {
             query?: never;
@@ -210,6 +268,67 @@ export interface paths {
          * @description Persisted, and in force on every instance within one second. Omitted settings stay as they are.
          */
         patch: operations["update_settings"];
+        trace?: never;
+    };
+    "/api/v1/admin/users": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Users, by id, searchable
+         * @description One page of at most `limit` users; a `Link: <…&after=ID>; rel="next"` header points at the next one while more exist.
+         */
+        get: operations["list_users"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/admin/users/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One user */
+        get: operations["get_user"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /**
+         * Change a role, disable or enable an account
+         * @description Disabling refuses the user's sessions and API keys at once on every instance; it also ends the sessions open then for good; enabling brings the API keys back, not those sessions. The last enabled administrator can be neither demoted nor disabled: 409.
+         */
+        patch: operations["update_user"];
+        trace?: never;
+    };
+    "/api/v1/admin/users/{id}/unlock": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Lift the user's login lockout
+         * @description Forgets the failed logins: the next attempt is checked again at once.
+         */
+        post: operations["unlock_user"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
         trace?: never;
     };
     "/api/v1/admin/dlq": {
@@ -392,12 +511,20 @@ export interface components {
             /** Format: date-time */
             created_at: string;
             click_count: number;
+            /** @description The id of the user who created the mapping: shown to that user and to administrators only, and absent for a mapping created anonymously. */
+            owner?: number;
         };
         UrlMappingUpdate: {
             code?: string | null;
             url?: string | null;
             created_at?: string | null;
             click_count?: number | null;
+        };
+        LinkCreate: {
+            /** @description The absolute http(s) URL to redirect to. */
+            url: string;
+            /** @description The short code; generated (CODE_LENGTH characters) when omitted. */
+            code?: string;
         };
         ErrorResponse: {
             /** @description Human-readable error description. */
@@ -533,6 +660,15 @@ export interface operations {
                     "application/json": components["schemas"]["UrlMappingRead"];
                 };
             };
+            /** @description `Not authenticated`: the session cookie is no longer valid, or LINK_WRITE_POLICY is `owned` and the caller is anonymous. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description The code is taken. */
             409: {
                 headers: {
@@ -569,6 +705,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
         };
     };
     list_all: {
@@ -576,8 +721,14 @@ export interface operations {
             query?: {
                 /** @description Page size, 1 to 1000. */
                 limit?: number;
-                /** @description Return mappings with an id greater than this. */
+                /** @description Return the mappings after the one with this id, in the order of `sort` (with the default order: an id greater than this). */
                 after?: number;
+                /** @description `me`: only the signed-in caller's own mappings. */
+                owner?: "me";
+                /** @description Only mappings whose code or target URL contains this, ignoring case. */
+                q?: string;
+                /** @description The order: a field, `-` first for descending; ties in id order the same way. Default `id`. */
+                sort?: "id" | "-id" | "created_at" | "-created_at" | "click_count" | "-click_count";
             };
             header?: never;
             path?: never;
@@ -594,8 +745,26 @@ export interface operations {
                     "application/json": components["schemas"]["UrlMappingRead"][];
                 };
             };
+            /** @description `Not authenticated`: the session cookie is no longer valid, or LINK_WRITE_POLICY is `owned` and the caller is anonymous. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description A query parameter breaks its rule. */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -624,7 +793,7 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description No mapping has this code. */
+            /** @description No mapping has this code (also what an anonymous caller gets for a mapping a user owns). */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -635,6 +804,15 @@ export interface operations {
             };
             /** @description The code breaks its rules (6 to 10 letters and digits). */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -662,7 +840,25 @@ export interface operations {
                 };
                 content?: never;
             };
-            /** @description No mapping has this code. */
+            /** @description `Not authenticated`: the session cookie is no longer valid, or LINK_WRITE_POLICY is `owned` and the caller is anonymous. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description A signed-in caller who is neither the owner nor an administrator (`Only the owner of this link or an administrator may change it`). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No mapping has this code (also what an anonymous caller gets for a mapping a user owns). */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -673,6 +869,15 @@ export interface operations {
             };
             /** @description The code breaks its rules (6 to 10 letters and digits). */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -706,7 +911,25 @@ export interface operations {
                     "application/json": components["schemas"]["UrlMappingRead"];
                 };
             };
-            /** @description No mapping has this code. */
+            /** @description `Not authenticated`: the session cookie is no longer valid, or LINK_WRITE_POLICY is `owned` and the caller is anonymous. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description A signed-in caller who is neither the owner nor an administrator (`Only the owner of this link or an administrator may change it`). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No mapping has this code (also what an anonymous caller gets for a mapping a user owns). */
             404: {
                 headers: {
                     [name: string]: unknown;
@@ -744,6 +967,15 @@ export interface operations {
             };
             /** @description The code or the body breaks a rule. */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -798,6 +1030,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description `Cross-site request refused: …`: sent by a page on another site (`Sec-Fetch-Site`, `Origin`). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description `Username already registered` or `User already exists` (the email). */
             409: {
                 headers: {
@@ -818,6 +1059,15 @@ export interface operations {
             };
             /** @description The body breaks a field rule. */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -876,6 +1126,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description `Cross-site request refused: …`: sent by a page on another site (`Sec-Fetch-Site`, `Origin`). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description The body is neither JSON nor a form. */
             415: {
                 headers: {
@@ -903,6 +1162,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description `Too many failed logins from this address; try again later` (LOGIN_ADDRESS_MAX_FAILURES), or the rate limit; `Retry-After` gives the seconds left. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
         };
     };
     logout: {
@@ -923,6 +1191,24 @@ export interface operations {
                     "application/json": {
                         message: string;
                     };
+                };
+            };
+            /** @description `Cross-site request refused: …`: sent by a page on another site (`Sec-Fetch-Site`, `Origin`). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
         };
@@ -954,6 +1240,305 @@ export interface operations {
             };
             /** @description `Not authenticated`. */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    list_api_keys: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The keys, without the keys themselves. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: number;
+                        name: string;
+                        /** @description The first characters of the key, to recognise it. */
+                        prefix: string;
+                        /** Format: date-time */
+                        created_at: string;
+                        /** @description Last use, to the minute (written at most once a minute). */
+                        last_used_at: string | null;
+                        expires_at: string | null;
+                        revoked_at: string | null;
+                    }[];
+                };
+            };
+            /** @description `Not authenticated`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    create_api_key: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    name: string;
+                    /**
+                     * Format: date-time
+                     * @description In the future; none: never expires.
+                     */
+                    expires_at?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Created; `key` is shown this once. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: number;
+                        name: string;
+                        /** @description The first characters of the key, to recognise it. */
+                        prefix: string;
+                        /** Format: date-time */
+                        created_at: string;
+                        /** @description Last use, to the minute (written at most once a minute). */
+                        last_used_at: string | null;
+                        expires_at: string | null;
+                        revoked_at: string | null;
+                        /** @description The key itself: shown this once, never again. Send it as `Authorization: Bearer <key>`. */
+                        key: string;
+                    };
+                };
+            };
+            /** @description `Not authenticated`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description A CSRF failure (cookie sessions only). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The body is not JSON. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description A bad name, or an expiry that is not in the future. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    revoke_api_key: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Revoked (also when it already was). */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `Not authenticated`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description A CSRF failure (cookie sessions only). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `API key not found`: no such key of the caller. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    create_link: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["LinkCreate"];
+            };
+        };
+        responses: {
+            /** @description The link was created. */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UrlMappingRead"];
+                };
+            };
+            /** @description `Not authenticated`: an invalid session, or an anonymous caller under the `owned` policy. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description A CSRF failure (a request with the session cookie). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The code given is taken. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The body is larger than the limit. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The body is not JSON. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The body breaks a field rule, or the code given is reserved. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No free code was found in a few tries (the codes of CODE_LENGTH are running out). */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1001,6 +1586,11 @@ export interface operations {
                         rate_limit_default_limit: number;
                         /** @description Window of the `default` rate limit, in seconds (the token bucket refills the limit over it). */
                         rate_limit_default_window_seconds: number;
+                        /**
+                         * @description `open`: anyone may create links, and change or delete those created anonymously; `owned`: only signed-in users, each on their own links (administrators on all).
+                         * @enum {string}
+                         */
+                        link_write_policy: "open" | "owned";
                     };
                 };
             };
@@ -1015,6 +1605,15 @@ export interface operations {
             };
             /** @description Not an administrator, or a CSRF failure. */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1056,6 +1655,11 @@ export interface operations {
                     rate_limit_default_limit?: number;
                     /** @description Window of the `default` rate limit, in seconds (the token bucket refills the limit over it). */
                     rate_limit_default_window_seconds?: number;
+                    /**
+                     * @description `open`: anyone may create links, and change or delete those created anonymously; `owned`: only signed-in users, each on their own links (administrators on all).
+                     * @enum {string}
+                     */
+                    link_write_policy?: "open" | "owned";
                 };
             };
         };
@@ -1089,6 +1693,11 @@ export interface operations {
                         rate_limit_default_limit: number;
                         /** @description Window of the `default` rate limit, in seconds (the token bucket refills the limit over it). */
                         rate_limit_default_window_seconds: number;
+                        /**
+                         * @description `open`: anyone may create links, and change or delete those created anonymously; `owned`: only signed-in users, each on their own links (administrators on all).
+                         * @enum {string}
+                         */
+                        link_write_policy: "open" | "owned";
                     };
                 };
             };
@@ -1121,6 +1730,332 @@ export interface operations {
             };
             /** @description An unknown setting, or a value out of its range. */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    list_users: {
+        parameters: {
+            query: {
+                /** @description Substring of the username or email, any case. */
+                q?: string;
+                limit: number;
+                after?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The users. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: number;
+                        username: string;
+                        email: string;
+                        /** @enum {string} */
+                        role: "user" | "admin";
+                        /** @description Disabled: no login; its sessions and API keys are refused. */
+                        disabled: boolean;
+                        /** @description Locked out by failed logins right now. */
+                        locked: boolean;
+                        /** Format: date-time */
+                        created_at: string;
+                        /** Format: date-time */
+                        updated_at: string;
+                    }[];
+                };
+            };
+            /** @description `Not authenticated`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Admin privileges required`, or a CSRF failure. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    get_user: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The user. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: number;
+                        username: string;
+                        email: string;
+                        /** @enum {string} */
+                        role: "user" | "admin";
+                        /** @description Disabled: no login; its sessions and API keys are refused. */
+                        disabled: boolean;
+                        /** @description Locked out by failed logins right now. */
+                        locked: boolean;
+                        /** Format: date-time */
+                        created_at: string;
+                        /** Format: date-time */
+                        updated_at: string;
+                    };
+                };
+            };
+            /** @description `Not authenticated`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Admin privileges required`, or a CSRF failure. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `User not found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    update_user: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @enum {string} */
+                    role?: "user" | "admin";
+                    disabled?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description The user as it is now. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: number;
+                        username: string;
+                        email: string;
+                        /** @enum {string} */
+                        role: "user" | "admin";
+                        /** @description Disabled: no login; its sessions and API keys are refused. */
+                        disabled: boolean;
+                        /** @description Locked out by failed logins right now. */
+                        locked: boolean;
+                        /** Format: date-time */
+                        created_at: string;
+                        /** Format: date-time */
+                        updated_at: string;
+                    };
+                };
+            };
+            /** @description `Not authenticated`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Admin privileges required`, or a CSRF failure. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `User not found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Cannot remove the last administrator`. */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The body is not JSON. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description An unknown field or role. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    unlock_user: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The user, unlocked. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        id: number;
+                        username: string;
+                        email: string;
+                        /** @enum {string} */
+                        role: "user" | "admin";
+                        /** @description Disabled: no login; its sessions and API keys are refused. */
+                        disabled: boolean;
+                        /** @description Locked out by failed logins right now. */
+                        locked: boolean;
+                        /** Format: date-time */
+                        created_at: string;
+                        /** Format: date-time */
+                        updated_at: string;
+                    };
+                };
+            };
+            /** @description `Not authenticated`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Admin privileges required`, or a CSRF failure. */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `User not found`. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1190,6 +2125,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
         };
     };
     get_dead_letter: {
@@ -1252,6 +2196,15 @@ export interface operations {
             };
             /** @description No such dead letter. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1337,6 +2290,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
         };
     };
     discard_dead_letter: {
@@ -1406,6 +2368,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
         };
     };
     list_channels: {
@@ -1436,6 +2407,15 @@ export interface operations {
             };
             /** @description Not signed in. */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1490,8 +2470,26 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description A CSRF failure (cookie sessions only). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description The body breaks a rule, or the destination is not allowed. */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1528,8 +2526,26 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description A CSRF failure (cookie sessions only). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description No such channel of yours. */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1577,6 +2593,15 @@ export interface operations {
             };
             /** @description Not signed in. */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description A CSRF failure (cookie sessions only). */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1662,6 +2687,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
         };
     };
     list_executions: {
@@ -1716,6 +2750,15 @@ export interface operations {
             };
             /** @description A query parameter breaks its rule. */
             422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };

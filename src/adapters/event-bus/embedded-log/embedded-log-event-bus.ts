@@ -23,6 +23,12 @@ import { RecentEntries } from './recent-entries.js';
 
 export type { EmbeddedLogOptions } from './log-context.js';
 
+/** What an append needs of a message; `encoded`: its envelope as JSON already (see EncodedMessage). */
+type Appendable = Pick<OutgoingMessage, 'headers' | 'envelope'> & { readonly encoded?: string };
+
+/** `messaging.system` of the embedded log. */
+export const EMBEDDED_LOG_SYSTEM = 'urlshortener.embedded_log';
+
 /**
  * The embedded event bus: a partitioned log in the service's own database. Consumer groups share
  * the partitions through leases, so several processes on one PostgreSQL database also work;
@@ -30,6 +36,8 @@ export type { EmbeddedLogOptions } from './log-context.js';
  */
 export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
   readonly partitions: number;
+  /** Not a system the semantic conventions list: this service's own log, in its database. */
+  readonly system = EMBEDDED_LOG_SYSTEM;
   private readonly db: Kysely<DatabaseSchema>;
   private readonly log: LogContext;
   private readonly offsets: PartitionOffsets;
@@ -49,7 +57,7 @@ export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
       options,
       now: options.clock ?? Date.now,
     };
-    this.offsets = new PartitionOffsets(statements);
+    this.offsets = new PartitionOffsets(statements, options.dialect);
   }
 
   async publish(
@@ -104,17 +112,49 @@ export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
    * change and its events commit together. Partitions are taken in order, so two transactions
    * never wait for each other's partitions in opposite orders (PostgreSQL row locks).
    */
-  async appendInTransaction(trx: Kysely<DatabaseSchema>, messages: readonly OutgoingMessage[]): Promise<() => void> {
+  async appendInTransaction(
+    trx: Kysely<DatabaseSchema>,
+    messages: readonly (OutgoingMessage & Appendable)[],
+  ): Promise<() => void> {
     const placed = messages.map((message) => ({ message, partition: partitionFor(message.key, this.partitions) }));
     // Stable: messages of one partition keep their order.
     placed.sort((a, b) =>
       a.message.topic === b.message.topic ? a.partition - b.partition : a.message.topic < b.message.topic ? -1 : 1,
     );
-    const entries: LogRow[] = [];
-    for (const { message, partition } of placed) {
-      const { topic, headers, envelope } = message;
-      entries.push(await this.appendEntry(trx, topic, partition, envelope.event_id, headers, envelope));
+    if (placed.length === 1) {
+      const [{ message, partition }] = placed as [(typeof placed)[0]];
+      const entry = await this.appendEntry(trx, message.topic, partition, message.envelope.event_id, message);
+      return () => this.committed([entry]);
     }
+    // A batch: the offsets of its partitions taken at once, every entry in one insert.
+    const groups: { start: number; end: number; topic: string; partition: number }[] = [];
+    for (let start = 0; start < placed.length;) {
+      const { message, partition } = placed[start]!;
+      let end = start + 1;
+      while (
+        end < placed.length &&
+        placed[end]!.partition === partition &&
+        placed[end]!.message.topic === message.topic
+      )
+        end++;
+      groups.push({ start, end, topic: message.topic, partition });
+      start = end;
+    }
+    const firsts = await this.offsets.takeAll(
+      trx,
+      groups.map(({ topic, partition, start, end }) => ({ topic, partition, count: end - start })),
+    );
+    const entries: LogEntry[] = [];
+    groups.forEach(({ start, end, partition }, g) => {
+      for (let i = start; i < end; i++) {
+        const m = placed[i]!.message;
+        entries.push(this.entry(m.topic, partition, firsts[g]! + i - start, m.envelope.event_id, m));
+      }
+    });
+    await trx
+      .insertInto('event_log')
+      .values(entries.map(({ decoded: _decoded, ...row }) => row))
+      .execute();
     return () => this.committed(entries);
   }
 
@@ -157,7 +197,7 @@ export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
     options: PublishOptions,
   ): Promise<LogRow> {
     const partition = options.partition ?? partitionFor(key, this.partitions);
-    return this.appendEntry(trx, topic, partition, options.messageId ?? envelope.event_id, headers, envelope);
+    return this.appendEntry(trx, topic, partition, options.messageId ?? envelope.event_id, { headers, envelope });
   }
 
   private async appendEntry(
@@ -165,17 +205,25 @@ export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
     topic: string,
     partition: number,
     messageId: string,
-    headers: MessageHeaders,
-    envelope: EventEnvelope,
+    message: Appendable,
   ): Promise<LogEntry> {
+    const offset = await this.offsets.take(trx, topic, partition);
+    const entry = this.entry(topic, partition, offset, messageId, message);
+    const { decoded: _decoded, ...row } = entry;
+    await this.log.statements.insertEntry.run(trx, row);
+    return entry;
+  }
+
+  /** The log entry of `message` at `offset`, its headers and envelope encoded (the envelope's encoding reused when given). */
+  private entry(topic: string, partition: number, offset: number, messageId: string, message: Appendable): LogEntry {
+    const { headers, envelope } = message;
     let encoded: { headers: string; envelope: string };
     try {
-      encoded = { headers: JSON.stringify(headers), envelope: JSON.stringify(envelope) };
+      encoded = { headers: JSON.stringify(headers), envelope: message.encoded ?? JSON.stringify(envelope) };
     } catch (error) {
       throw new MessageRefused(`the message cannot be encoded as JSON: ${(error as Error).message}`, error);
     }
-    const offset = await this.offsets.take(trx, topic, partition);
-    const entry: LogRow = {
+    const row: LogRow = {
       topic,
       partition_no: partition,
       log_offset: offset,
@@ -183,9 +231,8 @@ export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
       ...encoded,
       created_at: this.log.now(),
     };
-    await this.log.statements.insertEntry.run(trx, entry);
     // Delivered as they are to every group of this process: frozen, so no handler changes another's.
-    return { ...entry, decoded: { headers: deepFreeze(headers), envelope: deepFreeze(envelope) } };
+    return { ...row, decoded: { headers: deepFreeze(headers), envelope: deepFreeze(envelope) } };
   }
 
   /** After the transaction that wrote `entries` committed: keep them for this process's consumers, and wake those. */

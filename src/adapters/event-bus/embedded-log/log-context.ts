@@ -14,6 +14,8 @@ export interface EmbeddedLogOptions {
   /** Delay before a message whose handler failed is delivered again. */
   readonly retryDelayMs: number;
   readonly batchSize: number;
+  /** The database's dialect (SQLite by default): PostgreSQL takes a batch's partitions in one statement. */
+  readonly dialect?: 'sqlite' | 'postgres';
   readonly clock?: () => number;
   /** How a group's position commit runs (SQLite: in the group commit of the service's writes); alone by default. */
   readonly transactions?: TransactionRunner;

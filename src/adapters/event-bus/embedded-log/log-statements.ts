@@ -17,6 +17,15 @@ export function logStatements(db: Kysely<DatabaseSchema>) {
         .where('partition_no', '=', p('partition'))
         .returning('next_offset'),
     ),
+    /** Takes `count` offsets at once (the appends of a batch): the first is the returned value − count. */
+    takeOffsets: new PreparedQuery(db, (db, p) =>
+      db
+        .updateTable('event_partitions')
+        .set((eb) => ({ next_offset: eb('next_offset', '+', p('count')) }))
+        .where('topic', '=', p('topic'))
+        .where('partition_no', '=', p('partition'))
+        .returning('next_offset'),
+    ),
     advanceOffset: new PreparedQuery(db, (db, p) =>
       db
         .updateTable('event_partitions')

@@ -10,6 +10,11 @@ import { notifications } from './0030-notifications.js';
 import { urlClickDeltas } from './0040-url-click-deltas.js';
 import { durableAuthState } from './0051-durable-auth-state.js';
 import { executionAttempts } from './0052-execution-attempts.js';
+import { urlMappingOwners } from './0060-url-mapping-owners.js';
+import { urlMappingSearch } from './0061-url-mapping-search.js';
+import { userDisabled } from './0065-user-disabled.js';
+import { apiKeys } from './0066-api-keys.js';
+import { userSessionsNotBefore } from './0067-user-sessions-not-before.js';
 import { dialectColumns } from './columns.js';
 import type { SchemaMigration } from './migration.js';
 
@@ -25,6 +30,11 @@ const MIGRATIONS: readonly SchemaMigration[] = [
   urlClickDeltas,
   durableAuthState,
   executionAttempts,
+  urlMappingOwners,
+  urlMappingSearch,
+  userDisabled,
+  apiKeys,
+  userSessionsNotBefore,
 ];
 
 /** The migrations as Kysely's migrator takes them, by name, for one dialect. */

@@ -18,3 +18,10 @@ export function dropTables(...tables: string[]): (db: AnyKysely) => Promise<void
     for (const table of tables) await db.schema.dropTable(table).execute();
   };
 }
+
+/** A `down` that drops the indexes an `up` created, in the order given. */
+export function dropIndexes(...indexes: string[]): (db: AnyKysely) => Promise<void> {
+  return async (db) => {
+    for (const index of indexes) await db.schema.dropIndex(index).execute();
+  };
+}

@@ -1,0 +1,179 @@
+import { type Expression, type Kysely, type RawBuilder, sql, type SqlBool } from 'kysely';
+import type { UrlMapping } from '../../domain/url-mapping.js';
+import type { ListOptions, ListSort } from '../../ports/url-mapping-repository.js';
+import type { Dialect } from './database.js';
+import type { DatabaseSchema } from './schema.js';
+
+/** A mapping's count as every read shows it: what is folded into its row plus its pending deltas. */
+const clickCount = (table: 'url_mappings' | 'anchor') =>
+  sql<number>`${sql.ref(`${table}.click_count`)} + COALESCE(
+    (SELECT d.delta FROM url_click_deltas AS d WHERE d.url_id = ${sql.ref(`${table}.id`)}), 0)`;
+
+export const CLICK_COUNT = clickCount('url_mappings').as('click_count');
+export const READ_COLUMNS = ['id', 'code', 'url', 'created_at', CLICK_COUNT, 'owner_id as owner'] as const;
+
+const ID_ORDER: ListSort = { field: 'id', descending: false };
+
+/** The value a mapping is sorted by, on `url_mappings` or on the keyset anchor. */
+function sortKey(sort: ListSort, table: 'url_mappings' | 'anchor'): RawBuilder<unknown> {
+  return sort.field === 'click_count' ? clickCount(table) : sql.ref(`${table}.${sort.field}`);
+}
+
+/**
+ * After the mapping with id `after` in this order: `(key, id)` beyond the anchor's. With the id
+ * order that is `id > after` whether or not the mapping is still there, as before sorting existed.
+ */
+function afterCondition(sort: ListSort, after: number): Expression<SqlBool> {
+  const beyond = sql.raw(sort.descending ? '<' : '>');
+  if (sort.field === 'id') return sql<SqlBool>`url_mappings.id ${beyond} ${after}`;
+  return sql<SqlBool>`(${sortKey(sort, 'url_mappings')}, url_mappings.id) ${beyond}
+    (SELECT ${sortKey(sort, 'anchor')}, anchor.id FROM url_mappings AS anchor WHERE anchor.id = ${after})`;
+}
+
+/** `%q%` for LIKE, with LIKE's own wildcards in `q` taken literally (escape character `\`). */
+const containing = (q: string) => `%${q.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+
+/**
+ * Code or URL containing `q`, ignoring case, checked on the row itself: ILIKE on PostgreSQL,
+ * `instr` on SQLite (ASCII case only; its LIKE would take `%` and `_` in `q` as wildcards).
+ */
+function matchesOnRow(dialect: Dialect, table: string, q: string): Expression<SqlBool> {
+  const code = sql.ref(`${table}.code`);
+  const url = sql.ref(`${table}.url`);
+  if (dialect === 'postgres') {
+    const pattern = containing(q);
+    return sql<SqlBool>`(${code} ILIKE ${pattern} OR ${url} ILIKE ${pattern})`;
+  }
+  const lower = q.toLowerCase();
+  return sql<SqlBool>`(instr(lower(${code}), ${lower}) > 0 OR instr(lower(${url}), ${lower}) > 0)`;
+}
+
+/** More candidates than this from the index, and the search reads the table instead. */
+const INDEX_CANDIDATES_MAX = 100_000;
+
+/**
+ * The ids whose code or URL may contain `q`, from the search index of migration 0061 alone
+ * (SQLite: the FTS5 trigram table; PostgreSQL: the pg_trgm GIN indexes), or undefined when there
+ * are more than INDEX_CANDIDATES_MAX. A statement of its own, so that PostgreSQL's planner, which
+ * cannot tell how rare a substring is, never walks the whole table in order looking for it.
+ */
+async function indexCandidates(db: Kysely<DatabaseSchema>, dialect: Dialect, q: string): Promise<number[] | undefined> {
+  const cap = INDEX_CANDIDATES_MAX + 1;
+  if (dialect === 'postgres') {
+    const { rows } = await sql<{ id: number }>`SELECT id FROM url_mappings
+      WHERE code ILIKE ${containing(q)} OR url ILIKE ${containing(q)} LIMIT ${cap}`.execute(db);
+    return rows.length > INDEX_CANDIDATES_MAX ? undefined : rows.map((row) => Number(row.id));
+  }
+  // The index, and the rows not yet in it (see migration 0061), read directly.
+  const { rows } = await sql<{ id: number }>`
+    SELECT rowid AS id FROM url_mappings_search WHERE code LIKE ${`%${q}%`} OR url LIKE ${`%${q}%`}
+    UNION ALL
+    SELECT id FROM url_mappings
+    WHERE id > (SELECT indexed_up_to FROM url_mappings_search_state) AND ${matchesOnRow(dialect, 'url_mappings', q)}
+    LIMIT ${cap}`.execute(db);
+  return rows.length > INDEX_CANDIDATES_MAX ? undefined : rows.map((row) => Number(row.id));
+}
+
+/**
+ * SQLite: adds up to `limit` mappings not yet in the search index to it (the next ids after
+ * `indexed_up_to`), in one transaction; answers how many ids it covered, 0 when caught up.
+ * PostgreSQL's indexes follow every insert themselves: nothing to do.
+ */
+export async function indexSearch(db: Kysely<DatabaseSchema>, dialect: Dialect, limit: number): Promise<number> {
+  if (dialect === 'postgres') return 0;
+  return db.transaction().execute(async (trx) => {
+    // The insert comes first, so the transaction takes the write lock before it reads the state.
+    await sql`
+      INSERT INTO url_mappings_search (rowid, code, url)
+      SELECT id, code, url FROM url_mappings
+      WHERE id > (SELECT indexed_up_to FROM url_mappings_search_state)
+      ORDER BY id LIMIT ${limit}`.execute(trx);
+    const { rows } = await sql<{ was: number; now: number }>`
+      SELECT s.indexed_up_to AS was, COALESCE(
+        (SELECT MAX(id) FROM (SELECT id FROM url_mappings WHERE id > s.indexed_up_to ORDER BY id LIMIT ${limit})),
+        s.indexed_up_to) AS now
+      FROM url_mappings_search_state AS s`.execute(trx);
+    const { was, now } = rows[0]!;
+    if (now > was) await sql`UPDATE url_mappings_search_state SET indexed_up_to = ${now}`.execute(trx);
+    return now - was;
+  });
+}
+
+function amongIds(dialect: Dialect, ids: readonly number[]): Expression<SqlBool> {
+  return dialect === 'postgres'
+    ? sql<SqlBool>`url_mappings.id = ANY(CAST(${ids} AS BIGINT[]))`
+    : sql<SqlBool>`url_mappings.id IN (SELECT value FROM json_each(${JSON.stringify(ids)}))`;
+}
+
+/**
+ * How many mappings, in the list's order, a search reads directly before it turns to the index.
+ * The index answers a rare `q` at once but a common one slowly (every candidate is checked); the
+ * first rows in order hold a page of a common `q`. A `q` that does not fill a page within these
+ * rows is rare enough for the index.
+ */
+export const SCAN_FIRST = 5000;
+
+type ListQuery = ReturnType<typeof baseQuery>;
+
+/**
+ * The list's statement without the search: filtered by owner and keyset, in order. `slim`: only
+ * what finding and ordering need (no pending clicks looked up per row unless sorting by them).
+ */
+function baseQuery(db: Kysely<DatabaseSchema>, options: ListOptions, sort: ListSort, slim = false) {
+  const direction = sort.descending ? 'desc' : 'asc';
+  const columns = slim ? SLIM_COLUMNS[sort.field] : READ_COLUMNS;
+  let query = db.selectFrom('url_mappings').select(columns as typeof READ_COLUMNS);
+  if (options.owner === null) query = query.where('owner_id', 'is', null);
+  else if (options.owner !== undefined) query = query.where('owner_id', '=', options.owner);
+  if (options.after !== undefined) query = query.where(afterCondition(sort, options.after));
+  if (sort.field !== 'id') query = query.orderBy(sortKey(sort, 'url_mappings'), direction);
+  return query.orderBy('url_mappings.id', direction);
+}
+
+const SLIM = ['id', 'code', 'url'] as const;
+const SLIM_COLUMNS = {
+  id: SLIM,
+  created_at: [...SLIM, 'created_at'],
+  click_count: [...SLIM, CLICK_COUNT],
+} as const;
+
+/** The first page of a search among the first SCAN_FIRST rows in order; undefined when not full. */
+async function scanFirst(
+  db: Kysely<DatabaseSchema>,
+  dialect: Dialect,
+  options: ListOptions & { limit: number; q: string },
+  sort: ListSort,
+): Promise<UrlMapping[] | undefined> {
+  const direction = sort.descending ? 'desc' : 'asc';
+  let found = db
+    .selectFrom(baseQuery(db, options, sort, true).limit(SCAN_FIRST).as('candidates'))
+    .select('candidates.id')
+    .where(matchesOnRow(dialect, 'candidates', options.q));
+  if (sort.field !== 'id') found = found.orderBy(sql.ref(`candidates.${sort.field}`), direction);
+  const rows = await found.orderBy('candidates.id', direction).limit(options.limit).execute();
+  if (rows.length < options.limit) return undefined;
+  const ids = rows.map((row) => Number(row.id));
+  return baseQuery(db, options, sort).where(amongIds(dialect, ids)).execute();
+}
+
+/** The mappings `options` asks for, in its order (see ListOptions). */
+export async function listMappings(
+  db: Kysely<DatabaseSchema>,
+  dialect: Dialect,
+  options: ListOptions,
+): Promise<UrlMapping[]> {
+  const sort = options.sort ?? ID_ORDER;
+  const query = baseQuery(db, options, sort);
+  const limited = (built: ListQuery) => (options.limit === undefined ? built : built.limit(options.limit));
+  const q = options.q === '' ? undefined : options.q;
+  if (q === undefined) return limited(query).execute();
+  if (options.limit !== undefined) {
+    const first = await scanFirst(db, dialect, { ...options, limit: options.limit, q }, sort);
+    if (first) return first;
+  }
+  const ids = await indexCandidates(db, dialect, q);
+  const searched = query.where(matchesOnRow(dialect, 'url_mappings', q));
+  if (ids === undefined) return limited(searched).execute();
+  if (ids.length === 0) return [];
+  return limited(searched.where(amongIds(dialect, ids))).execute();
+}

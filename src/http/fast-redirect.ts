@@ -1,0 +1,284 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { SpanKind } from '@opentelemetry/api';
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
+import { rootSampling } from '../adapters/telemetry/root-sampling.js';
+import { CODE_MAX_LENGTH, CODE_MIN_LENGTH } from '../domain/url-mapping.js';
+import { AppError } from '../domain/errors.js';
+import type { RateLimitDecision, RateLimitPolicy } from '../ports/rate-limiter.js';
+import type { UrlMappingService } from '../services/url-mapping-service.js';
+import type { CachedTarget } from '../support/redirect-cache.js';
+import type { RequestSeries } from '../adapters/telemetry/request-metrics.js';
+import type { RouteSeries } from './plugins/http-metrics.js';
+import { RateLimitHooks } from './plugins/rate-limit.js';
+import { logsAt } from './plugins/request-logger.js';
+import { markSampledBeforeRouting } from './plugins/request-tracing.js';
+import { NOSNIFF } from './plugins/security-headers.js';
+
+/** The error handler's `nosniff`, on the fast path's 404 as on the route's. */
+const NOSNIFF_HEADER = Object.entries(NOSNIFF).flat();
+
+/** The route the fast path answers for: its requests count in this route's metrics. */
+export const REDIRECT_ROUTE = '/:code';
+
+export interface FastRedirectOptions {
+  readonly service: UrlMappingService;
+  readonly cacheControl: string;
+  /** The `/:code` route's metric series (`registerHttpMetrics`). */
+  readonly series: RouteSeries;
+  /** First path segments of the other routes: never answered here. */
+  readonly reservedCodes: () => ReadonlySet<string>;
+  readonly logger: FastifyBaseLogger;
+  /** Tracing on: each request gets the sampling decision the route's would. */
+  readonly tracing: boolean;
+  /** Rate limiting on: its hooks, for the `redirects` group's decisions. */
+  readonly rateLimit?: RateLimitHooks;
+  /** `TRUST_PROXY` set: a request with `X-Forwarded-For` is keyed by Fastify, not here. */
+  readonly trustProxy: boolean;
+}
+
+type Handler = (req: IncomingMessage, res: ServerResponse) => void;
+
+const SPAN_NAMES = { GET: `GET ${REDIRECT_ROUTE}`, HEAD: `HEAD ${REDIRECT_ROUTE}` } as const;
+const NO_HEADERS: readonly string[] = [];
+const JSON_TYPE = 'application/json; charset=utf-8';
+
+/**
+ * `GET|HEAD /{code}` answered in front of Fastify, from the node:http `request` event: the
+ * redirect path does only what it must (rate-limit decision, lookup, click, metric, sampling
+ * decision) and writes the same bytes as the `/:code` route. Everything it does not answer in
+ * full goes on to Fastify untouched, with what was already decided for it (a rate-limit
+ * decision, a sampled new trace) so that nothing is decided or counted twice:
+ * - another method or path, a code the route would reject or that another route owns;
+ * - a request that needs more than the fast path knows: logging at debug level, `X-Forwarded-For`
+ *   behind a trusted proxy, an incoming `traceparent` or `baggage`, a new trace that is sampled;
+ * - a refusal (429), a lookup that failed with anything but "not found", a rate-limit store away;
+ * - the app closing (Fastify answers 503).
+ * A request it answers touches no header but the ones it reads, and allocates little more than
+ * its answer's header list.
+ */
+export class FastRedirect {
+  /** The route's series of GET and HEAD answered 302, kept once made (on first use, as the route's hook does). */
+  private readonly redirects: { GET?: RequestSeries; HEAD?: RequestSeries } = {};
+
+  constructor(
+    private readonly options: FastRedirectOptions,
+    private readonly fastify: Handler,
+  ) {}
+
+  handle(req: IncomingMessage, res: ServerResponse): void {
+    const method = req.method;
+    if (method !== 'GET' && method !== 'HEAD') return this.fastify(req, res);
+    const code = codeOf(req.url!);
+    const { options } = this;
+    if (
+      code === undefined ||
+      options.reservedCodes().has(code) ||
+      logsAt(options.logger, 'debug') ||
+      (options.trustProxy && req.headers['x-forwarded-for'] !== undefined) ||
+      (options.tracing && !this.sampledOut(req, method))
+    ) {
+      return this.fastify(req, res);
+    }
+    const start = performance.now();
+    const limit = options.rateLimit;
+    const key = req.socket.remoteAddress;
+    if (limit === undefined) return this.resolve(req, res, code, method, start, NO_HEADERS, undefined);
+    if (key === undefined) return this.fastify(req, res);
+    let early: ReturnType<RateLimitHooks['consumeEarly']>;
+    try {
+      early = limit.consumeEarly(key, 'redirects');
+    } catch {
+      return this.fastify(req, res); // the route's hook admits it and says why
+    }
+    const { policy, decision } = early;
+    if (decision instanceof Promise) {
+      decision.then(
+        (d) => this.safely(req, res, () => this.decided(req, res, code, method, start, limit, policy, d)),
+        () => this.fastify(req, res),
+      );
+    } else {
+      this.decided(req, res, code, method, start, limit, policy, decision);
+    }
+  }
+
+  /** Runs a step of an answer that comes later (a promise settled), as the listener runs `handle`. */
+  private safely(req: IncomingMessage, res: ServerResponse, step: () => void): void {
+    try {
+      step();
+    } catch (error) {
+      this.broke(req, res, error);
+    }
+  }
+
+  /**
+   * A throw while answering (none is expected: every value written was checked when stored): it
+   * is logged, and the request goes on to Fastify if nothing was written yet.
+   */
+  broke(req: IncomingMessage, res: ServerResponse, error: unknown): void {
+    this.options.logger.error({ err: error }, 'redirect fast path failed; the route answers');
+    if (res.headersSent) res.destroy();
+    else this.fastify(req, res);
+  }
+
+  /** True when this request's new trace is dropped, as the route's tracing hook would decide. */
+  private sampledOut(req: IncomingMessage, method: 'GET' | 'HEAD'): boolean {
+    const { headers } = req;
+    if (headers.traceparent !== undefined || headers.baggage !== undefined) return false;
+    const roots = rootSampling();
+    if (roots === undefined) return false;
+    if (!roots.sampleNewTrace(SPAN_NAMES[method], SpanKind.SERVER)) return true;
+    markSampledBeforeRouting(req);
+    return false;
+  }
+
+  private decided(
+    req: IncomingMessage,
+    res: ServerResponse,
+    code: string,
+    method: 'GET' | 'HEAD',
+    start: number,
+    limit: RateLimitHooks,
+    policy: RateLimitPolicy,
+    decision: RateLimitDecision,
+  ): void {
+    if (!decision.allowed) {
+      RateLimitHooks.handOn(req, decision);
+      return this.fastify(req, res);
+    }
+    const headers = [
+      'ratelimit-policy',
+      limit.policyHeader(policy),
+      'ratelimit',
+      limit.rateLimitHeader(policy, decision),
+    ];
+    this.resolve(req, res, code, method, start, headers, decision);
+  }
+
+  private resolve(
+    req: IncomingMessage,
+    res: ServerResponse,
+    code: string,
+    method: 'GET' | 'HEAD',
+    start: number,
+    headers: readonly string[],
+    decision: RateLimitDecision | undefined,
+  ): void {
+    let target: CachedTarget | Promise<CachedTarget>;
+    try {
+      target = this.options.service.resolve(code, method === 'GET');
+    } catch (error) {
+      return this.failed(req, res, method, start, headers, decision, error);
+    }
+    if (target instanceof Promise) {
+      target.then(
+        (t) => this.safely(req, res, () => this.redirect(res, method, start, headers, t)),
+        (error: unknown) => this.safely(req, res, () => this.failed(req, res, method, start, headers, decision, error)),
+      );
+    } else {
+      this.redirect(res, method, start, headers, target);
+    }
+  }
+
+  /** Writes the 302 (the route's bytes) and counts it. */
+  redirect(
+    res: ServerResponse,
+    method: 'GET' | 'HEAD',
+    start: number,
+    headers: readonly string[],
+    target: CachedTarget,
+  ): void {
+    const { cacheControl } = this.options;
+    const location = target.location;
+    // Written out rather than spread: this runs per request.
+    res.writeHead(
+      302,
+      headers.length === 0
+        ? ['cache-control', cacheControl, 'location', location, 'content-length', '0']
+        : [
+            headers[0]!,
+            headers[1]!,
+            headers[2]!,
+            headers[3]!,
+            'cache-control',
+            cacheControl,
+            'location',
+            location,
+            'content-length',
+            '0',
+          ],
+    );
+    res.end();
+    (this.redirects[method] ??= this.options.series(method, 302)).observe((performance.now() - start) / 1000);
+  }
+
+  /** Not found: the route's 404. Anything else goes on to the route, which answers it as the error handler says. */
+  private failed(
+    req: IncomingMessage,
+    res: ServerResponse,
+    method: 'GET' | 'HEAD',
+    start: number,
+    headers: readonly string[],
+    decision: RateLimitDecision | undefined,
+    error: unknown,
+  ): void {
+    if (!(error instanceof AppError) || error.statusCode !== 404 || res.headersSent) {
+      if (decision !== undefined) RateLimitHooks.handOn(req, decision);
+      return this.fastify(req, res);
+    }
+    const body = JSON.stringify({ detail: error.detail });
+    res.writeHead(404, [
+      ...headers,
+      ...NOSNIFF_HEADER,
+      'content-type',
+      JSON_TYPE,
+      'content-length',
+      String(Buffer.byteLength(body)),
+    ]);
+    res.end(body);
+    this.options.series(method, 404).observe((performance.now() - start) / 1000);
+  }
+}
+
+/** The code of `/{code}` or `/{code}?…` when it is 6 to 10 ASCII letters and digits, as the route's schema wants. */
+function codeOf(url: string): string | undefined {
+  let end = 1;
+  const length = url.length;
+  if (url.charCodeAt(0) !== 0x2f) return undefined;
+  while (end < length) {
+    const c = url.charCodeAt(end);
+    const alnum = (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a);
+    if (!alnum) break;
+    end++;
+  }
+  const size = end - 1;
+  if (size < CODE_MIN_LENGTH || size > CODE_MAX_LENGTH) return undefined;
+  if (end < length && url.charCodeAt(end) !== 0x3f) return undefined;
+  return end === length ? url.slice(1) : url.slice(1, end);
+}
+
+/**
+ * Puts the fast path in front of the app's own `request` listener. Call after every route is
+ * registered. Requests injected with `app.inject()` never reach it: they go through the route.
+ */
+export function installFastRedirect(app: FastifyInstance, options: FastRedirectOptions): void {
+  const server = app.server;
+  const [fastify] = server.listeners('request') as Handler[];
+  if (fastify === undefined) throw new Error('the app has no request listener to put the redirect fast path before');
+  server.removeListener('request', fastify);
+  const fast = new FastRedirect(options, fastify);
+  let closing = false;
+  app.addHook('preClose', async () => {
+    closing = true; // Fastify answers 503 from now on
+  });
+  server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+    if (closing) {
+      fastify(req, res);
+      return;
+    }
+    try {
+      fast.handle(req, res);
+    } catch (error) {
+      fast.broke(req, res, error);
+    }
+  });
+}

@@ -1,0 +1,106 @@
+/**
+ * Creates made at once with their events (PostgreSQL batches them into one transaction; SQLite's
+ * group commit shares one too): each create still answers for itself, an event that cannot be
+ * recorded fails only its own create, and every stored mapping has exactly one event, in the
+ * outbox table or appended to the embedded log at offsets without gaps.
+ */
+import type { Kysely } from 'kysely';
+import { describe, expect, it } from 'vitest';
+import { EmbeddedLogEventBus } from '../../src/adapters/event-bus/embedded-log/embedded-log-event-bus.js';
+import { TransactionalOutbox } from '../../src/adapters/event-bus/outbox.js';
+import { KyselyUrlMappingRepository } from '../../src/adapters/storage/kysely-url-mapping-repository.js';
+import type { EventTables } from '../../src/adapters/storage/schema.js';
+import type { UrlMapping } from '../../src/domain/url-mapping.js';
+import { urlEvents } from '../../src/domain/url-events.js';
+import { BACKENDS } from '../helpers/backends.js';
+import { useOpenDatabase } from '../helpers/storage.js';
+
+const MAX_EVENT_BYTES = 1000;
+const events = urlEvents('batched-creates-test');
+
+const mapping = (code: string, url = `https://example.com/${code}`) => ({
+  code,
+  url,
+  created_at: '2024-01-01T00:00:00Z',
+  click_count: 0,
+});
+
+describe.each(BACKENDS)('creates made at once, with their events, on $name', (backend) => {
+  const { database } = useOpenDatabase(backend);
+
+  /** 20 creates at once, one of them with an event over the size limit and two of one code. */
+  async function createAtOnce(repo: KyselyUrlMappingRepository, prefix: string) {
+    const inputs = Array.from({ length: 17 }, (_, i) => mapping(`${prefix}${String(i).padStart(3, '0')}`));
+    const tooLarge = mapping(`${prefix}big`, `https://example.com/${'x'.repeat(MAX_EVENT_BYTES)}`);
+    const twice = [mapping(`${prefix}two`), mapping(`${prefix}two`, 'https://example.com/other')];
+    const settled = await Promise.allSettled(
+      [...inputs, tooLarge, ...twice].map((m) => repo.create(m, (row) => [events.created(row)])),
+    );
+    const created = settled.slice(0, inputs.length).map((s) => (s.status === 'fulfilled' ? s.value : s.reason));
+    expect(created).toEqual(inputs.map((m) => ({ id: expect.any(Number), ...m, owner: null })));
+    expect(settled[inputs.length]).toMatchObject({ status: 'rejected', reason: { code: 'EVENT_TOO_LARGE' } });
+    expect(await repo.findByCode(tooLarge.code)).toBeUndefined();
+    const ofTwice = settled.slice(inputs.length + 1);
+    expect(ofTwice.filter((s) => s.status === 'fulfilled')).toHaveLength(1);
+    expect(ofTwice.filter((s) => s.status === 'rejected')).toMatchObject([{ reason: { statusCode: 409 } }]);
+    return [...(created as UrlMapping[]), ...ofTwice.flatMap((s) => (s.status === 'fulfilled' ? [s.value] : []))].map(
+      (m) => m.code,
+    );
+  }
+
+  it.skipIf(!backend.available)('through the outbox table: one row per stored mapping', async () => {
+    const outbox = new TransactionalOutbox('test', { maxEventBytes: MAX_EVENT_BYTES });
+    const repo = new KyselyUrlMappingRepository(database.db, database.dialect, outbox);
+    const stored = await createAtOnce(repo, 'bto');
+    const rows = await (database.db as unknown as Kysely<EventTables>)
+      .selectFrom('event_outbox')
+      .select('envelope')
+      .execute();
+    const codes = rows
+      .map((r) => (JSON.parse(r.envelope) as { payload: { code: string } }).payload.code)
+      .filter((code) => code.startsWith('bto'));
+    expect(codes.sort()).toEqual([...stored].sort());
+  });
+
+  it.skipIf(!backend.available)(
+    'straight into the embedded log: one entry per stored mapping, offsets without gaps',
+    async () => {
+      const log = new EmbeddedLogEventBus(database.db, {
+        partitions: 4,
+        leaseMs: 10_000,
+        pollMs: 1_000,
+        retryDelayMs: 100,
+        batchSize: 100,
+        dialect: database.dialect,
+      });
+      const outbox = new TransactionalOutbox('test', { log, maxEventBytes: MAX_EVENT_BYTES });
+      const repo = new KyselyUrlMappingRepository(database.db, database.dialect, outbox);
+      // A batch where every create commits (PostgreSQL: one transaction, each partition's offsets taken at once) …
+      const cleanBatch = (prefix: string) =>
+        Promise.all(
+          Array.from({ length: 24 }, (_, i) => repo.create(mapping(`${prefix}${i}xx`), (row) => [events.created(row)])),
+        );
+      // (twice: the first creates the partitions' counters, the second finds them)
+      const clean = [...(await cleanBatch('btc')), ...(await cleanBatch('btd'))];
+      // … and one that runs again create by create.
+      const stored = [...clean.map((m) => m.code), ...(await createAtOnce(repo, 'btl'))];
+      // And again, so that the second batch's offsets follow the first's.
+      const more = await createAtOnce(repo, 'btm');
+      const entries = await (database.db as unknown as Kysely<EventTables>)
+        .selectFrom('event_log')
+        .select(['partition_no', 'log_offset', 'envelope'])
+        .where('topic', '=', 'url_events')
+        .execute();
+      const codes = entries.map((e) => (JSON.parse(e.envelope) as { payload: { code: string } }).payload.code);
+      expect(codes.sort()).toEqual([...stored, ...more].sort());
+      for (let partition = 0; partition < 4; partition++) {
+        const offsets = entries
+          .filter((e) => e.partition_no === partition)
+          .map((e) => Number(e.log_offset))
+          .sort((a, b) => a - b);
+        expect(offsets).toEqual(offsets.map((_, i) => i));
+      }
+      await log.close();
+    },
+  );
+});

@@ -1,0 +1,143 @@
+/**
+ * The command line as a new user meets it (issue 16): every command and subcommand answers
+ * `--help` without doing anything else, and a service that cannot start (PostgreSQL away, the port
+ * taken) says so in one line naming the setting to check and exits non-zero, without a stack;
+ * NATS or Redis away is said at once too (the service runs on: it is built to ride them out).
+ * Real processes of the built CLI (`npm run build`).
+ */
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { eventually } from '../helpers/eventually.js';
+import { freePort } from '../helpers/own-server.js';
+import { runCli, startServer } from '../helpers/server-process.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'urlshortener-cli-'));
+const sqliteUrl = (name: string) => `sqlite:${join(dir, name)}`;
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** No line of a Node stack trace. */
+const NO_STACK = /^\s+at /m;
+
+describe('--help', () => {
+  it.each([
+    [['serve', '--help'], 'serve [--role all|api|worker] [--workers N|auto]', /--workers/],
+    [['serve', '-h'], 'serve [--role all|api|worker] [--workers N|auto]', /SIGTERM/],
+    [['migrate', '--help'], 'migrate', /schema/],
+    [['openapi', '--help'], 'openapi', /OpenAPI document/],
+    [['create-admin', '--help'], 'create-admin --username NAME --email ADDRESS', /ADMIN_PASSWORD/],
+    [['config', '--help'], 'config --markdown', /--markdown/],
+    [['config'], 'config --markdown', /--markdown/],
+    [['help', 'migrate'], 'migrate', /schema/],
+  ])('%j prints the usage of %s and exits 0, doing nothing else', async (args, usage, more) => {
+    const database = `help-${args.join('-')}.db`;
+    const { code, output } = await runCli(args, { DATABASE_URL: sqliteUrl(database), ADMIN_PASSWORD: 'not used 12' });
+    expect(code, output).toBe(0);
+    expect(output.startsWith(`usage: urlshortener ${usage}\n`), output).toBe(true);
+    expect(output).toMatch(more);
+    expect(output).not.toMatch(NO_STACK);
+    expect(existsSync(join(dir, database)), 'no database was opened').toBe(false);
+  });
+
+  it.each([[['--help']], [['-h']], [['help']]])('%j lists every command', async (args) => {
+    const { code, output } = await runCli(args, {});
+    expect(code).toBe(0);
+    for (const command of ['serve', 'migrate', 'openapi', 'create-admin', 'config']) {
+      expect(output).toMatch(new RegExp(`^  ${command}\\b`, 'm'));
+    }
+  });
+
+  it.each([
+    [['serve', '--bogus'], /^serve: Unknown option '--bogus'/],
+    [['migrate', '--now'], /^migrate: Unknown option '--now'/],
+    [['create-admin', '--user', 'x'], /^create-admin: Unknown option '--user'/],
+    [['nope'], /^unknown command: nope/],
+  ])('%j: one line saying what is wrong, then the usage; exit 64, no stack', async (args, message) => {
+    const { code, output } = await runCli(args, { DATABASE_URL: sqliteUrl('bad-args.db') });
+    expect(code, output).toBe(64);
+    expect(output).toMatch(message);
+    expect(output).toMatch(/usage: urlshortener/);
+    expect(output).not.toMatch(NO_STACK);
+  });
+});
+
+describe('a service that cannot start', () => {
+  it.each([
+    [{ NODE_ENV: 'prod' }, /NODE_ENV="prod": must be one of development, production, test/],
+    [
+      { NODE_ENV: 'production', SECRET_KEY: 'a'.repeat(32) },
+      /SECRET_KEY=\(value hidden\): too weak for NODE_ENV=production: it has only 1 different characters/,
+    ],
+  ])('with %j: says which setting is wrong, exit 78, no stack', async (env, message) => {
+    const { code, output } = await runCli(['serve'], { DATABASE_URL: sqliteUrl('bad-config.db'), ...env });
+    expect(code, output).toBe(78);
+    expect(output).toMatch(message);
+    expect(output).not.toMatch(NO_STACK);
+    expect(output).not.toContain('a'.repeat(32));
+  });
+
+  it.each([['serve'], ['migrate']])(
+    '%s with PostgreSQL unreachable: one line naming DATABASE_URL, password hidden, exit 1',
+    async (command) => {
+      const port = await freePort();
+      const url = `postgres://postgres:hunter2@127.0.0.1:${port}/test`;
+      const { code, output } = await runCli([command], { DATABASE_URL: url });
+      expect(code, output).toBe(1);
+      expect(output.trim().split('\n')).toEqual([
+        `cannot use PostgreSQL at postgres://postgres:***@127.0.0.1:${port}/test (connect ECONNREFUSED 127.0.0.1:${port}); check DATABASE_URL and that the server runs`,
+      ]);
+    },
+  );
+
+  it('with its port taken: one line naming PORT, exit 1', async () => {
+    const holder = net.createServer();
+    await new Promise<void>((resolve) => holder.listen(0, '127.0.0.1', resolve));
+    const { port } = holder.address() as net.AddressInfo;
+    try {
+      const { code, output } = await runCli(['serve'], {
+        DATABASE_URL: sqliteUrl('port-taken.db'),
+        HOST: '127.0.0.1',
+        PORT: String(port),
+        LOG_LEVEL: 'warn',
+      });
+      expect(code, output).toBe(1);
+      expect(output.trim().split('\n')).toEqual([
+        `cannot listen on 127.0.0.1:${port}: the port is already in use; check PORT (or stop what holds it)`,
+      ]);
+    } finally {
+      holder.close();
+    }
+  });
+
+  it('with NATS unreachable: says so within seconds, naming NATS_URL, and serves', async () => {
+    const server = await startServer({
+      DATABASE_URL: sqliteUrl('nats-away.db'),
+      NATS_URL: `nats://127.0.0.1:${await freePort()}`,
+    });
+    try {
+      const started = Date.now();
+      await eventually(() => expect(server.output()).toContain('NATS does not answer (check NATS_URL)'), {
+        timeoutMs: 10_000,
+      });
+      expect(Date.now() - started).toBeLessThan(10_000);
+      expect((await fetch(`${server.url}/health`)).status).toBe(200);
+    } finally {
+      expect(await server.stop()).toBe(0);
+    }
+  });
+
+  it('with Redis unreachable: says so at once, naming REDIS_URL, and serves', async () => {
+    const server = await startServer({
+      DATABASE_URL: sqliteUrl('redis-away.db'),
+      REDIS_URL: `redis://127.0.0.1:${await freePort()}`,
+    });
+    try {
+      expect(server.output()).toContain('Redis is away (check REDIS_URL if it lasts)');
+      expect((await fetch(`${server.url}/health`)).status).toBe(200);
+    } finally {
+      expect(await server.stop()).toBe(0);
+    }
+  });
+});

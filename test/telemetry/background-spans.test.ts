@@ -1,0 +1,107 @@
+/**
+ * Background database writes have spans (spec §6.2 rule 1; issue 16): the event store's batch
+ * writes (linked to the messages they store), click flushes (with the `url.clicked` producer span
+ * below), click compaction and the event retention clean-up, each with its SQL statements as
+ * children. Recorded with an in-memory span exporter; tracing is process-wide, so it starts here,
+ * first, and this file runs in a process of its own.
+ */
+import { InMemorySpanExporter, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { SpanKind } from '@opentelemetry/api';
+import { startTracing } from '../../src/adapters/telemetry/tracing.js';
+import { testConfig } from '../helpers/backends.js';
+
+const exporter = new InMemorySpanExporter();
+const TRACING_ENV = { TRACING_SAMPLING_RATE: '1' };
+const tracing = startTracing(testConfig('sqlite::memory:', TRACING_ENV).tracing, { exporter });
+
+import { afterAll, describe, expect, it } from 'vitest';
+import { useTestApp } from '../helpers/app.js';
+import { BACKENDS } from '../helpers/backends.js';
+import { eventually } from '../helpers/eventually.js';
+import { codeMaker, newMapping } from '../helpers/http.js';
+
+const nextCode = codeMaker('bgs');
+const spans = () => exporter.getFinishedSpans();
+const spanId = (s: ReadableSpan) => s.spanContext().spanId;
+const childrenOf = (parent: ReadableSpan) => spans().filter((s) => s.parentSpanContext?.spanId === spanId(parent));
+
+afterAll(async () => {
+  await tracing.shutdown();
+});
+
+for (const backend of BACKENDS) {
+  describe(`background database writes on ${backend.name}`, () => {
+    const t = useTestApp(backend, { ...TRACING_ENV, CLICK_FLUSH_INTERVAL_MS: '50', EVENT_POLL_MS: '50' });
+
+    /** A finished span matching `match` whose statements (children) are there too. */
+    const withStatements = (description: string, match: (s: ReadableSpan) => boolean) =>
+      eventually(() => {
+        const found = spans().find((s) => match(s) && childrenOf(s).some((c) => c.kind === SpanKind.CLIENT));
+        if (!found) throw new Error(`no ${description} span with statements yet`);
+        return found;
+      });
+
+    it.skipIf(!backend.available)(
+      "an event store batch: a span with its statements, linked to the events' producer spans",
+      async () => {
+        const body = newMapping(nextCode);
+        expect((await t.inject({ method: 'POST', url: '/shorten', payload: body })).statusCode).toBe(201);
+        const producer = await eventually(() => {
+          const found = spans().find(
+            (s) =>
+              s.kind === SpanKind.PRODUCER &&
+              s.name === 'publish url_events' &&
+              s.attributes['event.type'] === 'url.created',
+          );
+          if (!found) throw new Error('no producer span yet');
+          return found;
+        });
+        const batch = await withStatements('event_store.append', (s) =>
+          s.links.some((l) => l.context.spanId === spanId(producer)),
+        );
+        expect(batch.name).toBe('event_store.append');
+        expect(batch.parentSpanContext).toBeUndefined(); // a trace of its own, linked to the events'
+        expect(batch.attributes['messaging.batch.message_count']).toBeGreaterThanOrEqual(1);
+        const statements = childrenOf(batch).map((s) => s.name);
+        expect(
+          statements.some((name) => name.endsWith('event_store')),
+          statements.join(', '),
+        ).toBe(true);
+      },
+    );
+
+    it.skipIf(!backend.available)(
+      'a click flush: a span with its statements and the url.clicked producer span below it',
+      async () => {
+        const body = newMapping(nextCode);
+        expect((await t.inject({ method: 'POST', url: '/shorten', payload: body })).statusCode).toBe(201);
+        for (let i = 0; i < 3; i++)
+          expect((await t.inject({ method: 'GET', url: `/${body.code}` })).statusCode).toBe(302);
+        const flush = await withStatements('clicks.flush', (s) => s.name === 'clicks.flush');
+        expect(flush.kind).toBe(SpanKind.INTERNAL);
+        expect(flush.attributes['urlshortener.clicks.mappings']).toBeGreaterThanOrEqual(1);
+        const below = childrenOf(flush);
+        expect(below.some((s) => s.kind === SpanKind.CLIENT && s.attributes['db.system.name'] !== undefined)).toBe(
+          true,
+        );
+        expect(below.some((s) => s.kind === SpanKind.PRODUCER && s.attributes['event.type'] === 'url.clicked')).toBe(
+          true,
+        );
+      },
+    );
+
+    it.skipIf(!backend.available)('a click compaction: a span with its statements', async () => {
+      await t.service.clicks.compact();
+      const compaction = await withStatements('clicks.compact', (s) => s.name === 'clicks.compact');
+      expect(compaction.parentSpanContext).toBeUndefined();
+    });
+
+    it.skipIf(!backend.available)('the event retention clean-up: spans with their statements', async () => {
+      // The service prunes once when it starts (the `all` role), then every hour.
+      const store = await withStatements('event_store.prune', (s) => s.name === 'event_store.prune');
+      const log = await withStatements('event_log.prune', (s) => s.name === 'event_log.prune');
+      expect(childrenOf(store).map((s) => s.attributes['db.operation.name'])).toContain('DELETE');
+      expect(childrenOf(log).map((s) => s.attributes['db.operation.name'])).toContain('DELETE');
+    });
+  });
+}
