@@ -1,5 +1,6 @@
 import type { BrowserContext, Page } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
+import { eventually } from '../helpers/eventually.js';
 import { chromiumAvailable, containsText, hasText, screenshot, useServerAndChromium } from './browser.js';
 
 /**
@@ -114,7 +115,9 @@ describe.skipIf(!available)('API keys and users pages in Chromium', () => {
         await page.getByRole('button', { name: 'Search' }).click();
         const card = page.getByTestId(`user-${target}`);
         await containsText(card, 'locked');
-        await expect(page.locator('main').getByRole('listitem').count()).resolves.toBe(1);
+        // The target is already on the unfiltered first page, so its card alone does not show the
+        // search has answered: wait until the list holds that one user only.
+        await eventually(async () => expect(await page.locator('main').getByRole('listitem').count()).toBe(1));
         await noSidewaysScroll(page);
         await screenshot(page, `admin-users-${screen.name}`);
 
