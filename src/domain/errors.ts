@@ -115,7 +115,17 @@ export const errors = {
   })),
 
   // Accounts, sessions and CSRF (spec §5, design "Accounts" and "Tokens and CSRF").
-  notAuthenticated: define('NOT_AUTHENTICATED', 401, () => 'Not authenticated'),
+  /**
+   * RFC 7235 §3.1 asks every 401 to name a scheme; RFC 6750 §3.1 adds `invalid_token` when the
+   * request presented an API key (`Authorization: Bearer`) that does not authenticate.
+   */
+  notAuthenticated: define('NOT_AUTHENTICATED', 401, (presented?: 'bearer') => ({
+    detail: 'Not authenticated',
+    headers: {
+      'www-authenticate':
+        presented === 'bearer' ? 'Bearer realm="urlshortener", error="invalid_token"' : 'Bearer realm="urlshortener"',
+    },
+  })),
   invalidCredentials: define('INVALID_CREDENTIALS', 401, () => 'Invalid username or password'),
   accountLocked: define('ACCOUNT_LOCKED', 423, (retryAfterSeconds: number) => ({
     detail: 'Account locked due to too many failed attempts',

@@ -71,7 +71,7 @@ export async function identifyCaller(
   if (key !== undefined) {
     // An API key: no cookie is involved, so no CSRF; a key that does not authenticate is a 401.
     const session = await auth.authenticateApiKey(key);
-    if (!session) throw errors.notAuthenticated();
+    if (!session) throw errors.notAuthenticated('bearer');
     return { userId: session.user.id, role: session.user.role };
   }
   const cookies = request.cookies ?? parseCookies(request.headers.cookie);

@@ -66,6 +66,27 @@ describe.each(BACKENDS)('API keys on $name', (backend) => {
     );
   });
 
+  it.skipIf(!backend.available)(
+    'a 401 names the Bearer scheme; a refused key is invalid_token (RFC 6750)',
+    async () => {
+      const forged = `us_${'B'.repeat(43)}`;
+      const anonymous = await t.app.inject({ method: 'GET', url: '/api/v1/auth/me' });
+      expectError(anonymous, 401, 'Not authenticated');
+      expect(anonymous.headers['www-authenticate']).toBe('Bearer realm="urlshortener"');
+      const refused = [
+        await meByKey(t.app, forged),
+        // The URL routes identify their caller themselves: the same answer there.
+        await t.app.inject({ method: 'DELETE', url: '/nosuchcode', headers: bearer(forged) }),
+      ];
+      for (const answer of refused) {
+        expectError(answer, 401, 'Not authenticated');
+        expect(answer.headers['www-authenticate']).toBe('Bearer realm="urlshortener", error="invalid_token"');
+      }
+      const { key } = await createApiKey(t.app, alice);
+      expect((await meByKey(t.app, key)).headers['www-authenticate']).toBeUndefined();
+    },
+  );
+
   it.skipIf(!backend.available)('bearer requests need no CSRF token; with a session cookie they still do', async () => {
     const { key } = await createApiKey(t.app, alice);
     const before = await metricValue(t.app, 'csrf_failures_total', { reason: 'missing_header' });

@@ -60,7 +60,7 @@ const authPlugin: FastifyPluginAsync<AuthPluginOptions> = async (app, { auth }) 
       const session = await resolveSession(request, auth);
       if (!session) {
         await decideBeforeRefusal(request, reply);
-        throw errors.notAuthenticated();
+        throw errors.notAuthenticated(request.headers.authorization === undefined ? undefined : 'bearer');
       }
       // Set before an admin refusal too: the caller is signed in, and limited as that user.
       request.session = session;
