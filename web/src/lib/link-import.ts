@@ -1,0 +1,65 @@
+/**
+ * Import and export on the links page: which media type a picked file is sent as, and the server's
+ * per-row report (`POST /api/v1/links/import`) in words.
+ */
+
+export type ImportStatus = 'created' | 'taken' | 'refused';
+
+export interface ImportRow {
+  readonly row: number;
+  readonly code: string | null;
+  readonly status: ImportStatus;
+  readonly detail?: string;
+}
+
+export interface ImportReport {
+  readonly dry_run: boolean;
+  readonly totals: {
+    readonly rows: number;
+    readonly created: number;
+    readonly taken: number;
+    readonly refused: number;
+  };
+  readonly rows: ImportRow[];
+}
+
+export type ExportFormat = 'csv' | 'json';
+export const EXPORT_TYPES: Record<ExportFormat, string> = { csv: 'text/csv', json: 'application/json' };
+
+/** The media type a picked file is sent as, by its name or its type; null when it is neither CSV nor JSON. */
+export function importTypeOf(file: { readonly name: string; readonly type: string }): string | null {
+  const name = file.name.toLowerCase();
+  if (name.endsWith('.json') || file.type === 'application/json') return EXPORT_TYPES.json;
+  if (name.endsWith('.csv') || file.type === 'text/csv') return EXPORT_TYPES.csv;
+  return null;
+}
+
+/** A row's result in words: a dry run says what would happen. */
+export function importStatusLabel(status: ImportStatus, dryRun: boolean): string {
+  switch (status) {
+    case 'created':
+      return dryRun ? 'Would be created' : 'Created';
+    case 'taken':
+      return 'Code already taken';
+    default:
+      return 'Refused';
+  }
+}
+
+const count = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
+
+/** The report's totals in one sentence. */
+export function importSummary({ dry_run: dryRun, totals }: ImportReport): string {
+  const created = dryRun ? `${totals.created} would be created` : `${totals.created} created`;
+  const head = dryRun
+    ? `Checked ${count(totals.rows, 'row')}, nothing imported`
+    : `Imported ${count(totals.rows, 'row')}`;
+  return `${head}: ${created}, ${totals.taken} already taken, ${totals.refused} refused.`;
+}
+
+/** The rows to show first: problems (taken, refused) when there are any and `problemsOnly` is asked. */
+export const rowsToShow = (report: ImportReport, problemsOnly: boolean): ImportRow[] =>
+  problemsOnly ? report.rows.filter((r) => r.status !== 'created') : report.rows;
+
+/** The file name an export is saved as when the server names none: `links-2026-11-25.csv`. */
+export const exportFileName = (format: ExportFormat, now: Date) => `links-${now.toISOString().slice(0, 10)}.${format}`;
