@@ -119,7 +119,7 @@ describe('import and export', () => {
   it('names each row’s result, and can list the problems alone', () => {
     expect(importStatusLabel('created', true)).toBe('Would be created');
     expect(importStatusLabel('created', false)).toBe('Created');
-    expect(importStatusLabel('taken', false)).toBe('Code already taken');
+    expect(importStatusLabel('taken', false)).toBe('Already taken');
     expect(importStatusLabel('refused', true)).toBe('Refused');
     expect(rowsToShow(report, true).map((r) => r.row)).toEqual([2, 3]);
     expect(rowsToShow(report, false)).toHaveLength(3);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { linkStatsCode, linkStatsPath } from '../src/lib/routes';
 import {
-  botShareText,
+  botShare,
   bucketLabel,
   customRange,
   defaultInterval,
@@ -93,9 +93,9 @@ describe('statistics in words', () => {
   });
 
   it('gives the bot share with its counts, and says when there were no visits', () => {
-    expect(botShareText({ visits: 12, bots: 2 }, 'en-GB')).toBe('2 of 12 visits (16.7%)');
-    expect(botShareText({ visits: 1, bots: 0 }, 'en-GB')).toBe('0 of 1 visit (0%)');
-    expect(botShareText({ visits: 0, bots: 0 }, 'en-GB')).toBe('No visits');
+    expect(botShare({ visits: 12, bots: 2 }, 'en-GB')).toEqual({ percent: '16.7%', counts: '2 of 12 visits' });
+    expect(botShare({ visits: 1, bots: 0 }, 'en-GB')).toEqual({ percent: '0%', counts: '0 of 1 visit' });
+    expect(botShare({ visits: 0, bots: 0 }, 'en-GB')).toEqual({ percent: '–', counts: 'No visits' });
   });
 
   it('names countries and device classes, and says what a missing value means', () => {

@@ -108,7 +108,7 @@ export function seriesChart(
     options: {
       ...(baseOptions(colours) as ChartConfiguration<'line'>['options']),
       interaction: { mode: 'index', intersect: false },
-      plugins: { legend: { labels: { color: colours.fg } } },
+      plugins: { legend: { labels: { color: colours.fg, usePointStyle: true } } },
     },
   };
 }

@@ -40,7 +40,7 @@ export function importStatusLabel(status: ImportStatus, dryRun: boolean): string
     case 'created':
       return dryRun ? 'Would be created' : 'Created';
     case 'taken':
-      return 'Code already taken';
+      return 'Already taken';
     default:
       return 'Refused';
   }

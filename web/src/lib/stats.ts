@@ -135,11 +135,14 @@ export interface StatsTotals {
   readonly unique_visitors: number;
 }
 
-/** "2 of 12 visits (17 %)", or "No visits" when there were none. */
-export function botShareText({ visits, bots }: Pick<StatsTotals, 'visits' | 'bots'>, locale?: string): string {
-  if (visits === 0) return 'No visits';
-  const share = new Intl.NumberFormat(locale, { style: 'percent', maximumFractionDigits: 1 }).format(bots / visits);
-  return `${bots} of ${visits} ${visits === 1 ? 'visit' : 'visits'} (${share})`;
+/** The bots' share of the visits ("16.7%", a dash when there were none) and its counts ("2 of 12 visits"). */
+export function botShare(
+  { visits, bots }: Pick<StatsTotals, 'visits' | 'bots'>,
+  locale?: string,
+): { percent: string; counts: string } {
+  if (visits === 0) return { percent: '–', counts: 'No visits' };
+  const percent = new Intl.NumberFormat(locale, { style: 'percent', maximumFractionDigits: 1 }).format(bots / visits);
+  return { percent, counts: `${bots} of ${visits} ${visits === 1 ? 'visit' : 'visits'}` };
 }
 
 export type TopKind = 'referrers' | 'countries' | 'browsers' | 'os' | 'devices';
