@@ -358,7 +358,7 @@ describe.skipIf(!available)('link statistics, lifecycle, import and export in Ch
     });
   }
 
-  it('the statistics of a link that is not the user’s, or of none, say so; an anonymous visitor logs in first', async () => {
+  it('the statistics page of a code that is no link says so; an anonymous visitor logs in first, then comes back to it', async () => {
     const context: BrowserContext = await e2e.browser.newContext(SCREENS[0].options);
     context.setDefaultTimeout(10_000);
     try {
