@@ -21,6 +21,8 @@ export interface ImportReport {
     readonly refused: number;
   };
   readonly rows: ImportRow[];
+  /** Only when the server stopped part-way (its database failed): where, and what became of the rest. */
+  readonly detail?: string;
 }
 
 export type ExportFormat = 'csv' | 'json';
