@@ -13,6 +13,7 @@ import {
   type UrlRules,
 } from '../domain/url-mapping.js';
 import type { UrlEventFactory } from '../domain/url-events.js';
+import type { IncomingHttpHeaders } from 'node:http';
 import type { Clock } from '../ports/clock.js';
 import type { ListOptions, OwnerGuard, RedirectTarget, UrlMappingRepository } from '../ports/url-mapping-repository.js';
 import type { ClickBuffer } from '../support/click-buffer.js';
@@ -35,6 +36,15 @@ export interface UrlMappingServiceOptions {
   readonly generateCode?: (length: number) => string;
   /** For `created_at` of `create`; the system clock when absent. */
   readonly clock?: Clock;
+  /** Where counted redirects leave their visit (VISIT_RECORDING); none recorded when absent. */
+  readonly visits?: VisitRecorder | undefined;
+  /** COUNT_BOTS=false: whether a `User-Agent` is a bot's, whose redirects `click_count` leaves out. */
+  readonly isBot?: ((userAgent: string | undefined) => boolean) | undefined;
+}
+
+/** The redirect path's side of visit recording (`VisitBuffer`): raw values in, nothing parsed. */
+export interface VisitRecorder {
+  record(urlId: number, headers: IncomingHttpHeaders, address: string | undefined): void;
 }
 
 /** `POST /api/v1/links`: the URL, and the code when the caller picks one. */
@@ -121,14 +131,21 @@ export class UrlMappingService {
   }
 
   /**
-   * The `Location` for `code`, counting the click unless `count` is false (HEAD).
-   * On a cache hit this never touches the database.
+   * The `Location` for `code`, counting the click unless `count` is false (HEAD), and recording
+   * the visit of `request` when counted. On a cache hit this never touches the database.
    */
-  resolve(code: string, count: boolean): CachedTarget | Promise<CachedTarget> {
+  resolve(
+    code: string,
+    count: boolean,
+    headers?: IncomingHttpHeaders,
+    address?: string,
+  ): CachedTarget | Promise<CachedTarget> {
     const cached = this.cache.peek(code);
     if (cached === null) throw errors.mappingNotFound();
     const target = cached ?? this.cache.load(code, () => this.loadTarget(code));
-    return target instanceof Promise ? target.then((t) => this.found(t, count)) : this.found(target, count);
+    return target instanceof Promise
+      ? target.then((t) => this.found(t, count, headers, address))
+      : this.found(target, count, headers, address);
   }
 
   /**
@@ -232,9 +249,17 @@ export class UrlMappingService {
     return target instanceof Promise ? target.then(cachedTarget) : cachedTarget(target);
   }
 
-  private found(target: CachedTarget | undefined, count: boolean): CachedTarget {
+  private found(
+    target: CachedTarget | undefined,
+    count: boolean,
+    headers: IncomingHttpHeaders | undefined,
+    address: string | undefined,
+  ): CachedTarget {
     if (target === undefined) throw errors.mappingNotFound();
-    if (count) this.clicks.record(target.id);
+    if (!count) return target;
+    const { visits, isBot } = this.options;
+    if (isBot === undefined || headers === undefined || !isBot(headers['user-agent'])) this.clicks.record(target.id);
+    if (visits !== undefined && headers !== undefined) visits.record(target.id, headers, address);
     return target;
   }
 
