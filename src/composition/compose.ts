@@ -22,11 +22,14 @@ import { createLogger, type LoggerChoice } from './logger.js';
 import { composeSharedState, type SharedState } from './shared-state.js';
 import { openStorage } from './storage.js';
 import { composeUrlMappings } from './url-mappings.js';
+import type { Visits } from './visits.js';
 
 export interface Service {
   readonly app: FastifyInstance;
   readonly database: Database;
   readonly clicks: ClickBuffer;
+  /** Visit recording, retention and statistics (issue 15). */
+  readonly visits: Visits;
   readonly auth: AuthService;
   readonly counters: Counters;
   readonly runtimeSettings: RuntimeSettings;
@@ -108,6 +111,7 @@ async function composeService(context: CompositionContext, options: ComposeOptio
     config,
     routes: urlMappings.routes,
     urlMappings: urlMappings.service,
+    visitStats: urlMappings.visits.stats,
     metrics,
     auth: accounts.auth,
     apiKeys: accounts.apiKeys,
@@ -136,6 +140,7 @@ async function composeService(context: CompositionContext, options: ComposeOptio
     app,
     database,
     clicks: urlMappings.clicks,
+    visits: urlMappings.visits,
     auth: accounts.auth,
     counters: shared.counters,
     runtimeSettings: accounts.runtimeSettings,

@@ -11,6 +11,7 @@ import { PeriodicTask } from '../support/periodic-task.js';
 import { RedirectCache } from '../support/redirect-cache.js';
 import type { CompositionContext } from './context.js';
 import type { EventBackbone } from './event-backbone.js';
+import { composeVisits, type Visits } from './visits.js';
 
 /** SQLite's search index: new mappings are added every SEARCH_INDEX_INTERVAL_MS, SEARCH_INDEX_CHUNK per transaction. */
 const SEARCH_INDEX_INTERVAL_MS = 1000;
@@ -31,6 +32,7 @@ export interface UrlMappings {
   readonly routes: RouteTable;
   readonly cache: RedirectCache;
   readonly clicks: ClickBuffer;
+  readonly visits: Visits;
 }
 
 /**
@@ -38,11 +40,12 @@ export interface UrlMappings {
  * redirect cache, and the click buffer, whose last clicks are written when the service stops.
  */
 export function composeUrlMappings(
-  { config, stack, metrics, logger }: CompositionContext,
+  context: CompositionContext,
   database: Database,
   backbone: EventBackbone,
   settings: RuntimeSettings,
 ): UrlMappings {
+  const { config, stack, metrics, logger } = context;
   const events = urlEvents(config.tracing.serviceName);
   const repository = new KyselyUrlMappingRepository(database.db, database.dialect, backbone.outbox, database.reader);
   const routes = new RouteTable();
@@ -57,6 +60,7 @@ export function composeUrlMappings(
     events.clicked,
   );
   stack.defer('click flush', () => clicks.stop());
+  const visits = composeVisits(context, database, repository);
   if (database.dialect === 'sqlite') {
     const indexing = new PeriodicTask(
       'search indexing',
@@ -79,6 +83,8 @@ export function composeUrlMappings(
     // The runtime setting: a change by an administrator applies on every instance within a second.
     writePolicy: () => settings.current().link_write_policy ?? config.links.writePolicy,
     codeLength: config.links.codeLength,
+    visits: visits.buffer,
+    isBot: visits.isBot,
   });
   // Who notices expiry by time when nobody visits: every instance sweeps; the claim in the
   // database (expired_event_at) makes each link's url.expired once, whichever instance records it.
@@ -94,5 +100,5 @@ export function composeUrlMappings(
   );
   expiry.start();
   stack.defer('expiry sweep', () => expiry.stop());
-  return { service, routes, cache, clicks };
+  return { service, routes, cache, clicks, visits };
 }

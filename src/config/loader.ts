@@ -165,6 +165,12 @@ function assemble(v: SettingValues): Config {
       clickFlushIntervalMs: v.CLICK_FLUSH_INTERVAL_MS,
       clickCompactIntervalMs: v.CLICK_COMPACT_INTERVAL_MS,
     },
+    visits: {
+      recording: v.VISIT_RECORDING,
+      retentionDays: v.VISIT_RETENTION_DAYS,
+      countryHeader: v.VISIT_COUNTRY_HEADER,
+      countBots: v.COUNT_BOTS,
+    },
     redisUrl: v.REDIS_URL,
     redisKeyPrefix: v.REDIS_KEY_PREFIX,
     redisTimeoutMs: v.REDIS_TIMEOUT_MS,

@@ -60,6 +60,14 @@ export interface Config {
     readonly clickFlushIntervalMs: number;
     readonly clickCompactIntervalMs: number;
   };
+  /** Visit recording and statistics (VISIT_*, COUNT_BOTS). */
+  readonly visits: {
+    readonly recording: boolean;
+    readonly retentionDays: number;
+    /** Lower-case header name a trusted proxy sets to the country code; undefined: none recorded. */
+    readonly countryHeader: string | undefined;
+    readonly countBots: boolean;
+  };
   /** `redis://…` when a shared Redis is in use (counters, rate limits); undefined: in-process memory. */
   readonly redisUrl: string | undefined;
   /** Prepended to every Redis key, so several deployments (or test runs) can share one Redis. */

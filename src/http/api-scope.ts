@@ -15,11 +15,13 @@ import { authRoutes } from './routes/auth.js';
 import { deadLetterRoutes } from './routes/dead-letters.js';
 import { executionRoutes } from './routes/executions.js';
 import { linkRoutes } from './routes/links.js';
+import { linkStatsRoutes } from './routes/link-stats.js';
 import { notificationChannelRoutes } from './routes/notification-channels.js';
 import type { DeadLetterManager } from '../services/dead-letter-manager.js';
 import type { ExecutionService } from '../services/execution-service.js';
 import type { NotificationService } from '../services/notification-service.js';
 import type { UrlMappingService } from '../services/url-mapping-service.js';
+import type { VisitStatsService } from '../services/visit-stats-service.js';
 
 export interface ApiScopeOptions {
   readonly auth: AuthService;
@@ -31,6 +33,7 @@ export interface ApiScopeOptions {
   readonly notifications: NotificationService;
   readonly deadLetters: DeadLetterManager;
   readonly urlMappings: UrlMappingService;
+  readonly visitStats: VisitStatsService;
 }
 
 /**
@@ -51,6 +54,7 @@ export const apiScope: FastifyPluginAsyncTypebox<ApiScopeOptions> = async (api, 
     service: options.urlMappings,
     callers: { auth: options.auth },
   });
+  await api.register(linkStatsRoutes, { prefix: '/api/v1', stats: options.visitStats });
   await api.register(adminSettingsRoutes, { prefix: '/api/v1/admin', settings: options.settings });
   await api.register(adminUserRoutes, {
     prefix: '/api/v1/admin',

@@ -1,5 +1,6 @@
 import { type Static, type TSchema, Type } from 'typebox';
 import { CODE_MAX_LENGTH, CODE_MIN_LENGTH, MAX_VISITS_MAX } from '../domain/url-mapping.js';
+import { VISIT_SCHEMAS } from './visit-schemas.js';
 
 /**
  * Route schemas (TypeBox). Shared ones carry an `$id`: they are registered once, validate by
@@ -101,6 +102,7 @@ export const SHARED_SCHEMAS: readonly TSchema[] = [
   LinkCreate,
   ErrorResponse,
   HealthResponse,
+  ...VISIT_SCHEMAS,
 ];
 
 /** A reference to a shared schema that keeps the static type of the schema it points at. */

@@ -15,6 +15,7 @@ import {
   type UrlRules,
 } from '../domain/url-mapping.js';
 import type { UrlEventFactory } from '../domain/url-events.js';
+import type { IncomingHttpHeaders } from 'node:http';
 import type { Clock } from '../ports/clock.js';
 import type { ListOptions, OwnerGuard, RedirectTarget, UrlMappingRepository } from '../ports/url-mapping-repository.js';
 import type { ClickBuffer } from '../support/click-buffer.js';
@@ -37,6 +38,15 @@ export interface UrlMappingServiceOptions {
   readonly generateCode?: (length: number) => string;
   /** For `created_at` of `create`; the system clock when absent. */
   readonly clock?: Clock;
+  /** Where counted redirects leave their visit (VISIT_RECORDING); none recorded when absent. */
+  readonly visits?: VisitRecorder | undefined;
+  /** COUNT_BOTS=false: whether a `User-Agent` is a bot's, whose redirects `click_count` leaves out. */
+  readonly isBot?: ((userAgent: string | undefined) => boolean) | undefined;
+}
+
+/** The redirect path's side of visit recording (`VisitBuffer`): raw values in, nothing parsed. */
+export interface VisitRecorder {
+  record(urlId: number, headers: IncomingHttpHeaders, address: string | undefined): void;
 }
 
 /** `POST /api/v1/links`: the URL, and the code when the caller picks one; the limits when wanted. */
@@ -153,14 +163,21 @@ export class UrlMappingService {
   }
 
   /**
-   * The `Location` for `code`, counting the click unless `count` is false (HEAD).
-   * On a cache hit this never touches the database.
+   * The `Location` for `code`, counting the click unless `count` is false (HEAD), and recording
+   * the visit of `request` when counted. On a cache hit this never touches the database.
    */
-  resolve(code: string, count: boolean): CachedTarget | Promise<CachedTarget> {
+  resolve(
+    code: string,
+    count: boolean,
+    headers?: IncomingHttpHeaders,
+    address?: string,
+  ): CachedTarget | Promise<CachedTarget> {
     const cached = this.cache.peek(code);
     if (cached === null) throw errors.mappingNotFound();
     const target = cached ?? this.cache.load(code, () => this.loadTarget(code));
-    return target instanceof Promise ? target.then((t) => this.found(code, t, count)) : this.found(code, target, count);
+    return target instanceof Promise
+      ? target.then((t) => this.found(code, t, count, headers, address))
+      : this.found(code, target, count, headers, address);
   }
 
   /**
@@ -286,12 +303,23 @@ export class UrlMappingService {
     code: string,
     target: CachedTarget | undefined,
     count: boolean,
+    headers: IncomingHttpHeaders | undefined,
+    address: string | undefined,
     reloaded = false,
   ): CachedTarget | Promise<CachedTarget> {
     if (target === undefined) throw errors.mappingNotFound();
-    if (target.limits !== undefined) return this.limited(code, target, target.limits, count, reloaded);
-    if (count) this.clicks.record(target.id);
+    if (target.limits !== undefined) {
+      return this.limited(code, target, target.limits, count, headers, address, reloaded);
+    }
+    if (count) this.counted(target, headers, address);
     return target;
+  }
+
+  /** A counted redirect: its click (a bot's too, unless COUNT_BOTS=false) and its visit. */
+  private counted(target: CachedTarget, headers: IncomingHttpHeaders | undefined, address: string | undefined): void {
+    const { visits, isBot } = this.options;
+    if (isBot === undefined || headers === undefined || !isBot(headers['user-agent'])) this.clicks.record(target.id);
+    if (visits !== undefined && headers !== undefined) visits.record(target.id, headers, address);
   }
 
   /**
@@ -304,12 +332,14 @@ export class UrlMappingService {
     target: CachedTarget,
     limits: CachedLimits,
     count: boolean,
+    headers: IncomingHttpHeaders | undefined,
+    address: string | undefined,
     reloaded: boolean,
   ): CachedTarget | Promise<CachedTarget> {
     if (limits.expiresAt !== undefined && limits.expiresAt <= this.now()) throw errors.linkExpired(limits.expiresText!);
     const max = limits.maxVisits;
     if (max === undefined) {
-      if (count) this.clicks.record(target.id);
+      if (count) this.counted(target, headers, address);
       return target;
     }
     if (limits.exhausted) throw errors.linkExhausted(max);
@@ -318,7 +348,7 @@ export class UrlMappingService {
       // This entry knows from now on (until a change reloads it) that nothing is left.
       if (remaining === 0) limits.exhausted = true;
       if (granted) {
-        this.clicks.record(target.id);
+        this.counted(target, headers, address);
         return target;
       }
       if (reloaded) throw errors.linkExhausted(max);
@@ -327,8 +357,8 @@ export class UrlMappingService {
       this.cache.invalidate(code);
       const fresh = this.cache.load(code, () => this.loadTarget(code));
       return fresh instanceof Promise
-        ? fresh.then((t) => this.found(code, t, count, true))
-        : this.found(code, fresh, count, true);
+        ? fresh.then((t) => this.found(code, t, count, headers, address, true))
+        : this.found(code, fresh, count, headers, address, true);
     });
   }
 

@@ -15,6 +15,9 @@ import { urlMappingSearch } from './0061-url-mapping-search.js';
 import { userDisabled } from './0065-user-disabled.js';
 import { apiKeys } from './0066-api-keys.js';
 import { userSessionsNotBefore } from './0067-user-sessions-not-before.js';
+import { visits } from './0070-visits.js';
+import { visitRollups } from './0071-visit-rollups.js';
+import { visitorHashes } from './0072-visitor-hashes.js';
 import { urlMappingLifecycle } from './0073-url-mapping-lifecycle.js';
 import { urlMappingExpiryIndex } from './0074-url-mapping-expiry-index.js';
 import { dialectColumns } from './columns.js';
@@ -37,6 +40,9 @@ const MIGRATIONS: readonly SchemaMigration[] = [
   userDisabled,
   apiKeys,
   userSessionsNotBefore,
+  visits,
+  visitRollups,
+  visitorHashes,
   urlMappingLifecycle,
   urlMappingExpiryIndex,
 ];

@@ -1,0 +1,273 @@
+import { randomBytes } from 'node:crypto';
+import { type Kysely, sql } from 'kysely';
+import { type DeviceClass, DAY_MS, dayOf, HOUR_MS, hourOf, type VisitDimension } from '../../domain/visit.js';
+import type {
+  DimensionCount,
+  HourlyCount,
+  StatsRange,
+  VisitBatch,
+  VisitPageQuery,
+  VisitPageRow,
+  VisitRepository,
+  VisitRollups,
+} from '../../ports/visit-repository.js';
+import type { Dialect } from './database.js';
+import type { DatabaseSchema } from './schema.js';
+
+/** Rows per statement: 9 parameters a visit stays well under both dialects' limits. */
+const ROWS_PER_STATEMENT = 1_000;
+
+/** The rollup increments of `visits`, keyed so that every writer adds them in the same order. */
+export function rollupsOf(visits: VisitBatch['visits']): VisitRollups {
+  const hourly = new Map<string, [number, number]>();
+  const daily = new Map<string, number>();
+  for (const v of visits) {
+    const hourKey = `${v.urlId}:${hourOf(v.visitedAt)}`;
+    const counts = hourly.get(hourKey) ?? [0, 0];
+    counts[0]++;
+    if (v.bot) counts[1]++;
+    hourly.set(hourKey, counts);
+    const day = `${v.urlId}:${dayOf(v.visitedAt)}`;
+    for (const [dimension, value] of [
+      ['referrer', v.referrerHost],
+      ['country', v.country],
+      ['browser', v.browser],
+      ['os', v.os],
+      ['device', v.device],
+    ] as const) {
+      const key = `${day}:${dimension}:${value ?? ''}`;
+      daily.set(key, (daily.get(key) ?? 0) + 1);
+    }
+  }
+  return { hourly, daily };
+}
+
+/** Splits `url:n:rest` keys back into numbers (the rest kept whole: a value may hold ':'). */
+function splitKey(key: string): [number, number, string] {
+  const first = key.indexOf(':');
+  const second = key.indexOf(':', first + 1);
+  const rest = second < 0 ? '' : key.slice(second + 1);
+  return [Number(key.slice(0, first)), Number(key.slice(first + 1, second < 0 ? undefined : second)), rest];
+}
+
+function byKey<T extends { url_id: number; day?: number; hour?: number; dimension?: string; value?: string }>(
+  a: T,
+  b: T,
+): number {
+  return (
+    a.url_id - b.url_id ||
+    (a.hour ?? 0) - (b.hour ?? 0) ||
+    (a.day ?? 0) - (b.day ?? 0) ||
+    (a.dimension ?? '').localeCompare(b.dimension ?? '') ||
+    (a.value! < b.value! ? -1 : a.value! > b.value! ? 1 : 0)
+  );
+}
+
+function* chunks<T>(rows: readonly T[]): Generator<T[]> {
+  for (let start = 0; start < rows.length; start += ROWS_PER_STATEMENT) {
+    yield rows.slice(start, start + ROWS_PER_STATEMENT);
+  }
+}
+
+/**
+ * Visits, their rollups and the visitor hashes in SQLite or PostgreSQL. A batch is written in
+ * one transaction: its id, its visits, the new visitors, and the rollup increments, each table
+ * in key order so that concurrent writers on PostgreSQL lock rows in the same order.
+ */
+export class KyselyVisitRepository implements VisitRepository {
+  constructor(
+    private readonly db: Kysely<DatabaseSchema>,
+    private readonly dialect: Dialect,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  writeBatch(batch: VisitBatch): Promise<boolean> {
+    return this.db.transaction().execute(async (trx) => {
+      const claimed = await trx
+        .insertInto('visit_batches')
+        .values({ id: batch.id, written_at_ms: this.now() })
+        .onConflict((oc) => oc.column('id').doNothing())
+        .executeTakeFirst();
+      if (Number(claimed.numInsertedOrUpdatedRows ?? 0) === 0) return false;
+      for (const chunk of chunks(batch.visits)) {
+        await trx
+          .insertInto('visits')
+          .values(
+            chunk.map((v) => ({
+              url_id: v.urlId,
+              visited_at_ms: v.visitedAt,
+              referrer_host: v.referrerHost,
+              browser: v.browser,
+              os: v.os,
+              device: v.device,
+              bot: v.bot ? 1 : 0,
+              country: v.country,
+            })),
+          )
+          .execute();
+      }
+      await this.applyRollups(trx, rollupsOf(batch.visits));
+      await this.addVisitors(trx, batch.visitors);
+      return true;
+    });
+  }
+
+  /** Adds rollup increments (a batch's, or the bench's seed) in one transaction. */
+  addRollups(rollups: VisitRollups): Promise<void> {
+    return this.db.transaction().execute((trx) => this.applyRollups(trx, rollups));
+  }
+
+  private async applyRollups(trx: Kysely<DatabaseSchema>, { hourly, daily }: VisitRollups): Promise<void> {
+    const hours = [...hourly].map(([key, [visits, bots]]) => {
+      const [url_id, hour] = splitKey(key);
+      return { url_id, hour, visits, bots };
+    });
+    hours.sort(byKey);
+    for (const chunk of chunks(hours)) {
+      await trx
+        .insertInto('visit_hourly')
+        .values(chunk)
+        .onConflict((oc) =>
+          oc.columns(['url_id', 'hour']).doUpdateSet({
+            visits: sql`visit_hourly.visits + excluded.visits`,
+            bots: sql`visit_hourly.bots + excluded.bots`,
+          }),
+        )
+        .execute();
+    }
+    const days = [...daily].map(([key, visits]) => {
+      const [url_id, day, rest] = splitKey(key);
+      const at = rest.indexOf(':');
+      return { url_id, day, dimension: rest.slice(0, at), value: rest.slice(at + 1), visits };
+    });
+    days.sort(byKey);
+    for (const chunk of chunks(days)) {
+      await trx
+        .insertInto('visit_daily')
+        .values(chunk)
+        .onConflict((oc) =>
+          oc
+            .columns(['url_id', 'day', 'dimension', 'value'])
+            .doUpdateSet({ visits: sql`visit_daily.visits + excluded.visits` }),
+        )
+        .execute();
+    }
+  }
+
+  /** Records the visitors; those new to their mapping and day add to its distinct count. */
+  private async addVisitors(trx: Kysely<DatabaseSchema>, visitors: VisitBatch['visitors']): Promise<void> {
+    const rows = visitors.map((v) => ({ url_id: v.urlId, day: v.day, hash: v.hash }));
+    rows.sort((a, b) => a.url_id - b.url_id || a.day - b.day || a.hash - b.hash);
+    const fresh = new Map<string, number>();
+    for (const chunk of chunks(rows)) {
+      const inserted = await trx
+        .insertInto('visit_visitors')
+        .values(chunk)
+        .onConflict((oc) => oc.columns(['url_id', 'day', 'hash']).doNothing())
+        .returning(['url_id', 'day'])
+        .execute();
+      for (const { url_id, day } of inserted) fresh.set(`${url_id}:${day}`, (fresh.get(`${url_id}:${day}`) ?? 0) + 1);
+    }
+    const uniques = [...fresh].map(([key, visitors]) => {
+      const [url_id, day] = splitKey(key);
+      return { url_id, day, visitors };
+    });
+    uniques.sort(byKey);
+    for (const chunk of chunks(uniques)) {
+      await trx
+        .insertInto('visit_uniques')
+        .values(chunk)
+        .onConflict((oc) =>
+          oc.columns(['url_id', 'day']).doUpdateSet({ visitors: sql`visit_uniques.visitors + excluded.visitors` }),
+        )
+        .execute();
+    }
+  }
+
+  async daySalt(day: number): Promise<string> {
+    await this.db
+      .insertInto('visit_salts')
+      .values({ day, salt: randomBytes(32).toString('base64') })
+      .onConflict((oc) => oc.column('day').doNothing())
+      .execute();
+    const row = await this.db.selectFrom('visit_salts').select('salt').where('day', '=', day).executeTakeFirstOrThrow();
+    return row.salt;
+  }
+
+  async hourly({ urlId, from, to }: StatsRange): Promise<HourlyCount[]> {
+    return this.db
+      .selectFrom('visit_hourly')
+      .select(['hour', 'visits', 'bots'])
+      .where('url_id', '=', urlId)
+      .where('hour', '>=', hourOf(from))
+      .where('hour', '<', Math.ceil(to / HOUR_MS))
+      .orderBy('hour')
+      .execute();
+  }
+
+  async dimensions({ urlId, from, to }: StatsRange): Promise<DimensionCount[]> {
+    const rows = await this.db
+      .selectFrom('visit_daily')
+      .select(['dimension', 'value', sql<number>`CAST(SUM(visits) AS BIGINT)`.as('visits')])
+      .where('url_id', '=', urlId)
+      .where('day', '>=', dayOf(from))
+      .where('day', '<', Math.ceil(to / DAY_MS))
+      .groupBy(['dimension', 'value'])
+      .execute();
+    return rows.map((r) => ({
+      dimension: r.dimension as VisitDimension,
+      value: r.value === '' ? null : r.value,
+      visits: Number(r.visits),
+    }));
+  }
+
+  async uniqueVisitors({ urlId, from, to }: StatsRange): Promise<number> {
+    const row = await this.db
+      .selectFrom('visit_uniques')
+      .select(sql<number | null>`CAST(SUM(visitors) AS BIGINT)`.as('visitors'))
+      .where('url_id', '=', urlId)
+      .where('day', '>=', dayOf(from))
+      .where('day', '<', Math.ceil(to / DAY_MS))
+      .executeTakeFirst();
+    return Number(row?.visitors ?? 0);
+  }
+
+  async page({ urlId, from, to, limit, before }: VisitPageQuery): Promise<VisitPageRow[]> {
+    let query = this.db
+      .selectFrom('visits')
+      .selectAll()
+      .where('url_id', '=', urlId)
+      .where('visited_at_ms', '>=', from)
+      .where('visited_at_ms', '<', to);
+    if (before !== undefined) {
+      query = query.where(sql<boolean>`(visited_at_ms, id) < (${before.visitedAt}, ${before.id})`);
+    }
+    const rows = await query.orderBy('visited_at_ms', 'desc').orderBy('id', 'desc').limit(limit).execute();
+    return rows.map((r) => ({
+      id: r.id,
+      urlId: r.url_id,
+      visitedAt: r.visited_at_ms,
+      referrerHost: r.referrer_host,
+      browser: r.browser,
+      os: r.os,
+      device: r.device as DeviceClass,
+      bot: Boolean(r.bot),
+      country: r.country,
+    }));
+  }
+
+  async prune(options: { before: number; hashesBefore: number; batchesBefore: number; limit: number }) {
+    const { before, hashesBefore, batchesBefore, limit } = options;
+    const deleted = await this.db
+      .deleteFrom('visits')
+      .where('id', 'in', (db) => db.selectFrom('visits').select('id').where('visited_at_ms', '<', before).limit(limit))
+      .executeTakeFirst();
+    await this.db.deleteFrom('visit_hourly').where('hour', '<', hourOf(before)).execute();
+    await this.db.deleteFrom('visit_daily').where('day', '<', dayOf(before)).execute();
+    await this.db.deleteFrom('visit_uniques').where('day', '<', dayOf(before)).execute();
+    await this.db.deleteFrom('visit_visitors').where('day', '<', hashesBefore).execute();
+    await this.db.deleteFrom('visit_salts').where('day', '<', hashesBefore).execute();
+    await this.db.deleteFrom('visit_batches').where('written_at_ms', '<', batchesBefore).execute();
+    return Number(deleted.numDeletedRows);
+  }
+}
