@@ -9,6 +9,7 @@ import type { Counters } from '../ports/counters.js';
 import type { ReadinessCheck } from '../ports/readiness-check.js';
 import type { AuthService } from '../services/auth-service.js';
 import type { ExecutionService } from '../services/execution-service.js';
+import type { LinkTransferService } from '../services/link-transfer-service.js';
 import type { RateLimitPolicies } from '../services/rate-limit-policies.js';
 import type { RuntimeSettings } from '../services/runtime-settings.js';
 import type { ClickBuffer } from '../support/click-buffer.js';
@@ -27,6 +28,8 @@ export interface Service {
   readonly app: FastifyInstance;
   readonly database: Database;
   readonly clicks: ClickBuffer;
+  /** Export and import of links (`urlshortener export` / `import` use it too). */
+  readonly linkTransfer: LinkTransferService;
   readonly auth: AuthService;
   readonly counters: Counters;
   readonly runtimeSettings: RuntimeSettings;
@@ -50,6 +53,11 @@ export interface ComposeOptions {
   readonly clock?: Clock;
   /** How often each instance polls for runtime-settings changes (default 250 ms; within 1 s is promised). */
   readonly settingsPollIntervalMs?: number;
+  /**
+   * `false`: no event consumers start (the command line's import and export, which use the
+   * database and the outbox only); they start by default.
+   */
+  readonly consumers?: boolean;
 }
 
 /** What `GET /health/ready` checks: every backend in use. */
@@ -108,6 +116,7 @@ async function composeService(context: CompositionContext, options: ComposeOptio
     config,
     routes: urlMappings.routes,
     urlMappings: urlMappings.service,
+    linkTransfer: urlMappings.transfer,
     metrics,
     auth: accounts.auth,
     apiKeys: accounts.apiKeys,
@@ -125,17 +134,20 @@ async function composeService(context: CompositionContext, options: ComposeOptio
   stack.defer('http', () => app.close());
   urlMappings.clicks.start(logger);
   await backbone.start(
-    [
-      ...(config.role !== 'worker' ? apiConsumers(urlMappings.cache) : []),
-      ...(sandbox ? workerConsumers(context, backbone, executions, sandbox) : []),
-    ],
-    { prune: sandbox !== undefined },
+    options.consumers === false
+      ? []
+      : [
+          ...(config.role !== 'worker' ? apiConsumers(urlMappings.cache) : []),
+          ...(sandbox ? workerConsumers(context, backbone, executions, sandbox) : []),
+        ],
+    { prune: sandbox !== undefined && options.consumers !== false },
   );
 
   return {
     app,
     database,
     clicks: urlMappings.clicks,
+    linkTransfer: urlMappings.transfer,
     auth: accounts.auth,
     counters: shared.counters,
     runtimeSettings: accounts.runtimeSettings,
