@@ -9,6 +9,7 @@ import type { Counters } from '../ports/counters.js';
 import type { ReadinessCheck } from '../ports/readiness-check.js';
 import type { AuthService } from '../services/auth-service.js';
 import type { ExecutionService } from '../services/execution-service.js';
+import type { LinkTransferService } from '../services/link-transfer-service.js';
 import type { RateLimitPolicies } from '../services/rate-limit-policies.js';
 import type { RuntimeSettings } from '../services/runtime-settings.js';
 import type { ClickBuffer } from '../support/click-buffer.js';
@@ -30,6 +31,8 @@ export interface Service {
   readonly clicks: ClickBuffer;
   /** Visit recording, retention and statistics (issue 15). */
   readonly visits: Visits;
+  /** Export and import of links (`urlshortener export` / `import` use it too). */
+  readonly linkTransfer: LinkTransferService;
   readonly auth: AuthService;
   readonly counters: Counters;
   readonly runtimeSettings: RuntimeSettings;
@@ -53,6 +56,11 @@ export interface ComposeOptions {
   readonly clock?: Clock;
   /** How often each instance polls for runtime-settings changes (default 250 ms; within 1 s is promised). */
   readonly settingsPollIntervalMs?: number;
+  /**
+   * `false`: no event consumers start (the command line's import and export, which use the
+   * database and the outbox only); they start by default.
+   */
+  readonly consumers?: boolean;
 }
 
 /** What `GET /health/ready` checks: every backend in use. */
@@ -112,6 +120,7 @@ async function composeService(context: CompositionContext, options: ComposeOptio
     routes: urlMappings.routes,
     urlMappings: urlMappings.service,
     visitStats: urlMappings.visits.stats,
+    linkTransfer: urlMappings.transfer,
     metrics,
     auth: accounts.auth,
     apiKeys: accounts.apiKeys,
@@ -129,11 +138,13 @@ async function composeService(context: CompositionContext, options: ComposeOptio
   stack.defer('http', () => app.close());
   urlMappings.clicks.start(logger);
   await backbone.start(
-    [
-      ...(config.role !== 'worker' ? apiConsumers(urlMappings.cache) : []),
-      ...(sandbox ? workerConsumers(context, backbone, executions, sandbox) : []),
-    ],
-    { prune: sandbox !== undefined },
+    options.consumers === false
+      ? []
+      : [
+          ...(config.role !== 'worker' ? apiConsumers(urlMappings.cache) : []),
+          ...(sandbox ? workerConsumers(context, backbone, executions, sandbox) : []),
+        ],
+    { prune: sandbox !== undefined && options.consumers !== false },
   );
 
   return {
@@ -141,6 +152,7 @@ async function composeService(context: CompositionContext, options: ComposeOptio
     database,
     clicks: urlMappings.clicks,
     visits: urlMappings.visits,
+    linkTransfer: urlMappings.transfer,
     auth: accounts.auth,
     counters: shared.counters,
     runtimeSettings: accounts.runtimeSettings,

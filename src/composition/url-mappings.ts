@@ -1,10 +1,12 @@
 import type { Database } from '../adapters/storage/database.js';
+import { KyselyLinkImportStore } from '../adapters/storage/kysely-link-import-store.js';
 import { KyselyUrlMappingRepository } from '../adapters/storage/kysely-url-mapping-repository.js';
 import { tracedClickWrites } from '../adapters/telemetry/background-spans.js';
 import { registerRedirectCacheMetrics } from '../adapters/telemetry/redirect-cache-metrics.js';
 import { urlEvents } from '../domain/url-events.js';
 import { RouteTable } from '../http/route-table.js';
 import type { RuntimeSettings } from '../services/runtime-settings.js';
+import { LinkTransferService } from '../services/link-transfer-service.js';
 import { UrlMappingService } from '../services/url-mapping-service.js';
 import { ClickBuffer } from '../support/click-buffer.js';
 import { PeriodicTask } from '../support/periodic-task.js';
@@ -28,6 +30,8 @@ const UNKNOWN_CODE_TTL_MS = 1000;
 
 export interface UrlMappings {
   readonly service: UrlMappingService;
+  /** Export and import of links (the API's and the command line's). */
+  readonly transfer: LinkTransferService;
   /** The app's routes, whose first path segments no code may take. */
   readonly routes: RouteTable;
   readonly cache: RedirectCache;
@@ -100,5 +104,16 @@ export function composeUrlMappings(
   );
   expiry.start();
   stack.defer('expiry sweep', () => expiry.stop());
-  return { service, routes, cache, clicks, visits };
+  const transfer = new LinkTransferService(
+    repository,
+    new KyselyLinkImportStore(database.db, database.dialect, backbone.outbox),
+    {
+      rules: config.urls,
+      reservedCodes: () => routes.reservedCodes(),
+      events,
+      pendingClicks: (id) => clicks.pending(id),
+      created: (code) => cache.invalidate(code),
+    },
+  );
+  return { service, transfer, routes, cache, clicks, visits };
 }

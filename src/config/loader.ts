@@ -157,6 +157,7 @@ function assemble(v: SettingValues): Config {
     database,
     urls: { maxLength: v.URL_MAX_LENGTH, allowedSchemes: v.URL_ALLOWED_SCHEMES },
     links: { codeLength: v.CODE_LENGTH, writePolicy: v.LINK_WRITE_POLICY },
+    transfer: { importBodyLimit: v.IMPORT_BODY_LIMIT },
     redirect: {
       cacheControl: v.REDIRECT_CACHE_CONTROL,
       fastPath: v.REDIRECT_FAST_PATH,

@@ -26,6 +26,7 @@ import {
 } from './parsers.js';
 import { markdownTable, named, rateLimitSettings } from './setting-declaration.js';
 import { LINK_SETTINGS_DECLARATIONS } from './settings-links.js';
+import { TRANSFER_SETTINGS } from './settings-transfer.js';
 import { REDIRECT_SETTINGS } from './settings-redirect.js';
 import { SECURITY_SETTINGS } from './settings-security.js';
 import { VISIT_SETTINGS } from './settings-visits.js';
@@ -121,6 +122,7 @@ export const SETTINGS = named({
     parse: schemes,
   },
   ...LINK_SETTINGS_DECLARATIONS,
+  ...TRANSFER_SETTINGS,
   REDIRECT_CACHE_CONTROL: {
     default: 'private, max-age=0',
     description: '`Cache-Control` header sent with every redirect.',

@@ -51,6 +51,10 @@ export interface Config {
     readonly codeLength: number;
     readonly writePolicy: LinkWritePolicy;
   };
+  /** IMPORT_BODY_LIMIT: the largest body of `POST /api/v1/links/import`, in bytes. */
+  readonly transfer: {
+    readonly importBodyLimit: number;
+  };
   readonly redirect: {
     readonly cacheControl: string;
     /** `GET`/`HEAD /{code}` answered in front of Fastify (src/http/fast-redirect.ts). */
