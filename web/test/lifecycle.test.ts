@@ -12,6 +12,7 @@ import {
 import {
   exportFileName,
   type ImportReport,
+  importDetailText,
   importStatusLabel,
   importSummary,
   importTypeOf,
@@ -123,6 +124,18 @@ describe('import and export', () => {
     expect(importStatusLabel('refused', true)).toBe('Refused');
     expect(rowsToShow(report, true).map((r) => r.row)).toEqual([2, 3]);
     expect(rowsToShow(report, false)).toHaveLength(3);
+  });
+
+  it('makes a sentence of a row’s reason', () => {
+    expect(importDetailText("'url' must not contain whitespace or control characters")).toBe(
+      'The URL must not contain whitespace or control characters.',
+    );
+    expect(importDetailText("'code' must be 6 to 10 letters and digits")).toBe(
+      'The code must be 6 to 10 letters and digits.',
+    );
+    expect(importDetailText('the code is taken')).toBe('The code is taken.');
+    expect(importDetailText('Code already exists.')).toBe('Code already exists.');
+    expect(importDetailText(undefined)).toBe('');
   });
 
   it('saves a download under the server’s name for it, else a name of its own', () => {

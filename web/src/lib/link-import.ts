@@ -48,6 +48,22 @@ export function importStatusLabel(status: ImportStatus, dryRun: boolean): string
   }
 }
 
+const FIELD_NAMES: Record<string, string> = {
+  code: 'The code',
+  url: 'The URL',
+  created_at: 'created_at',
+  click_count: 'click_count',
+  expires_at: 'expires_at',
+  max_visits: 'max_visits',
+};
+
+/** A row's reason as a sentence: "'url' must not …" reads "The URL must not ….". */
+export function importDetailText(detail: string | undefined): string {
+  if (!detail) return '';
+  const text = detail.trim().replace(/^'(\w+)'/, (_, name: string) => FIELD_NAMES[name] ?? name);
+  return `${text.charAt(0).toUpperCase()}${text.slice(1)}`.replace(/([^.!?])$/, '$1.');
+}
+
 const count = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
 
 /** The report's totals in one sentence. */
