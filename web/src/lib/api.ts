@@ -3,28 +3,20 @@ import { ApiError, errorDetail } from './auth-store';
 import { fileNameFrom } from './download';
 import { EXPORT_TYPES, type ExportFormat, type ImportReport } from './link-import';
 import { auth } from './session';
-import type { StatsInterval, StatsTotals, TopKind } from './stats';
+import type { StatsInterval } from './stats';
 
 export { isMissingRoute, messageOf } from './failures';
 
 type Schemas = components['schemas'];
-/** A link's optional end (issue 15): a time, a number of visits; null or absent when it has none. */
-export interface LifecycleFields {
-  expires_at?: string | null;
-  max_visits?: number | null;
-}
-export type UrlMapping = Schemas['UrlMappingRead'] & LifecycleFields;
+export type UrlMapping = Schemas['UrlMappingRead'];
 export type UrlMappingCreate = Schemas['UrlMappingCreate'];
-export type UrlMappingUpdate = Schemas['UrlMappingUpdate'] & LifecycleFields;
+export type UrlMappingUpdate = Schemas['UrlMappingUpdate'];
 type JsonBody<T> = T extends { content: { 'application/json': infer B } } ? B : never;
 export type RegisterBody = JsonBody<operations['register']['requestBody']>;
 /** The runtime settings named in the API document, and any others the server adds (integers, or words). */
 export type Settings = JsonBody<operations['get_settings']['responses'][200]> & Record<string, number | string>;
-/** `POST /api/v1/links`: the URL, and a code unless the server is to generate one. */
-export interface LinkCreate extends LifecycleFields {
-  url: string;
-  code?: string;
-}
+/** `POST /api/v1/links`: the URL, a code unless the server is to generate one, and the optional limits. */
+export type LinkCreate = Schemas['LinkCreate'];
 /** How `GET /urls` orders: a field, `-` first for descending. */
 export type LinkSort = 'created_at' | '-created_at' | 'click_count' | '-click_count';
 /** What `GET /urls` finds: only the caller's own (`owner: 'me'`), a substring, an order. */
@@ -50,15 +42,7 @@ export type AdminUser = Ok<'list_users'>[number];
 export type AdminUserChange = JsonBody<operations['update_user']['requestBody']>;
 
 /** `GET /api/v1/links/{code}/stats`: totals, one series entry per interval (zeros included), the top N of each kind. */
-export interface LinkStats {
-  readonly code: string;
-  readonly from: string;
-  readonly to: string;
-  readonly interval: StatsInterval;
-  readonly totals: StatsTotals;
-  readonly series: ReadonlyArray<{ readonly start: string; readonly visits: number; readonly bots: number }>;
-  readonly top: Record<TopKind, ReadonlyArray<{ readonly value: string | null; readonly visits: number }>>;
-}
+export type LinkStats = Schemas['LinkStats'];
 
 /** A file the server sent, and the name it gave it (or the one the caller chose). */
 export interface Download {

@@ -3,27 +3,12 @@
  * per-row report (`POST /api/v1/links/import`) in words.
  */
 
-export type ImportStatus = 'created' | 'taken' | 'refused';
+import type { operations } from './api-types';
 
-export interface ImportRow {
-  readonly row: number;
-  readonly code: string | null;
-  readonly status: ImportStatus;
-  readonly detail?: string;
-}
-
-export interface ImportReport {
-  readonly dry_run: boolean;
-  readonly totals: {
-    readonly rows: number;
-    readonly created: number;
-    readonly taken: number;
-    readonly refused: number;
-  };
-  readonly rows: ImportRow[];
-  /** Only when the server stopped part-way (its database failed): where, and what became of the rest. */
-  readonly detail?: string;
-}
+/** The answer of `POST /api/v1/links/import`; `detail` only when the server stopped part-way. */
+export type ImportReport = operations['import_links']['responses'][200]['content']['application/json'];
+export type ImportRow = ImportReport['rows'][number];
+export type ImportStatus = ImportRow['status'];
 
 export type ExportFormat = 'csv' | 'json';
 export const EXPORT_TYPES: Record<ExportFormat, string> = { csv: 'text/csv', json: 'application/json' };
