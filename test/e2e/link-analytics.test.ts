@@ -202,6 +202,17 @@ describe.skipIf(!available)('link statistics, lifecycle, import and export in Ch
           .filter({ hasText: `Downloaded ${csv.name}` })
           .waitFor();
         await noSidewaysScroll(page);
+
+        // By keyboard alone: a preset is a button that Enter presses; the table opens with Enter too.
+        await page.getByRole('button', { name: '90 days' }).focus();
+        await page.keyboard.press('Enter');
+        await page.waitForURL(/\?range=90d&interval=day$/);
+        await page.getByRole('img', { name: /^Visits per day: 7 in all/ }).waitFor();
+        await page.getByRole('region', { name: 'Visits over time' }).getByText('Show as a table').focus();
+        await page.keyboard.press('Enter');
+        // One row a UTC day the 90 days touch (90, or 91 unless they start at midnight).
+        const days = await tableOf(page, 'Visits over time').locator('tbody tr').count();
+        expect(days === 90 || days === 91).toBe(true);
       } finally {
         await context.close();
       }
