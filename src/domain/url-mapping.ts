@@ -141,7 +141,9 @@ export function parseLinkLimits(body: LinkLimitsBody, now: number, future: boole
       }
       const at = new Date(canonical);
       if (future && at.getTime() <= now) {
-        throw errors.validation(`body: 'expires_at' must be in the future (it is ${canonical}, now is ${new Date(now).toISOString()})`);
+        throw errors.validation(
+          `body: 'expires_at' must be in the future (it is ${canonical}, now is ${new Date(now).toISOString()})`,
+        );
       }
       limits.expiresAt = at;
     }

@@ -174,6 +174,11 @@ export class UrlMappingService {
   ): CachedTarget | Promise<CachedTarget> {
     const cached = this.cache.peek(code);
     if (cached === null) throw errors.mappingNotFound();
+    // The hot path: a cached link without limits (most), as before limits existed.
+    if (cached !== undefined && cached.limits === undefined) {
+      if (count) this.clicks.record(cached.id);
+      return cached;
+    }
     const target = cached ?? this.cache.load(code, () => this.loadTarget(code));
     return target instanceof Promise
       ? target.then((t) => this.found(code, t, count, headers, address))

@@ -171,36 +171,39 @@ describe.each(BACKENDS)('link lifecycle on $name', (backend) => {
     expect(await expiredEvents(body.code)).toHaveLength(2);
   });
 
-  it.skipIf(skip)('a limit set on a link with clicks counts them; lowering it below stops the link at once', async () => {
-    const body = newMapping(nextCode);
-    await postShorten(a, body);
-    for (let i = 0; i < 4; i++) expectRedirect(await get(a, body.code), body.url);
-    await clicksOf(body.code);
-    const set = await patchMapping(b, body.code, { max_visits: 5 });
-    expect(set.json()).toMatchObject({ max_visits: 5, click_count: 4 });
-    expectRedirect(await get(b, body.code), body.url);
-    expectError(await get(b, body.code), 410, 'This link has reached its limit of 5 visits.');
-    // The other instance, which had the link cached without a limit, follows the change's event.
-    await eventually(async () =>
-      expectError(await get(a, body.code), 410, 'This link has reached its limit of 5 visits.'),
-    );
+  it.skipIf(skip)(
+    'a limit set on a link with clicks counts them; lowering it below stops the link at once',
+    async () => {
+      const body = newMapping(nextCode);
+      await postShorten(a, body);
+      for (let i = 0; i < 4; i++) expectRedirect(await get(a, body.code), body.url);
+      await clicksOf(body.code);
+      const set = await patchMapping(b, body.code, { max_visits: 5 });
+      expect(set.json()).toMatchObject({ max_visits: 5, click_count: 4 });
+      expectRedirect(await get(b, body.code), body.url);
+      expectError(await get(b, body.code), 410, 'This link has reached its limit of 5 visits.');
+      // The other instance, which had the link cached without a limit, follows the change's event.
+      await eventually(async () =>
+        expectError(await get(a, body.code), 410, 'This link has reached its limit of 5 visits.'),
+      );
 
-    const other = newMapping(nextCode);
-    await postShorten(a, other);
-    for (let i = 0; i < 3; i++) expectRedirect(await get(a, other.code), other.url);
-    await clicksOf(other.code);
-    expect((await patchMapping(a, other.code, { max_visits: 2 })).statusCode).toBe(200);
-    expectError(await get(a, other.code), 410, 'This link has reached its limit of 2 visits.');
-    await eventually(async () =>
-      expectError(await get(b, other.code), 410, 'This link has reached its limit of 2 visits.'),
-    );
-    const events = await eventually(async () => {
-      const found = await expiredEvents(other.code);
-      expect(found).toHaveLength(1);
-      return found;
-    });
-    expect(events[0]).toMatchObject({ reason: 'max_visits', max_visits: 2 });
-  });
+      const other = newMapping(nextCode);
+      await postShorten(a, other);
+      for (let i = 0; i < 3; i++) expectRedirect(await get(a, other.code), other.url);
+      await clicksOf(other.code);
+      expect((await patchMapping(a, other.code, { max_visits: 2 })).statusCode).toBe(200);
+      expectError(await get(a, other.code), 410, 'This link has reached its limit of 2 visits.');
+      await eventually(async () =>
+        expectError(await get(b, other.code), 410, 'This link has reached its limit of 2 visits.'),
+      );
+      const events = await eventually(async () => {
+        const found = await expiredEvents(other.code);
+        expect(found).toHaveLength(1);
+        return found;
+      });
+      expect(events[0]).toMatchObject({ reason: 'max_visits', max_visits: 2 });
+    },
+  );
 
   it.skipIf(skip)('after expires_at answers 410 and counts nothing; PATCH moves and clears the expiry', async () => {
     const body = { ...newMapping(nextCode), expires_at: '2099-06-01T00:00:00Z' };

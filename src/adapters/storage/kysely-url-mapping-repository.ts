@@ -10,7 +10,7 @@ import {
   type UrlMapping,
   type UrlMappingChanges,
 } from '../../domain/url-mapping.js';
-import type { EventsFor, OutgoingEvent } from '../../domain/events.js';
+import type { EventsFor } from '../../domain/events.js';
 import type {
   ClickCompaction,
   CompactOptions,
@@ -190,27 +190,15 @@ export class KyselyUrlMappingRepository implements UrlMappingRepository {
     guard?: OwnerGuard,
     expired?: ExpiredEventFor,
   ): Promise<UrlMapping | undefined> {
-    const { expiresAt, maxVisits, ...fields } = changes;
-    const values: Record<string, unknown> = Object.fromEntries(
-      Object.entries(fields).filter(([, value]) => value !== null && value !== undefined),
-    );
-    if (expiresAt !== undefined) values.expires_at = expiresAt && storedInstant(expiresAt);
-    if (maxVisits !== undefined) {
-      values.max_visits = maxVisits;
-      // A limit set on a link that had none counts the clicks it already has (folded and pending).
-      if (maxVisits !== null) {
-        values.visits_used = sql`CASE WHEN max_visits IS NULL THEN ${CLICK_COUNT_NOW} ELSE visits_used END`;
-      }
-    }
+    const values = columnChanges(changes);
     if (Object.keys(values).length === 0) {
       return this.findByCode(code).then((row) => (row && guardHolds(row, guard) ? row : undefined));
     }
     const owned = ownedBy(guard);
-    const limitsChanged = expiresAt !== undefined || maxVisits !== undefined;
+    const limitsChanged = changes.expiresAt !== undefined || changes.maxVisits !== undefined;
     let stopped: { row: UrlMapping; reason: ExpiryReason } | undefined;
     const withExpired: EventsFor<UrlMapping> | undefined =
-      events &&
-      ((row) => [...events(row), ...(stopped && expired ? [expired(stopped.row, stopped.reason)] : [])]);
+      events && ((row) => [...events(row), ...(stopped && expired ? [expired(stopped.row, stopped.reason)] : [])]);
     return this.write(
       withExpired,
       async (db) => {
@@ -233,16 +221,8 @@ export class KyselyUrlMappingRepository implements UrlMappingRepository {
           if (updated === undefined) return undefined;
           const { visits_used, expired_event_at, ...stored } = updated;
           const row = withLimitsIfSet(stored);
-          if (limitsChanged) {
-            // Stopped by this change: its url.expired, once; answering again: a later stop gets one.
-            const reason = expiryReason({ ...row, visits_used }, Date.now());
-            if (reason !== undefined && expired_event_at === null) {
-              await this.markExpired(db, row.id, storedInstant(new Date()));
-              stopped = { row, reason };
-            } else if (reason === undefined && expired_event_at !== null) {
-              await this.markExpired(db, row.id, null);
-            }
-          }
+          const reason = limitsChanged ? await this.settleExpiry(db, row, visits_used, expired_event_at) : undefined;
+          if (reason !== undefined) stopped = { row, reason };
           return row;
         } catch (error) {
           if (isUniqueViolation(error)) throw errors.codeConflict();
@@ -253,8 +233,24 @@ export class KyselyUrlMappingRepository implements UrlMappingRepository {
     );
   }
 
-  private async markExpired(db: Kysely<DatabaseSchema>, id: number, at: string | null): Promise<void> {
-    await db.updateTable('url_mappings').set({ expired_event_at: at }).where('id', '=', id).execute();
+  /**
+   * After a change of `row`'s limits, in its transaction: when the change stopped the link, claims
+   * its `url.expired` (and answers why), unless its stop was already published; when the link
+   * answers again, clears the claim so that its next stop is published.
+   */
+  private async settleExpiry(
+    db: Kysely<DatabaseSchema>,
+    row: UrlMapping,
+    visitsUsed: number,
+    expiredEventAt: string | null,
+  ): Promise<ExpiryReason | undefined> {
+    const reason = expiryReason({ ...row, visits_used: visitsUsed }, Date.now());
+    const claim = reason !== undefined && expiredEventAt === null;
+    if (claim || (reason === undefined && expiredEventAt !== null)) {
+      const at = claim ? storedInstant(new Date()) : null;
+      await db.updateTable('url_mappings').set({ expired_event_at: at }).where('id', '=', row.id).execute();
+    }
+    return claim ? reason : undefined;
   }
 
   /**
@@ -432,6 +428,23 @@ export class KyselyUrlMappingRepository implements UrlMappingRepository {
 
 /** A mapping's count now: folded and pending, on `url_mappings` as an UPDATE sees it. */
 const CLICK_COUNT_NOW = sql`click_count + COALESCE((SELECT d.delta FROM url_click_deltas AS d WHERE d.url_id = url_mappings.id), 0)`;
+
+/** The columns a change sets: the spec's fields when not null, the limits when defined (null clears). */
+function columnChanges(changes: UrlMappingChanges): Record<string, unknown> {
+  const { expiresAt, maxVisits, ...fields } = changes;
+  const values: Record<string, unknown> = Object.fromEntries(
+    Object.entries(fields).filter(([, value]) => value !== null && value !== undefined),
+  );
+  if (expiresAt !== undefined) values.expires_at = expiresAt && storedInstant(expiresAt);
+  if (maxVisits !== undefined) {
+    values.max_visits = maxVisits;
+    // A limit set on a link that had none counts the clicks it already has (folded and pending).
+    if (maxVisits !== null) {
+      values.visits_used = sql`CASE WHEN max_visits IS NULL THEN ${CLICK_COUNT_NOW} ELSE visits_used END`;
+    }
+  }
+  return values;
+}
 
 const guardHolds = (row: UrlMapping, guard: OwnerGuard | undefined) =>
   guard === undefined || (row.owner ?? null) === guard.owner;
