@@ -176,7 +176,7 @@ export class UrlMappingService {
     if (cached === null) throw errors.mappingNotFound();
     // The hot path: a cached link without limits (most), as before limits existed.
     if (cached !== undefined && cached.limits === undefined) {
-      if (count) this.clicks.record(cached.id);
+      if (count) this.counted(cached, headers, address);
       return cached;
     }
     const target = cached ?? this.cache.load(code, () => this.loadTarget(code));
