@@ -249,6 +249,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/links/{code}/stats": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A link's visit statistics
+         * @description Totals, a time series and the top referrers, countries, browsers, operating systems and device classes, from rollups kept as visits are written (visits show up within CLICK_FLUSH_INTERVAL_MS). For the owner and administrators.
+         */
+        get: operations["link_stats"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/links/{code}/visits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A link's visits, newest first
+         * @description One page of the raw visits (`Link: <…>; rel="next"` while more exist). With `Accept: text/csv`: CSV with the header row `visited_at,referrer_host,browser,os,device,bot,country`, every visit in the range streamed when no `limit` is given. For the owner and administrators.
+         */
+        get: operations["link_visits"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/admin/settings": {
         parameters: {
             query?: never;
@@ -533,6 +573,82 @@ export interface components {
         HealthResponse: {
             /** @enum {string} */
             status: "ok";
+        };
+        Visit: {
+            /** Format: date-time */
+            visited_at: string;
+            /** @description The referrer's host only; null: none sent (direct) or not an http(s) URL. */
+            referrer_host: string | null;
+            /** @description The browser named by the User-Agent; null: unknown. */
+            browser: string | null;
+            /** @description The operating system named by the User-Agent; null: unknown. */
+            os: string | null;
+            /**
+             * @description The device class derived from the User-Agent.
+             * @enum {string}
+             */
+            device: "desktop" | "mobile" | "tablet" | "bot" | "other";
+            /** @description The User-Agent is a known bot, crawler or tool (isbot). */
+            bot: boolean;
+            /** @description ISO 3166-1 alpha-2, from VISIT_COUNTRY_HEADER; null: unknown or not configured. */
+            country: string | null;
+        };
+        VisitPage: {
+            /** @description Newest first. */
+            items: components["schemas"]["Visit"][];
+            /** @description Give as `cursor` for the next page; null on the last one. */
+            next_cursor: string | null;
+        };
+        LinkStats: {
+            code: string;
+            /** Format: date-time */
+            from: string;
+            /** Format: date-time */
+            to: string;
+            /** @enum {string} */
+            interval: "hour" | "day" | "week";
+            totals: {
+                visits: number;
+                bots: number;
+                humans: number;
+                /** @description Distinct visitors per UTC day (a daily salted hash of address and User-Agent), summed over the days of the range. */
+                unique_visitors: number;
+            };
+            /** @description One entry per interval from the one holding `from` up to `to`, zeros included. */
+            series: {
+                /** Format: date-time */
+                start: string;
+                visits: number;
+                bots: number;
+            }[];
+            /** @description Most visits first, over the whole UTC days the range touches. */
+            top: {
+                referrers: {
+                    /** @description null: unknown / direct. */
+                    value: string | null;
+                    visits: number;
+                }[];
+                countries: {
+                    /** @description null: unknown / direct. */
+                    value: string | null;
+                    visits: number;
+                }[];
+                browsers: {
+                    /** @description null: unknown / direct. */
+                    value: string | null;
+                    visits: number;
+                }[];
+                os: {
+                    /** @description null: unknown / direct. */
+                    value: string | null;
+                    visits: number;
+                }[];
+                devices: {
+                    /** @description null: unknown / direct. */
+                    value: string | null;
+                    visits: number;
+                }[];
+            };
         };
     };
     responses: never;
@@ -1544,6 +1660,164 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    link_stats: {
+        parameters: {
+            query?: {
+                /** @description Start (inclusive); default: 30 days before `to`. */
+                from?: string;
+                /** @description End (exclusive); default: now. */
+                to?: string;
+                /** @description The series step (weeks start on Monday, UTC); default `day`. */
+                interval?: "hour" | "day" | "week";
+                /** @description Entries per top list, 1 to 50; default 10. */
+                top?: number;
+            };
+            header?: never;
+            path: {
+                code: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The statistics. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LinkStats"];
+                };
+            };
+            /** @description `Not authenticated`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description A CSRF failure (cookie sessions only). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No link has this code, or the caller is neither its owner nor an administrator. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description A query parameter breaks its rule, or `from` is not before `to`. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    link_visits: {
+        parameters: {
+            query?: {
+                /** @description Start (inclusive); default: 30 days before `to`. */
+                from?: string;
+                /** @description End (exclusive); default: now. */
+                to?: string;
+                /** @description Page size, 1 to 1000; default 100 (JSON). CSV without a limit streams every visit in the range. */
+                limit?: number;
+                /** @description The `next_cursor` of the previous page. */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                code: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The visits (JSON `VisitPage`, or CSV). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VisitPage"];
+                    "text/csv": string;
+                };
+            };
+            /** @description `Not authenticated`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                    "text/csv": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description A CSRF failure (cookie sessions only). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                    "text/csv": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No link has this code, or the caller is neither its owner nor an administrator. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                    "text/csv": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description A query parameter breaks its rule, or `from` is not before `to`. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                    "text/csv": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                    "text/csv": components["schemas"]["ErrorResponse"];
                 };
             };
         };
