@@ -82,7 +82,7 @@ export class VisitStatsService {
     const range = { urlId: mapping.id, from, to };
     const kept = { ...range, from: Math.max(from, this.clock.now() - this.retentionDays * DAY_MS) };
     const [hours, dimensions, unique] = await Promise.all([
-      this.visits.hourly(range),
+      this.visits.hourly(range, interval === 'hour' ? 1 : 24),
       kept.from < to ? this.visits.dimensions(kept) : [],
       kept.from < to ? this.visits.uniqueVisitors(kept) : 0,
     ]);
