@@ -72,7 +72,7 @@ export function composeVisits(
   return {
     buffer,
     repository,
-    stats: new VisitStatsService(mappings, repository),
+    stats: new VisitStatsService(mappings, repository, settings.retentionDays),
     isBot: settings.countBots ? undefined : (userAgent) => classifier.isBot(userAgent),
     prune,
   };

@@ -60,7 +60,8 @@ export interface VisitRepository {
   writeBatch(batch: VisitBatch): Promise<boolean>;
   /** The salt of UTC day `day`, made by the first instance that asks. */
   daySalt(day: number): Promise<string>;
-  hourly(range: StatsRange): Promise<HourlyCount[]>;
+  /** Visits and bots per hour, or per UTC day (`hoursPerRow` 24; `hour` the day's first). */
+  hourly(range: StatsRange, hoursPerRow?: 1 | 24): Promise<HourlyCount[]>;
   /** Visits per dimension value over the whole UTC days the range touches. */
   dimensions(range: StatsRange): Promise<DimensionCount[]>;
   /** Distinct visitors per day, summed over the whole UTC days the range touches. */

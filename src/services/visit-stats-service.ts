@@ -62,6 +62,8 @@ export class VisitStatsService {
   constructor(
     private readonly mappings: Pick<UrlMappingRepository, 'findByCode'>,
     private readonly visits: VisitRepository,
+    /** VISIT_RETENTION_DAYS: top lists and visitors read no day before it (their blocks may hold pruned days). */
+    private readonly retentionDays: number = Number.POSITIVE_INFINITY,
     private readonly clock: Clock = { now: () => Date.now() },
   ) {}
 
@@ -78,10 +80,11 @@ export class VisitStatsService {
       );
     }
     const range = { urlId: mapping.id, from, to };
+    const kept = { ...range, from: Math.max(from, this.clock.now() - this.retentionDays * DAY_MS) };
     const [hours, dimensions, unique] = await Promise.all([
-      this.visits.hourly(range),
-      this.visits.dimensions(range),
-      this.visits.uniqueVisitors(range),
+      this.visits.hourly(range, interval === 'hour' ? 1 : 24),
+      kept.from < to ? this.visits.dimensions(kept) : [],
+      kept.from < to ? this.visits.uniqueVisitors(kept) : 0,
     ]);
     const series: LinkStats['series'] = [];
     const index = new Map<number, number>();

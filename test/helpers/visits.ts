@@ -43,8 +43,11 @@ export async function rollupsAndRecount(db: Kysely<DatabaseSchema>, urlId: numbe
       ['os', v.os],
       ['device', v.device],
     ]) {
-      const key = `${day}|${dimension}|${value ?? ''}`;
-      daily.set(key, (daily.get(key) ?? 0) + 1);
+      // Each day counts in its day and in its 8- and 64-day blocks.
+      for (const span of [0, 3, 6]) {
+        const key = `${span}|${Math.floor(day / 2 ** span) * 2 ** span}|${dimension}|${value ?? ''}`;
+        daily.set(key, (daily.get(key) ?? 0) + 1);
+      }
     }
   }
   const storedHourly = await db.selectFrom('visit_hourly').selectAll().where('url_id', '=', urlId).execute();
@@ -55,7 +58,9 @@ export async function rollupsAndRecount(db: Kysely<DatabaseSchema>, urlId: numbe
     recount: { hourly: sorted(hourly), daily: sorted(daily) },
     stored: {
       hourly: sorted(new Map(storedHourly.map((r) => [r.hour, { visits: Number(r.visits), bots: Number(r.bots) }]))),
-      daily: sorted(new Map(storedDaily.map((r) => [`${r.day}|${r.dimension}|${r.value}`, Number(r.visits)]))),
+      daily: sorted(
+        new Map(storedDaily.map((r) => [`${r.span}|${r.day}|${r.dimension}|${r.value}`, Number(r.visits)])),
+      ),
     },
   };
 }

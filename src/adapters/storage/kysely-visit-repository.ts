@@ -1,6 +1,16 @@
 import { randomBytes } from 'node:crypto';
 import { type Kysely, sql } from 'kysely';
-import { type DeviceClass, DAY_MS, dayOf, HOUR_MS, hourOf, type VisitDimension } from '../../domain/visit.js';
+import {
+  blockStart,
+  type DeviceClass,
+  DAY_MS,
+  dayOf,
+  HOUR_MS,
+  hourOf,
+  ROLLUP_SPANS,
+  spanRanges,
+  type VisitDimension,
+} from '../../domain/visit.js';
 import type {
   DimensionCount,
   HourlyCount,
@@ -135,19 +145,38 @@ export class KyselyVisitRepository implements VisitRepository {
         )
         .execute();
     }
-    const days = [...daily].map(([key, visits]) => {
+    // Each day's counts go to its day and to the 8- and 64-day blocks that hold it.
+    const blocks = new Map<
+      string,
+      { url_id: number; span: number; day: number; dimension: string; value: string; visits: number }
+    >();
+    for (const [key, visits] of daily) {
       const [url_id, day, rest] = splitKey(key);
       const at = rest.indexOf(':');
-      return { url_id, day, dimension: rest.slice(0, at), value: rest.slice(at + 1), visits };
-    });
-    days.sort(byKey);
+      for (const span of ROLLUP_SPANS) {
+        const start = blockStart(day, span);
+        const blockKey = `${url_id}:${span}:${start}:${rest}`;
+        const row = blocks.get(blockKey);
+        if (row) row.visits += visits;
+        else
+          blocks.set(blockKey, {
+            url_id,
+            span,
+            day: start,
+            dimension: rest.slice(0, at),
+            value: rest.slice(at + 1),
+            visits,
+          });
+      }
+    }
+    const days = [...blocks.values()].sort((a, b) => a.span - b.span || byKey(a, b));
     for (const chunk of chunks(days)) {
       await trx
         .insertInto('visit_daily')
         .values(chunk)
         .onConflict((oc) =>
           oc
-            .columns(['url_id', 'day', 'dimension', 'value'])
+            .columns(['url_id', 'span', 'day', 'dimension', 'value'])
             .doUpdateSet({ visits: sql`visit_daily.visits + excluded.visits` }),
         )
         .execute();
@@ -194,24 +223,34 @@ export class KyselyVisitRepository implements VisitRepository {
     return row.salt;
   }
 
-  async hourly({ urlId, from, to }: StatsRange): Promise<HourlyCount[]> {
+  async hourly({ urlId, from, to }: StatsRange, hoursPerRow: 1 | 24 = 1): Promise<HourlyCount[]> {
+    // Whole days added up in the database: a year by the day is 365 rows to read, not 8,760.
+    const hour = sql<number>`CAST(hour / ${sql.lit(hoursPerRow)} AS BIGINT) * ${sql.lit(hoursPerRow)}`;
     return this.db
       .selectFrom('visit_hourly')
-      .select(['hour', 'visits', 'bots'])
+      .select([
+        hour.as('hour'),
+        sql<number>`CAST(SUM(visits) AS BIGINT)`.as('visits'),
+        sql<number>`CAST(SUM(bots) AS BIGINT)`.as('bots'),
+      ])
       .where('url_id', '=', urlId)
       .where('hour', '>=', hourOf(from))
       .where('hour', '<', Math.ceil(to / HOUR_MS))
-      .orderBy('hour')
+      .groupBy(hour)
+      .orderBy(hour)
       .execute();
   }
 
   async dimensions({ urlId, from, to }: StatsRange): Promise<DimensionCount[]> {
+    const ranges = spanRanges(dayOf(from), Math.ceil(to / DAY_MS));
+    if (ranges.length === 0) return [];
     const rows = await this.db
       .selectFrom('visit_daily')
       .select(['dimension', 'value', sql<number>`CAST(SUM(visits) AS BIGINT)`.as('visits')])
       .where('url_id', '=', urlId)
-      .where('day', '>=', dayOf(from))
-      .where('day', '<', Math.ceil(to / DAY_MS))
+      .where((eb) =>
+        eb.or(ranges.map((r) => eb.and([eb('span', '=', r.span), eb('day', '>=', r.from), eb('day', '<', r.to)]))),
+      )
       .groupBy(['dimension', 'value'])
       .execute();
     return rows.map((r) => ({
@@ -263,7 +302,14 @@ export class KyselyVisitRepository implements VisitRepository {
       .where('id', 'in', (db) => db.selectFrom('visits').select('id').where('visited_at_ms', '<', before).limit(limit))
       .executeTakeFirst();
     await this.db.deleteFrom('visit_hourly').where('hour', '<', hourOf(before)).execute();
-    await this.db.deleteFrom('visit_daily').where('day', '<', dayOf(before)).execute();
+    // A block goes once all its days are out of retention (statistics read no earlier block).
+    for (const span of ROLLUP_SPANS) {
+      await this.db
+        .deleteFrom('visit_daily')
+        .where('span', '=', span)
+        .where('day', '<=', dayOf(before) - 2 ** span)
+        .execute();
+    }
     await this.db.deleteFrom('visit_uniques').where('day', '<', dayOf(before)).execute();
     await this.db.deleteFrom('visit_visitors').where('day', '<', hashesBefore).execute();
     await this.db.deleteFrom('visit_salts').where('day', '<', hashesBefore).execute();

@@ -70,9 +70,13 @@ export interface VisitHourlyTable {
   bots: number;
 }
 
-/** Visits per mapping, UTC day (Unix days), dimension and value (`''`: unknown). */
+/**
+ * Visits per mapping, block of days, dimension and value (`''`: unknown): a block is 2^`span` days
+ * (1, 8 or 64) from `day` (Unix days, a multiple of 2^span).
+ */
 export interface VisitDailyTable {
   url_id: number;
+  span: number;
   day: number;
   dimension: string;
   value: string;

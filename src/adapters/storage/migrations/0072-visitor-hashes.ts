@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { required } from './columns.js';
 import { dropTables, type SchemaMigration } from './migration.js';
 
@@ -20,6 +21,7 @@ export const visitorHashes: SchemaMigration = {
       .createTable('visit_visitors')
       .$call(required(bigint, 'url_id', 'day', 'hash'))
       .addPrimaryKeyConstraint('visit_visitors_pk', ['url_id', 'day', 'hash'])
+      .modifyEnd(bigint === 'integer' ? sql`WITHOUT ROWID` : sql``)
       .execute();
     await db.schema.createIndex('visit_visitors_day').on('visit_visitors').column('day').execute();
   },
