@@ -42,6 +42,8 @@ export function composeUrlMappings(
   database: Database,
   backbone: EventBackbone,
   settings: RuntimeSettings,
+  /** `background: false`: SQLite's search index is not kept up here (another process does it). */
+  { background = true }: { background?: boolean } = {},
 ): UrlMappings {
   const events = urlEvents(config.tracing.serviceName);
   const repository = new KyselyUrlMappingRepository(database.db, database.dialect, backbone.outbox, database.reader);
@@ -57,7 +59,7 @@ export function composeUrlMappings(
     events.clicked,
   );
   stack.defer('click flush', () => clicks.stop());
-  if (database.dialect === 'sqlite') {
+  if (database.dialect === 'sqlite' && background) {
     const indexing = new PeriodicTask(
       'search indexing',
       SEARCH_INDEX_INTERVAL_MS,
