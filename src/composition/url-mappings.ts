@@ -20,6 +20,10 @@ const SEARCH_INDEX_CHUNK = 500;
 /** At most this many chunks a run, so that a backlog is worked off without holding the writer for long. */
 const SEARCH_INDEX_CHUNKS_PER_RUN = 40;
 
+/** Links whose `expires_at` passed get their `url.expired` within this (the sweep's period), EXPIRY_CHUNK per transaction. */
+const EXPIRY_SWEEP_INTERVAL_MS = 1000;
+const EXPIRY_CHUNK = 500;
+
 /** How long "no such code" is cached: a code created elsewhere shows up here within this even without its event. */
 const UNKNOWN_CODE_TTL_MS = 1000;
 
@@ -93,5 +97,19 @@ export function composeUrlMappings(
       created: (code) => cache.invalidate(code),
     },
   );
+  // Who notices expiry by time when nobody visits: every instance sweeps; the claim in the
+  // database (expired_event_at) makes each link's url.expired once, whichever instance records it.
+  const expiry = new PeriodicTask(
+    'expiry sweep',
+    EXPIRY_SWEEP_INTERVAL_MS,
+    async () => {
+      while ((await service.expireDue(EXPIRY_CHUNK)) === EXPIRY_CHUNK) {
+        await new Promise((resolve) => setImmediate(resolve)); // requests get the writer in between
+      }
+    },
+    logger,
+  );
+  expiry.start();
+  stack.defer('expiry sweep', () => expiry.stop());
   return { service, transfer, routes, cache, clicks };
 }

@@ -68,6 +68,9 @@ export const errors = {
   codeReserved: define('CODE_RESERVED', 422, () => 'Code is reserved'),
   codeConflict: define('CODE_CONFLICT', 409, () => 'Code already exists'),
   mappingNotFound: define('MAPPING_NOT_FOUND', 404, () => 'URL mapping not found'),
+  // A link past its lifecycle limits (README "Expiry and visit limits"): gone, and says why.
+  linkExpired: define('LINK_EXPIRED', 410, (at: string) => `This link expired at ${at}.`),
+  linkExhausted: define('LINK_EXHAUSTED', 410, (max: number) => `This link has reached its limit of ${max} visits.`),
   // A signed-in user on someone else's link (an anonymous caller gets mappingNotFound: docs/links.md).
   notLinkOwner: define('NOT_LINK_OWNER', 403, () => 'Only the owner of this link or an administrator may change it'),
   codeGenerationFailed: define('CODE_GENERATION_FAILED', 503, () => ({

@@ -34,7 +34,14 @@ describe.each(BACKENDS)('UrlMappingRepository on $name', (backend) => {
     const created = await repo.create(input);
     expect(created).toEqual({ id: expect.any(Number), ...input, owner: null });
     expect(await repo.findByCode(input.code)).toEqual(created);
-    expect(await repo.findTarget(input.code)).toEqual({ id: created.id, url: input.url });
+    // The redirect path's read: the target, and the lifecycle limits (none here) it checks.
+    expect(await repo.findTarget(input.code)).toEqual({
+      id: created.id,
+      url: input.url,
+      expires_at: null,
+      max_visits: null,
+      visits_used: 0,
+    });
   });
 
   it.skipIf(!backend.available)('assigns increasing ids', async () => {

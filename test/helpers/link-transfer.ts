@@ -12,7 +12,7 @@ export function importLinks(
   headers: Record<string, string>,
   body: unknown,
   query = '',
-): ReturnType<Injector['inject']> {
+) {
   const csv = typeof body === 'string';
   return app.inject({
     method: 'POST',

@@ -28,6 +28,9 @@ function mixedFile(p: string, taken: string) {
     { code: `${p}clicks`, url: 'https://example.com/c', click_count: -1 },
     { code: `${p}extra`, url: 'https://example.com/e', owner: 3 },
     { code: `${p}good3`, url: 'https://example.com/3?a=1,b="2"', click_count: '7' },
+    { code: `${p}limit`, url: 'https://example.com/l', expires_at: '2031-02-03T04:05:06+01:00', max_visits: 5 },
+    { code: `${p}visits`, url: 'https://example.com/v', max_visits: 0 },
+    { code: `${p}expiry`, url: 'https://example.com/x', expires_at: 'soon' },
   ];
   const report: RowOutcome[] = [
     { row: 1, code: `${p}good1`, status: 'created' },
@@ -47,8 +50,21 @@ function mixedFile(p: string, taken: string) {
       detail: "unknown field 'owner' (known: code, url, created_at, click_count, expires_at, max_visits)",
     },
     { row: 12, code: `${p}good3`, status: 'created' },
+    { row: 13, code: `${p}limit`, status: 'created' },
+    {
+      row: 14,
+      code: `${p}visits`,
+      status: 'refused',
+      detail: "'max_visits' must be an integer from 1 to 9007199254740991",
+    },
+    {
+      row: 15,
+      code: `${p}expiry`,
+      status: 'refused',
+      detail: expect.stringMatching(/^'expires_at' must be a valid date-time/),
+    },
   ];
-  return { rows, report, created: [`${p}good1`, `${p}good2`, `${p}good3`] };
+  return { rows, report, created: [`${p}good1`, `${p}good2`, `${p}good3`, `${p}limit`] };
 }
 
 const expectedReport = (report: RowOutcome[], dryRun: boolean): ImportReport => ({
@@ -64,7 +80,7 @@ const expectedReport = (report: RowOutcome[], dryRun: boolean): ImportReport => 
 
 /** The rows as CSV with every column (empty cells for what a row leaves out). */
 function asCsv(rows: Record<string, unknown>[]): string {
-  const columns = ['code', 'url', 'created_at', 'click_count'];
+  const columns = ['code', 'url', 'created_at', 'click_count', 'expires_at', 'max_visits'];
   const cell = (v: unknown) => {
     if (v === undefined || v === null) return '';
     const text = String(v);
@@ -123,7 +139,13 @@ describe.each(BACKENDS)('link import and export on $name', (backend) => {
 
     // The same file again: everything it created is taken now.
     const again = await importReport(t.app, alice.headers, rows);
-    expect(again.totals).toEqual({ rows: 12, created: 0, taken: 5, refused: 7 });
+    expect(again.totals).toEqual({ rows: 15, created: 0, taken: 6, refused: 9 });
+    // The limits are stored and exported as given (an expiry in the past too: the link answers 410).
+    const exported = await exportJson(t.app, alice.headers);
+    expect(exported.find((l) => l.code === 'xjlimit')).toMatchObject({
+      expires_at: '2031-02-03T03:05:06Z',
+      max_visits: 5,
+    });
     expect((await createdInLog(t.database.databaseUrl)).get('xjgood1')).toHaveLength(1);
   });
 
@@ -235,6 +257,8 @@ describe.each(BACKENDS)('link import and export on $name', (backend) => {
       url: `https://example.com/r/${i}?q=${i % 7 === 0 ? 'a,b' : 'x'}`,
       created_at: new Date(Date.UTC(2023, 0, 1) + i * 61_000).toISOString(),
       click_count: i * 3,
+      ...(i % 5 === 0 ? { expires_at: new Date(Date.UTC(2020 + (i % 20), 5, 1)).toISOString() } : {}),
+      ...(i % 3 === 0 ? { max_visits: i + 1 } : {}),
     }));
     expect((await importReport(t.app, erin.headers, rows)).totals.created).toBe(2500);
     const exported = await exportJson(t.app, erin.headers);

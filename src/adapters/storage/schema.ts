@@ -20,6 +20,14 @@ export interface UrlMappingsTable {
   click_count: number;
   /** The creating user's id; null when created anonymously. */
   owner_id: number | null;
+  /** When the link stops answering (migration 0073); null: never. */
+  expires_at: string | null;
+  /** Redirects the link answers at most; null: no limit. */
+  max_visits: number | null;
+  /** Redirects reserved against `max_visits` (its clicks so far when the limit was set). */
+  visits_used: Generated<number>;
+  /** When this link's `url.expired` was published (the claim that makes it once); null: not yet. */
+  expired_event_at: string | null;
 }
 
 /**

@@ -104,7 +104,7 @@ export interface paths {
         };
         /**
          * Redirect to the target URL
-         * @description Answers 302 with `Location`. GET counts a click; HEAD answers the same without counting.
+         * @description Answers 302 with `Location`. GET counts a click; HEAD answers the same without counting. A link past its `expires_at`, or that has answered its `max_visits`, answers 410 and counts nothing.
          */
         get: operations["resolve"];
         put?: never;
@@ -115,7 +115,7 @@ export interface paths {
         head?: never;
         /**
          * Change a mapping
-         * @description Omitted or null fields stay as they are. A new code moves the mapping: the old code answers 404 at once.
+         * @description Omitted or null fields stay as they are, except `expires_at` and `max_visits`, which null clears. A new code moves the mapping: the old code answers 404 at once.
          */
         patch: operations["update"];
         trace?: never;
@@ -240,7 +240,7 @@ export interface paths {
         put?: never;
         /**
          * Create a short link from a URL
-         * @description Created now with no clicks; the code is generated (CODE_LENGTH random letters and digits, never a reserved word) unless given. A signed-in caller owns the link. Under LINK_WRITE_POLICY `owned`, anonymous callers get 401.
+         * @description Created now with no clicks; the code is generated (CODE_LENGTH random letters and digits, never a reserved word) unless given. Optional `expires_at` (in the future) and `max_visits` (at least 1) limit how long and how often it answers. A signed-in caller owns the link. Under LINK_WRITE_POLICY `owned`, anonymous callers get 401.
          */
         post: operations["create_link"];
         delete?: never;
@@ -503,6 +503,10 @@ export interface components {
             /** Format: date-time */
             created_at: string;
             click_count: number;
+            /** @description When the link stops answering (RFC 3339; in the future); after it, `GET /{code}` answers 410. Null: never. */
+            expires_at?: string | null;
+            /** @description How many redirects (GET answered 302, bots included) the link answers at most; then `GET /{code}` answers 410. Null: no limit. */
+            max_visits?: number | null;
         };
         UrlMappingRead: {
             id: number;
@@ -513,18 +517,33 @@ export interface components {
             click_count: number;
             /** @description The id of the user who created the mapping: shown to that user and to administrators only, and absent for a mapping created anonymously. */
             owner?: number;
+            /**
+             * Format: date-time
+             * @description When the link stops answering; absent when it has no expiry.
+             */
+            expires_at?: string;
+            /** @description How many redirects the link answers at most; absent when it has no limit. */
+            max_visits?: number;
         };
         UrlMappingUpdate: {
             code?: string | null;
             url?: string | null;
             created_at?: string | null;
             click_count?: number | null;
+            /** @description When the link stops answering (RFC 3339; a time already past stops the link at once; null clears the expiry); after it, `GET /{code}` answers 410. Null: never. */
+            expires_at?: string | null;
+            /** @description How many redirects (GET answered 302, bots included) the link answers at most; then `GET /{code}` answers 410. Null: no limit. */
+            max_visits?: number | null;
         };
         LinkCreate: {
             /** @description The absolute http(s) URL to redirect to. */
             url: string;
             /** @description The short code; generated (CODE_LENGTH characters) when omitted. */
             code?: string;
+            /** @description When the link stops answering (RFC 3339; in the future); after it, `GET /{code}` answers 410. Null: never. */
+            expires_at?: string | null;
+            /** @description How many redirects (GET answered 302, bots included) the link answers at most; then `GET /{code}` answers 410. Null: no limit. */
+            max_visits?: number | null;
         };
         ErrorResponse: {
             /** @description Human-readable error description. */
@@ -696,7 +715,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description The body breaks a field rule, or the code is reserved. */
+            /** @description The body breaks a field rule (`expires_at` must be in the future), or the code is reserved. */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -795,6 +814,15 @@ export interface operations {
             };
             /** @description No mapping has this code (also what an anonymous caller gets for a mapping a user owns). */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The link has expired (`This link expired at <time>.`) or reached its visit limit (`This link has reached its limit of <n> visits.`). */
+            410: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1519,7 +1547,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description The body breaks a field rule, or the code given is reserved. */
+            /** @description The body breaks a field rule (`expires_at` must be in the future), or the code given is reserved. */
             422: {
                 headers: {
                     [name: string]: unknown;

@@ -15,6 +15,8 @@ import { urlMappingSearch } from './0061-url-mapping-search.js';
 import { userDisabled } from './0065-user-disabled.js';
 import { apiKeys } from './0066-api-keys.js';
 import { userSessionsNotBefore } from './0067-user-sessions-not-before.js';
+import { urlMappingLifecycle } from './0073-url-mapping-lifecycle.js';
+import { urlMappingExpiryIndex } from './0074-url-mapping-expiry-index.js';
 import { dialectColumns } from './columns.js';
 import type { SchemaMigration } from './migration.js';
 
@@ -35,6 +37,8 @@ const MIGRATIONS: readonly SchemaMigration[] = [
   userDisabled,
   apiKeys,
   userSessionsNotBefore,
+  urlMappingLifecycle,
+  urlMappingExpiryIndex,
 ];
 
 /** The migrations as Kysely's migrator takes them, by name, for one dialect. */
