@@ -51,7 +51,7 @@ async function withService(
   owner: string | undefined,
   work: (service: Service, ownerId: number | undefined) => Promise<number>,
 ): Promise<number> {
-  const service = await compose({ ...config, role: 'api' }, { logger: false, consumers: false });
+  const service = await compose({ ...config, role: 'api' }, { logger: false, background: false });
   try {
     let ownerId: number | undefined;
     if (owner !== undefined) {

@@ -57,10 +57,11 @@ export interface ComposeOptions {
   /** How often each instance polls for runtime-settings changes (default 250 ms; within 1 s is promised). */
   readonly settingsPollIntervalMs?: number;
   /**
-   * `false`: no event consumers start (the command line's import and export, which use the
-   * database and the outbox only); they start by default.
+   * `false`: no event consumers and no background indexing start (the command line's import and
+   * export, which use the database and the outbox only; a server indexes what they wrote); they
+   * start by default.
    */
-  readonly consumers?: boolean;
+  readonly background?: boolean;
 }
 
 /** What `GET /health/ready` checks: every backend in use. */
@@ -112,7 +113,9 @@ async function composeService(context: CompositionContext, options: ComposeOptio
   const sandbox =
     config.role !== 'api' ? stack.use('sandbox', new QuickJsSandbox(config.executions.concurrency)) : undefined;
   const backbone = composeEventBackbone(context, database);
-  const urlMappings = composeUrlMappings(context, database, backbone, accounts.runtimeSettings);
+  const urlMappings = composeUrlMappings(context, database, backbone, accounts.runtimeSettings, {
+    background: options.background !== false,
+  });
   const executions = composeExecutions(context, database, backbone);
 
   const app = await buildApp({
@@ -138,13 +141,13 @@ async function composeService(context: CompositionContext, options: ComposeOptio
   stack.defer('http', () => app.close());
   urlMappings.clicks.start(logger);
   await backbone.start(
-    options.consumers === false
+    options.background === false
       ? []
       : [
           ...(config.role !== 'worker' ? apiConsumers(urlMappings.cache) : []),
           ...(sandbox ? workerConsumers(context, backbone, executions, sandbox) : []),
         ],
-    { prune: sandbox !== undefined && options.consumers !== false },
+    { prune: sandbox !== undefined && options.background !== false },
   );
 
   return {

@@ -48,6 +48,8 @@ export function composeUrlMappings(
   database: Database,
   backbone: EventBackbone,
   settings: RuntimeSettings,
+  /** `background: false`: SQLite's search index is not kept up here (another process does it). */
+  { background = true }: { background?: boolean } = {},
 ): UrlMappings {
   const { config, stack, metrics, logger } = context;
   const events = urlEvents(config.tracing.serviceName);
@@ -65,7 +67,7 @@ export function composeUrlMappings(
   );
   stack.defer('click flush', () => clicks.stop());
   const visits = composeVisits(context, database, repository);
-  if (database.dialect === 'sqlite') {
+  if (database.dialect === 'sqlite' && background) {
     const indexing = new PeriodicTask(
       'search indexing',
       SEARCH_INDEX_INTERVAL_MS,
@@ -90,6 +92,17 @@ export function composeUrlMappings(
     visits: visits.buffer,
     isBot: visits.isBot,
   });
+  const transfer = new LinkTransferService(
+    repository,
+    new KyselyLinkImportStore(database.db, database.dialect, backbone.outbox),
+    {
+      rules: config.urls,
+      reservedCodes: () => routes.reservedCodes(),
+      events,
+      pendingClicks: (id) => clicks.pending(id),
+      created: (code) => cache.invalidate(code),
+    },
+  );
   // Who notices expiry by time when nobody visits: every instance sweeps; the claim in the
   // database (expired_event_at) makes each link's url.expired once, whichever instance records it.
   const expiry = new PeriodicTask(
@@ -104,16 +117,5 @@ export function composeUrlMappings(
   );
   expiry.start();
   stack.defer('expiry sweep', () => expiry.stop());
-  const transfer = new LinkTransferService(
-    repository,
-    new KyselyLinkImportStore(database.db, database.dialect, backbone.outbox),
-    {
-      rules: config.urls,
-      reservedCodes: () => routes.reservedCodes(),
-      events,
-      pendingClicks: (id) => clicks.pending(id),
-      created: (code) => cache.invalidate(code),
-    },
-  );
   return { service, transfer, routes, cache, clicks, visits };
 }

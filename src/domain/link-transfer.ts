@@ -8,6 +8,7 @@ import {
   CODE_MIN_LENGTH,
   CODE_PATTERN,
   type NewUrlMapping,
+  parseLinkLimits,
   type UrlRules,
 } from './url-mapping.js';
 
@@ -28,15 +29,14 @@ export interface LinkRecord {
   readonly max_visits: number | null;
 }
 
-/** A mapping to import: what a create writes, with the lifecycle fields (null when not given). */
-export type ImportedLink = NewUrlMapping & Pick<LinkRecord, 'expires_at' | 'max_visits'>;
+/** A mapping to import: what a create writes, its limits (`expiresAt`, `maxVisits`) when the row gives them. */
+export type ImportedLink = NewUrlMapping;
 
 /** One row of an import file as read: CSV gives an object of strings, JSON any value (an object, when right). */
 export type RawRow = unknown;
 
 /** The code a row gives, if it gives one as text (for the report of a refused row). */
-export const codeOf = (raw: RawRow): string | null =>
-  isObject(raw) && typeof raw.code === 'string' ? raw.code : null;
+export const codeOf = (raw: RawRow): string | null => (isObject(raw) && typeof raw.code === 'string' ? raw.code : null);
 
 const isObject = (raw: RawRow): raw is Readonly<Record<string, unknown>> =>
   typeof raw === 'object' && raw !== null && !Array.isArray(raw);
@@ -112,29 +112,32 @@ export function checkRow(raw: RawRow, rules: RowRules, now: string): ImportedLin
     if (n === undefined || n < 0) return { refused: "'click_count' must be an integer >= 0" };
     click_count = n;
   }
-  let expires_at: string | null = null;
-  if (!isBlank(raw.expires_at)) {
-    const canonical = typeof raw.expires_at === 'string' ? canonicalTimestamp(raw.expires_at) : undefined;
-    if (canonical === undefined) return { refused: "'expires_at' must be an RFC 3339 date-time" };
-    expires_at = canonical;
+  if (!isBlank(raw.expires_at) && typeof raw.expires_at !== 'string') {
+    return { refused: "'expires_at' must be an RFC 3339 date-time" };
   }
-  let max_visits: number | null = null;
-  if (!isBlank(raw.max_visits)) {
-    const n = integerOf(raw.max_visits);
-    if (n === undefined || n < 1) return { refused: "'max_visits' must be an integer >= 1" };
-    max_visits = n;
-  }
+  const max_visits = isBlank(raw.max_visits) ? undefined : integerOf(raw.max_visits);
+  if (max_visits === undefined && !isBlank(raw.max_visits)) return { refused: "'max_visits' must be an integer >= 1" };
   try {
     assertCodeNotReserved(code, rules.reservedCodes);
     assertValidTargetUrl(url, rules.urls);
     assertValidClickCount(click_count);
+    // The rules of the create routes, but an expiry in the past is kept (the link answers 410 at
+    // once), so that an export imports back whole.
+    const limits = parseLinkLimits(
+      {
+        ...(isBlank(raw.expires_at) ? {} : { expires_at: raw.expires_at as string }),
+        ...(max_visits === undefined ? {} : { max_visits }),
+      },
+      Date.now(),
+      false,
+    );
+    return { code, url, created_at, click_count, ...limits };
   } catch (error) {
     if (error instanceof AppError) {
       return { refused: error.code === errors.codeReserved.code ? `'code' is reserved` : ruleMessage(error) };
     }
     throw error;
   }
-  return { code, url, created_at, click_count, expires_at, max_visits };
 }
 
 /** A CSV field, quoted when it must be (RFC 4180). */

@@ -185,14 +185,13 @@ export class LinkTransferService {
   }
 
   private record(row: UrlMapping): LinkRecord {
-    const lifecycle = row as Partial<Pick<LinkRecord, 'expires_at' | 'max_visits'>>;
     return {
       code: row.code,
       url: row.url,
       created_at: row.created_at,
       click_count: row.click_count + (this.options.pendingClicks?.(row.id) ?? 0),
-      expires_at: lifecycle.expires_at ?? null,
-      max_visits: lifecycle.max_visits ?? null,
+      expires_at: row.expires_at ?? null,
+      max_visits: row.max_visits ?? null,
     };
   }
 }

@@ -24,6 +24,7 @@ export class Progress {
   private lastDraw = 0;
   private lastTenth = -1;
   private readonly started = performance.now();
+  private readonly cpuAtStart = process.cpuUsage();
 
   constructor(
     private readonly output: ProgressOutput,
@@ -52,11 +53,13 @@ export class Progress {
     this.output.write(`${this.label}: ${tenth * 10}% (${count(items)} ${this.unit})\n`);
   }
 
-  /** The last line: how many, and how fast. */
+  /** The last line: how many, how fast, and the CPU time it took (what a busy machine does not change). */
   done(items: number): void {
     const seconds = (performance.now() - this.started) / 1000;
     const rate = seconds > 0 ? Math.round(items / seconds) : items;
-    const line = `${this.label}: 100% (${count(items)} ${this.unit} in ${seconds.toFixed(1)} s, ${count(rate)} ${this.unit}/s)`;
+    const cpu = process.cpuUsage(this.cpuAtStart);
+    const cpuSeconds = (cpu.user + cpu.system) / 1e6;
+    const line = `${this.label}: 100% (${count(items)} ${this.unit} in ${seconds.toFixed(1)} s, ${count(rate)} ${this.unit}/s, CPU ${cpuSeconds.toFixed(1)} s)`;
     this.output.write(this.output.isTTY ? `\r${line}\x1b[K\n` : `${line}\n`);
   }
 }

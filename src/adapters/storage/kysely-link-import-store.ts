@@ -1,7 +1,7 @@
 import { type Kysely, sql } from 'kysely';
 import type { EventsFor } from '../../domain/events.js';
 import type { ImportedLink } from '../../domain/link-transfer.js';
-import type { UrlMapping } from '../../domain/url-mapping.js';
+import { storedInstant, type UrlMapping } from '../../domain/url-mapping.js';
 import type { LinkImportStore } from '../../ports/link-import-store.js';
 import type { EncodedMessage, TransactionalOutbox } from '../event-bus/outbox.js';
 import type { Dialect } from './database.js';
@@ -24,7 +24,10 @@ export class KyselyLinkImportStore implements LinkImportStore {
     private readonly outbox?: TransactionalOutbox,
   ) {}
 
-  async insertMany(links: readonly ImportedLink[], events?: EventsFor<UrlMapping>): Promise<(UrlMapping | undefined)[]> {
+  async insertMany(
+    links: readonly ImportedLink[],
+    events?: EventsFor<UrlMapping>,
+  ): Promise<(UrlMapping | undefined)[]> {
     if (links.length === 0) return [];
     const outbox = this.outbox;
     if (outbox && events) {
@@ -52,24 +55,44 @@ export class KyselyLinkImportStore implements LinkImportStore {
   }
 
   /** Each link's row as written (built from the link and its new id), undefined when its code was taken. */
-  private async insert(trx: Kysely<DatabaseSchema>, links: readonly ImportedLink[]): Promise<(UrlMapping | undefined)[]> {
-    const written = await (this.dialect === 'postgres' ? this.insertPostgres(trx, links) : this.insertSqlite(trx, links));
+  private async insert(
+    trx: Kysely<DatabaseSchema>,
+    links: readonly ImportedLink[],
+  ): Promise<(UrlMapping | undefined)[]> {
+    const written = await (this.dialect === 'postgres'
+      ? this.insertPostgres(trx, links)
+      : this.insertSqlite(trx, links));
     const ids = new Map(written.map((row) => [row.code, Number(row.id)]));
     return links.map((link) => {
       const id = ids.get(link.code);
       if (id === undefined) return undefined;
       // A later link of the same code in this call was not written: the first one was.
       ids.delete(link.code);
-      return { id, ...link, owner: link.owner ?? null };
+      const { expiresAt, maxVisits, ...fields } = link;
+      return {
+        id,
+        ...fields,
+        owner: link.owner ?? null,
+        expires_at: expiresAt ? storedInstant(expiresAt) : null,
+        max_visits: maxVisits ?? null,
+      };
     });
   }
 
   private async insertSqlite(trx: Kysely<DatabaseSchema>, links: readonly ImportedLink[]) {
-    const values = links.map((l) => [l.code, l.url, l.created_at, l.click_count, l.owner ?? null]);
+    const values = links.map((l) => [
+      l.code,
+      l.url,
+      l.created_at,
+      l.click_count,
+      l.owner ?? null,
+      l.expiresAt ? storedInstant(l.expiresAt) : null,
+      l.maxVisits ?? null,
+    ]);
     // `WHERE true`: without it SQLite would read ON CONFLICT as a join constraint.
     const { rows } = await sql<{ id: number; code: string }>`
-      INSERT INTO url_mappings (code, url, created_at, click_count, owner_id)
-      SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4
+      INSERT INTO url_mappings (code, url, created_at, click_count, owner_id, expires_at, max_visits)
+      SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, value ->> 6
       FROM json_each(${JSON.stringify(values)}) WHERE true
       ON CONFLICT (code) DO NOTHING
       RETURNING id, code`.execute(trx);
@@ -78,11 +101,13 @@ export class KyselyLinkImportStore implements LinkImportStore {
 
   private async insertPostgres(trx: Kysely<DatabaseSchema>, links: readonly ImportedLink[]) {
     const column = <K extends keyof ImportedLink>(key: K) => links.map((l) => l[key] ?? null);
+    const expiresAt = links.map((l) => (l.expiresAt ? storedInstant(l.expiresAt) : null));
     const { rows } = await sql<{ id: number; code: string }>`
-      INSERT INTO url_mappings (code, url, created_at, click_count, owner_id)
+      INSERT INTO url_mappings (code, url, created_at, click_count, owner_id, expires_at, max_visits)
       SELECT * FROM unnest(CAST(${column('code')} AS TEXT[]), CAST(${column('url')} AS TEXT[]),
         CAST(${column('created_at')} AS TIMESTAMPTZ[]), CAST(${column('click_count')} AS BIGINT[]),
-        CAST(${column('owner')} AS BIGINT[])) AS t(code, url, created_at, click_count, owner_id)
+        CAST(${column('owner')} AS BIGINT[]), CAST(${expiresAt} AS TIMESTAMPTZ[]),
+        CAST(${column('maxVisits')} AS BIGINT[])) AS t(code, url, created_at, click_count, owner_id, expires_at, max_visits)
       ORDER BY code
       ON CONFLICT (code) DO NOTHING
       RETURNING id, code`.execute(trx);
