@@ -40,6 +40,28 @@ export interface UrlMappings {
 }
 
 /**
+ * A background task run every `intervalMs` in chunks, each its own transaction, until `chunk`
+ * (given its number in the run) says there is no more; requests get the writer in between.
+ */
+function startChunkedTask(
+  { logger, stack }: CompositionContext,
+  name: string,
+  intervalMs: number,
+  chunk: (index: number) => Promise<boolean>,
+): void {
+  const task = new PeriodicTask(
+    name,
+    intervalMs,
+    async () => {
+      for (let index = 0; await chunk(index); index++) await new Promise((resolve) => setImmediate(resolve));
+    },
+    logger,
+  );
+  task.start();
+  stack.defer(name, () => task.stop());
+}
+
+/**
  * Shorten, resolve, list, change, delete: the repository (its events through the outbox), the
  * redirect cache, and the click buffer, whose last clicks are written when the service stops.
  */
@@ -51,7 +73,7 @@ export function composeUrlMappings(
   /** `background: false`: SQLite's search index is not kept up here (another process does it). */
   { background = true }: { background?: boolean } = {},
 ): UrlMappings {
-  const { config, stack, metrics, logger } = context;
+  const { config, stack, metrics } = context;
   const events = urlEvents(config.tracing.serviceName);
   const repository = new KyselyUrlMappingRepository(database.db, database.dialect, backbone.outbox, database.reader);
   const routes = new RouteTable();
@@ -68,19 +90,13 @@ export function composeUrlMappings(
   stack.defer('click flush', () => clicks.stop());
   const visits = composeVisits(context, database, repository);
   if (database.dialect === 'sqlite' && background) {
-    const indexing = new PeriodicTask(
+    startChunkedTask(
+      context,
       'search indexing',
       SEARCH_INDEX_INTERVAL_MS,
-      async () => {
-        for (let chunk = 0; chunk < SEARCH_INDEX_CHUNKS_PER_RUN; chunk++) {
-          if ((await repository.indexSearch(SEARCH_INDEX_CHUNK)) === 0) return;
-          await new Promise((resolve) => setImmediate(resolve)); // requests get the writer in between
-        }
-      },
-      logger,
+      async (chunk) =>
+        (await repository.indexSearch(SEARCH_INDEX_CHUNK)) > 0 && chunk + 1 < SEARCH_INDEX_CHUNKS_PER_RUN,
     );
-    indexing.start();
-    stack.defer('search indexing', () => indexing.stop());
   }
   const service = new UrlMappingService(repository, cache, clicks, {
     rules: config.urls,
@@ -105,17 +121,11 @@ export function composeUrlMappings(
   );
   // Who notices expiry by time when nobody visits: every instance sweeps; the claim in the
   // database (expired_event_at) makes each link's url.expired once, whichever instance records it.
-  const expiry = new PeriodicTask(
+  startChunkedTask(
+    context,
     'expiry sweep',
     EXPIRY_SWEEP_INTERVAL_MS,
-    async () => {
-      while ((await service.expireDue(EXPIRY_CHUNK)) === EXPIRY_CHUNK) {
-        await new Promise((resolve) => setImmediate(resolve)); // requests get the writer in between
-      }
-    },
-    logger,
+    async () => (await service.expireDue(EXPIRY_CHUNK)) === EXPIRY_CHUNK,
   );
-  expiry.start();
-  stack.defer('expiry sweep', () => expiry.stop());
   return { service, transfer, routes, cache, clicks, visits };
 }
