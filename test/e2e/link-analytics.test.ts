@@ -213,6 +213,16 @@ describe.skipIf(!available)('link statistics, lifecycle, import and export in Ch
         // One row a UTC day the 90 days touch (90, or 91 unless they start at midnight).
         const days = await tableOf(page, 'Visits over time').locator('tbody tr').count();
         expect(days === 90 || days === 91).toBe(true);
+
+        // Back to the links: the page asks for no more statistics on its way out.
+        const strays: string[] = [];
+        page.on('request', (request) => {
+          if (request.url().includes('/stats')) strays.push(request.url());
+        });
+        await page.getByRole('link', { name: 'Back to links' }).click();
+        await page.waitForURL(at('/app/links'));
+        await linkCard(page, code).waitFor();
+        expect(strays).toEqual([]);
       } finally {
         await context.close();
       }
