@@ -161,7 +161,7 @@ export class UrlMappingService {
     if (cached === null) throw errors.mappingNotFound();
     // The hot path: a cached link without limits (most), as before limits existed.
     if (cached !== undefined && cached.limits === undefined) {
-      if (count) this.clicks.record(cached.id);
+      if (count) this.count(cached);
       return cached;
     }
     const target = cached ?? this.cache.load(code, () => this.loadTarget(code));
@@ -295,7 +295,7 @@ export class UrlMappingService {
   ): CachedTarget | Promise<CachedTarget> {
     if (target === undefined) throw errors.mappingNotFound();
     if (target.limits !== undefined) return this.limited(code, target, target.limits, count, reloaded);
-    if (count) this.clicks.record(target.id);
+    if (count) this.count(target);
     return target;
   }
 
@@ -314,7 +314,7 @@ export class UrlMappingService {
     if (limits.expiresAt !== undefined && limits.expiresAt <= this.now()) throw errors.linkExpired(limits.expiresText!);
     const max = limits.maxVisits;
     if (max === undefined) {
-      if (count) this.clicks.record(target.id);
+      if (count) this.count(target);
       return target;
     }
     if (limits.exhausted) throw errors.linkExhausted(max);
@@ -323,7 +323,7 @@ export class UrlMappingService {
       // This entry knows from now on (until a change reloads it) that nothing is left.
       if (remaining === 0) limits.exhausted = true;
       if (granted) {
-        this.clicks.record(target.id);
+        this.count(target);
         return target;
       }
       if (reloaded) throw errors.linkExhausted(max);
@@ -335,6 +335,11 @@ export class UrlMappingService {
         ? fresh.then((t) => this.found(code, t, count, true))
         : this.found(code, fresh, count, true);
     });
+  }
+
+  /** A redirect answered 302 to a GET: its click (every path that answers one comes here). */
+  private count(target: CachedTarget): void {
+    this.clicks.record(target.id);
   }
 
   private withPendingClicks(row: UrlMapping): UrlMapping {
