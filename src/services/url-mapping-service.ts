@@ -176,7 +176,7 @@ export class UrlMappingService {
     if (cached === null) throw errors.mappingNotFound();
     // The hot path: a cached link without limits (most), as before limits existed.
     if (cached !== undefined && cached.limits === undefined) {
-      if (count) this.counted(cached, headers, address);
+      if (count) this.count(cached, headers, address);
       return cached;
     }
     const target = cached ?? this.cache.load(code, () => this.loadTarget(code));
@@ -316,12 +316,15 @@ export class UrlMappingService {
     if (target.limits !== undefined) {
       return this.limited(code, target, target.limits, count, headers, address, reloaded);
     }
-    if (count) this.counted(target, headers, address);
+    if (count) this.count(target, headers, address);
     return target;
   }
 
-  /** A counted redirect: its click (a bot's too, unless COUNT_BOTS=false) and its visit. */
-  private counted(target: CachedTarget, headers: IncomingHttpHeaders | undefined, address: string | undefined): void {
+  /**
+   * A redirect answered 302 to a GET (every path that answers one comes here): its click (a bot's
+   * too, unless COUNT_BOTS=false) and its visit.
+   */
+  private count(target: CachedTarget, headers: IncomingHttpHeaders | undefined, address: string | undefined): void {
     const { visits, isBot } = this.options;
     if (isBot === undefined || headers === undefined || !isBot(headers['user-agent'])) this.clicks.record(target.id);
     if (visits !== undefined && headers !== undefined) visits.record(target.id, headers, address);
@@ -344,7 +347,7 @@ export class UrlMappingService {
     if (limits.expiresAt !== undefined && limits.expiresAt <= this.now()) throw errors.linkExpired(limits.expiresText!);
     const max = limits.maxVisits;
     if (max === undefined) {
-      if (count) this.counted(target, headers, address);
+      if (count) this.count(target, headers, address);
       return target;
     }
     if (limits.exhausted) throw errors.linkExhausted(max);
@@ -353,7 +356,7 @@ export class UrlMappingService {
       // This entry knows from now on (until a change reloads it) that nothing is left.
       if (remaining === 0) limits.exhausted = true;
       if (granted) {
-        this.counted(target, headers, address);
+        this.count(target, headers, address);
         return target;
       }
       if (reloaded) throw errors.linkExhausted(max);
