@@ -13,12 +13,12 @@ import {
   type UrlRules,
 } from '../domain/url-mapping.js';
 import type { UrlEventFactory } from '../domain/url-events.js';
-import type { IncomingHttpHeaders } from 'node:http';
 import type { Clock } from '../ports/clock.js';
 import type { ListOptions, OwnerGuard, RedirectTarget, UrlMappingRepository } from '../ports/url-mapping-repository.js';
 import type { ClickBuffer } from '../support/click-buffer.js';
 import { fetchPage } from '../support/paging.js';
 import type { CachedTarget, RedirectCache } from '../support/redirect-cache.js';
+import { rawHeader } from '../support/raw-headers.js';
 import { randomCode } from '../support/short-codes.js';
 import type { Caller } from './execution-service.js';
 
@@ -44,7 +44,8 @@ export interface UrlMappingServiceOptions {
 
 /** The redirect path's side of visit recording (`VisitBuffer`): raw values in, nothing parsed. */
 export interface VisitRecorder {
-  record(urlId: number, headers: IncomingHttpHeaders, address: string | undefined): void;
+  /** `rawHeaders`: Node's `[name, value, …]` list, kept as it is (reading `headers` would build an object). */
+  record(urlId: number, rawHeaders: readonly string[], address: string | undefined): void;
 }
 
 /** `POST /api/v1/links`: the URL, and the code when the caller picks one. */
@@ -137,15 +138,15 @@ export class UrlMappingService {
   resolve(
     code: string,
     count: boolean,
-    headers?: IncomingHttpHeaders,
+    rawHeaders?: readonly string[],
     address?: string,
   ): CachedTarget | Promise<CachedTarget> {
     const cached = this.cache.peek(code);
     if (cached === null) throw errors.mappingNotFound();
     const target = cached ?? this.cache.load(code, () => this.loadTarget(code));
     return target instanceof Promise
-      ? target.then((t) => this.found(t, count, headers, address))
-      : this.found(target, count, headers, address);
+      ? target.then((t) => this.found(t, count, rawHeaders, address))
+      : this.found(target, count, rawHeaders, address);
   }
 
   /**
@@ -252,14 +253,16 @@ export class UrlMappingService {
   private found(
     target: CachedTarget | undefined,
     count: boolean,
-    headers: IncomingHttpHeaders | undefined,
+    rawHeaders: readonly string[] | undefined,
     address: string | undefined,
   ): CachedTarget {
     if (target === undefined) throw errors.mappingNotFound();
     if (!count) return target;
     const { visits, isBot } = this.options;
-    if (isBot === undefined || headers === undefined || !isBot(headers['user-agent'])) this.clicks.record(target.id);
-    if (visits !== undefined && headers !== undefined) visits.record(target.id, headers, address);
+    if (isBot === undefined || rawHeaders === undefined || !isBot(rawHeader(rawHeaders, 'user-agent'))) {
+      this.clicks.record(target.id);
+    }
+    if (visits !== undefined && rawHeaders !== undefined) visits.record(target.id, rawHeaders, address);
     return target;
   }
 
