@@ -111,6 +111,34 @@ function byKey<T extends { url_id: number; day?: number; hour?: number; dimensio
   );
 }
 
+/** Each day's counts, for its day and for the 8- and 64-day blocks that hold it, in key order. */
+function blockRows(daily: VisitRollups['daily']) {
+  const blocks = new Map<
+    string,
+    { url_id: number; span: number; day: number; dimension: string; value: string; visits: number }
+  >();
+  for (const [key, visits] of daily) {
+    const [url_id, day, rest] = splitKey(key);
+    const at = rest.indexOf(':');
+    for (const span of ROLLUP_SPANS) {
+      const start = blockStart(day, span);
+      const blockKey = `${url_id}:${span}:${start}:${rest}`;
+      const row = blocks.get(blockKey);
+      if (row) row.visits += visits;
+      else
+        blocks.set(blockKey, {
+          url_id,
+          span,
+          day: start,
+          dimension: rest.slice(0, at),
+          value: rest.slice(at + 1),
+          visits,
+        });
+    }
+  }
+  return [...blocks.values()].sort((a, b) => a.span - b.span || byKey(a, b));
+}
+
 function* chunks<T>(rows: readonly T[]): Generator<T[]> {
   for (let start = 0; start < rows.length; start += ROWS_PER_STATEMENT) {
     yield rows.slice(start, start + ROWS_PER_STATEMENT);
@@ -182,31 +210,7 @@ export class KyselyVisitRepository implements VisitRepository {
         sql`ON CONFLICT (url_id, hour) DO UPDATE SET visits = visit_hourly.visits + excluded.visits, bots = visit_hourly.bots + excluded.bots`,
       ).execute(trx);
     }
-    // Each day's counts go to its day and to the 8- and 64-day blocks that hold it.
-    const blocks = new Map<
-      string,
-      { url_id: number; span: number; day: number; dimension: string; value: string; visits: number }
-    >();
-    for (const [key, visits] of daily) {
-      const [url_id, day, rest] = splitKey(key);
-      const at = rest.indexOf(':');
-      for (const span of ROLLUP_SPANS) {
-        const start = blockStart(day, span);
-        const blockKey = `${url_id}:${span}:${start}:${rest}`;
-        const row = blocks.get(blockKey);
-        if (row) row.visits += visits;
-        else
-          blocks.set(blockKey, {
-            url_id,
-            span,
-            day: start,
-            dimension: rest.slice(0, at),
-            value: rest.slice(at + 1),
-            visits,
-          });
-      }
-    }
-    const days = [...blocks.values()].sort((a, b) => a.span - b.span || byKey(a, b));
+    const days = blockRows(daily);
     const dayColumns: Column[] = [
       ['url_id', 'BIGINT'],
       ['span', 'BIGINT'],
