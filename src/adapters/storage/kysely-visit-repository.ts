@@ -67,13 +67,22 @@ const VISIT_COLUMNS: readonly Column[] = [
 
 /** The rollup increments of `visits`, keyed so that every writer adds them in the same order. */
 export function rollupsOf(visits: VisitBatch['visits']): VisitRollups {
+  // Alike visits first (one key each; most of a batch repeats a few), then their rollups once a group.
+  const groups = new Map<string, { visit: VisitBatch['visits'][number]; count: number }>();
+  for (const v of visits) {
+    const key = `${v.urlId}\u0000${hourOf(v.visitedAt)}\u0000${v.referrerHost}\u0000${v.country}\u0000${v.browser}\u0000${v.os}\u0000${v.device}`;
+    const group = groups.get(key);
+    if (group) group.count++;
+    else groups.set(key, { visit: v, count: 1 });
+  }
   const hourly = new Map<string, [number, number]>();
   const daily = new Map<string, number>();
-  for (const v of visits) {
+  for (const { visit: v, count } of groups.values()) {
     const hourKey = `${v.urlId}:${hourOf(v.visitedAt)}`;
     const counts = hourly.get(hourKey) ?? [0, 0];
-    counts[0]++;
-    if (v.bot) counts[1]++;
+    counts[0] += count;
+    // The device class is `bot` exactly when the visit is a bot's, so a group is all bots or none.
+    if (v.bot) counts[1] += count;
     hourly.set(hourKey, counts);
     const day = `${v.urlId}:${dayOf(v.visitedAt)}`;
     for (const [dimension, value] of [
@@ -84,7 +93,7 @@ export function rollupsOf(visits: VisitBatch['visits']): VisitRollups {
       ['device', v.device],
     ] as const) {
       const key = `${day}:${dimension}:${value ?? ''}`;
-      daily.set(key, (daily.get(key) ?? 0) + 1);
+      daily.set(key, (daily.get(key) ?? 0) + count);
     }
   }
   return { hourly, daily };
