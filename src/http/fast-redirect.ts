@@ -165,7 +165,7 @@ export class FastRedirect {
   ): void {
     let target: CachedTarget | Promise<CachedTarget>;
     try {
-      target = this.options.service.resolve(code, method === 'GET', req.headers, req.socket.remoteAddress);
+      target = this.options.service.resolve(code, method === 'GET', req.rawHeaders, req.socket.remoteAddress);
     } catch (error) {
       return this.failed(req, res, method, start, headers, decision, error);
     }

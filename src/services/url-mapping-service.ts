@@ -15,12 +15,12 @@ import {
   type UrlRules,
 } from '../domain/url-mapping.js';
 import type { UrlEventFactory } from '../domain/url-events.js';
-import type { IncomingHttpHeaders } from 'node:http';
 import type { Clock } from '../ports/clock.js';
 import type { ListOptions, OwnerGuard, RedirectTarget, UrlMappingRepository } from '../ports/url-mapping-repository.js';
 import type { ClickBuffer } from '../support/click-buffer.js';
 import { fetchPage } from '../support/paging.js';
 import type { CachedLimits, CachedTarget, RedirectCache } from '../support/redirect-cache.js';
+import { rawHeader } from '../support/raw-headers.js';
 import { randomCode } from '../support/short-codes.js';
 import type { Caller } from './execution-service.js';
 
@@ -46,7 +46,8 @@ export interface UrlMappingServiceOptions {
 
 /** The redirect path's side of visit recording (`VisitBuffer`): raw values in, nothing parsed. */
 export interface VisitRecorder {
-  record(urlId: number, headers: IncomingHttpHeaders, address: string | undefined): void;
+  /** `rawHeaders`: Node's `[name, value, …]` list, kept as it is (reading `headers` would build an object). */
+  record(urlId: number, rawHeaders: readonly string[], address: string | undefined): void;
 }
 
 /** `POST /api/v1/links`: the URL, and the code when the caller picks one; the limits when wanted. */
@@ -169,20 +170,20 @@ export class UrlMappingService {
   resolve(
     code: string,
     count: boolean,
-    headers?: IncomingHttpHeaders,
+    rawHeaders?: readonly string[],
     address?: string,
   ): CachedTarget | Promise<CachedTarget> {
     const cached = this.cache.peek(code);
     if (cached === null) throw errors.mappingNotFound();
     // The hot path: a cached link without limits (most), as before limits existed.
     if (cached !== undefined && cached.limits === undefined) {
-      if (count) this.count(cached, headers, address);
+      if (count) this.count(cached, rawHeaders, address);
       return cached;
     }
     const target = cached ?? this.cache.load(code, () => this.loadTarget(code));
     return target instanceof Promise
-      ? target.then((t) => this.found(code, t, count, headers, address))
-      : this.found(code, target, count, headers, address);
+      ? target.then((t) => this.found(code, t, count, rawHeaders, address))
+      : this.found(code, target, count, rawHeaders, address);
   }
 
   /**
@@ -308,15 +309,15 @@ export class UrlMappingService {
     code: string,
     target: CachedTarget | undefined,
     count: boolean,
-    headers: IncomingHttpHeaders | undefined,
+    rawHeaders: readonly string[] | undefined,
     address: string | undefined,
     reloaded = false,
   ): CachedTarget | Promise<CachedTarget> {
     if (target === undefined) throw errors.mappingNotFound();
     if (target.limits !== undefined) {
-      return this.limited(code, target, target.limits, count, headers, address, reloaded);
+      return this.limited(code, target, target.limits, count, rawHeaders, address, reloaded);
     }
-    if (count) this.count(target, headers, address);
+    if (count) this.count(target, rawHeaders, address);
     return target;
   }
 
@@ -324,10 +325,12 @@ export class UrlMappingService {
    * A redirect answered 302 to a GET (every path that answers one comes here): its click (a bot's
    * too, unless COUNT_BOTS=false) and its visit.
    */
-  private count(target: CachedTarget, headers: IncomingHttpHeaders | undefined, address: string | undefined): void {
+  private count(target: CachedTarget, rawHeaders: readonly string[] | undefined, address: string | undefined): void {
     const { visits, isBot } = this.options;
-    if (isBot === undefined || headers === undefined || !isBot(headers['user-agent'])) this.clicks.record(target.id);
-    if (visits !== undefined && headers !== undefined) visits.record(target.id, headers, address);
+    if (isBot === undefined || rawHeaders === undefined || !isBot(rawHeader(rawHeaders, 'user-agent'))) {
+      this.clicks.record(target.id);
+    }
+    if (visits !== undefined && rawHeaders !== undefined) visits.record(target.id, rawHeaders, address);
   }
 
   /**
@@ -340,14 +343,14 @@ export class UrlMappingService {
     target: CachedTarget,
     limits: CachedLimits,
     count: boolean,
-    headers: IncomingHttpHeaders | undefined,
+    rawHeaders: readonly string[] | undefined,
     address: string | undefined,
     reloaded: boolean,
   ): CachedTarget | Promise<CachedTarget> {
     if (limits.expiresAt !== undefined && limits.expiresAt <= this.now()) throw errors.linkExpired(limits.expiresText!);
     const max = limits.maxVisits;
     if (max === undefined) {
-      if (count) this.count(target, headers, address);
+      if (count) this.count(target, rawHeaders, address);
       return target;
     }
     if (limits.exhausted) throw errors.linkExhausted(max);
@@ -356,7 +359,7 @@ export class UrlMappingService {
       // This entry knows from now on (until a change reloads it) that nothing is left.
       if (remaining === 0) limits.exhausted = true;
       if (granted) {
-        this.count(target, headers, address);
+        this.count(target, rawHeaders, address);
         return target;
       }
       if (reloaded) throw errors.linkExhausted(max);
@@ -365,8 +368,8 @@ export class UrlMappingService {
       this.cache.invalidate(code);
       const fresh = this.cache.load(code, () => this.loadTarget(code));
       return fresh instanceof Promise
-        ? fresh.then((t) => this.found(code, t, count, headers, address, true))
-        : this.found(code, fresh, count, headers, address, true);
+        ? fresh.then((t) => this.found(code, t, count, rawHeaders, address, true))
+        : this.found(code, fresh, count, rawHeaders, address, true);
     });
   }
 

@@ -166,8 +166,8 @@ export class VisitStatsService {
   }
 
   private range(query: { from?: string | undefined; to?: string | undefined }): { from: number; to: number } {
-    const to = query.to === undefined ? this.clock.now() : parseInstant(query.to, 'to');
-    const from = query.from === undefined ? to - DEFAULT_RANGE_MS : parseInstant(query.from, 'from');
+    const to = query.to === undefined ? this.clock.now() : parseInstant(query.to, `to`);
+    const from = query.from === undefined ? to - DEFAULT_RANGE_MS : parseInstant(query.from, `from`);
     if (from >= to) throw errors.validation('`from` must be before `to`.');
     return { from, to };
   }

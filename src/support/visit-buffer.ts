@@ -1,8 +1,8 @@
 import { createHash, randomUUID } from 'node:crypto';
-import type { IncomingHttpHeaders } from 'node:http';
 import { countryCode, dayOf, referrerHost, type VisitRecord } from '../domain/visit.js';
 import type { VisitBatch, VisitorSighting, VisitRepository } from '../ports/visit-repository.js';
 import { UserAgentClassifier } from './user-agents.js';
+import { rawHeader } from './raw-headers.js';
 
 /** Visits per flush transaction: one holds SQLite's writer (and the event loop) for a few ms only. */
 const BATCH_VISITS = 5_000;
@@ -41,9 +41,7 @@ const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
 export class VisitBuffer {
   private ids: number[] = [];
   private times: number[] = [];
-  private agents: (string | undefined)[] = [];
-  private referrers: (string | undefined)[] = [];
-  private countries: (string | undefined)[] = [];
+  private headers: (readonly string[])[] = [];
   private addresses: (string | undefined)[] = [];
   /** Prepared batches not yet written (oldest first). */
   private held: VisitBatch[] = [];
@@ -83,18 +81,18 @@ export class VisitBuffer {
     return this.ids.length + this.heldVisits;
   }
 
-  /** The redirect path's part: the raw values, nothing parsed. */
-  record(urlId: number, headers: IncomingHttpHeaders, address: string | undefined): void {
+  /**
+   * The redirect path's part: the request's raw header list (Node's `[name, value, …]`, already
+   * there; reading `headers` would build an object) and address, kept as they are until the flush.
+   */
+  record(urlId: number, rawHeaders: readonly string[], address: string | undefined): void {
     if (this.ids.length + this.heldVisits >= MAX_HELD_VISITS) {
       this.dropped++;
       return;
     }
-    const header = this.options.countryHeader;
     this.ids.push(urlId);
     this.times.push(this.now());
-    this.agents.push(headers['user-agent']);
-    this.referrers.push(headers.referer);
-    this.countries.push(header === undefined ? undefined : (headers[header] as string | undefined));
+    this.headers.push(rawHeaders);
     this.addresses.push(address);
   }
 
@@ -133,13 +131,11 @@ export class VisitBuffer {
   /** Turns the captured visits into batches: classified, hashed, the raw values dropped. */
   private async prepare(): Promise<void> {
     if (this.ids.length === 0) return;
-    const { ids, times, agents, referrers, countries, addresses } = this;
+    const { ids, times, headers, addresses } = this;
     const count = ids.length;
     this.ids = [];
     this.times = [];
-    this.agents = [];
-    this.referrers = [];
-    this.countries = [];
+    this.headers = [];
     this.addresses = [];
     // The salts first (the one step that can fail): on failure the capture is put back as it was.
     const salts = new Map<number, string>();
@@ -151,9 +147,7 @@ export class VisitBuffer {
     } catch (error) {
       this.ids = ids.concat(this.ids);
       this.times = times.concat(this.times);
-      this.agents = agents.concat(this.agents);
-      this.referrers = referrers.concat(this.referrers);
-      this.countries = countries.concat(this.countries);
+      this.headers = headers.concat(this.headers);
       this.addresses = addresses.concat(this.addresses);
       throw error;
     }
@@ -165,17 +159,19 @@ export class VisitBuffer {
       for (let i = start; i < end; i++) {
         const urlId = ids[i]!;
         const visitedAt = times[i]!;
-        const agent = agents[i];
+        const raw = headers[i]!;
+        const agent = rawHeader(raw, 'user-agent');
+        const countryHeader = this.options.countryHeader;
         const { browser, os, device, bot } = this.classifier.classify(agent);
         visits.push({
           urlId,
           visitedAt,
-          referrerHost: referrerHost(referrers[i]),
+          referrerHost: referrerHost(rawHeader(raw, 'referer')),
           browser,
           os,
           device,
           bot,
-          country: countryCode(countries[i]),
+          country: countryHeader === undefined ? null : countryCode(rawHeader(raw, countryHeader)),
         });
         const day = dayOf(visitedAt);
         const hash = visitorHash(salts.get(day)!, addresses[i], agent);

@@ -59,7 +59,7 @@ describe.each(BACKENDS)('the visit writer failing on $name', (backend) => {
       for (let i = 0; i < 300; i++) {
         buffer.record(
           id,
-          { 'user-agent': USER_AGENTS[i % USER_AGENTS.length], referer: 'https://r.example/' },
+          ['User-Agent', USER_AGENTS[i % USER_AGENTS.length] ?? '', 'Referer', 'https://r.example/'],
           `10.0.${i % 7}.1`,
         );
         recorded++;

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { type Kysely, sql } from 'kysely';
+import { type Kysely, type RawBuilder, sql } from 'kysely';
 import {
   blockStart,
   type DeviceClass,
@@ -24,18 +24,65 @@ import type {
 import type { Dialect } from './database.js';
 import type { DatabaseSchema } from './schema.js';
 
-/** Rows per statement: 9 parameters a visit stays well under both dialects' limits. */
-const ROWS_PER_STATEMENT = 1_000;
+/** Rows per statement (each statement has one parameter per column, whatever its rows). */
+const ROWS_PER_STATEMENT = 5_000;
+
+type Column = readonly [name: string, pgType: 'BIGINT' | 'TEXT'];
+
+/**
+ * `INSERT INTO table (columns) <rows> <tail>` with SQL that is the same whatever the number of
+ * rows: the rows as one JSON text (SQLite's `json_each`) or one array per column (PostgreSQL's
+ * `unnest`), in the order given. Building the statement row by row cost more than running it.
+ */
+function bulkInsert(
+  dialect: Dialect,
+  table: string,
+  columns: readonly Column[],
+  rows: readonly Readonly<Record<string, unknown>>[],
+  tail: RawBuilder<unknown>,
+): RawBuilder<unknown> {
+  const names = sql.join(columns.map(([name]) => sql.ref(name)));
+  if (dialect === 'sqlite') {
+    const json = JSON.stringify(rows.map((row) => columns.map(([name]) => row[name] ?? null)));
+    const values = sql.join(columns.map((_, i) => sql.raw(`value ->> ${i}`)));
+    // `WHERE true`: without it SQLite would read ON CONFLICT as a join constraint.
+    return sql`INSERT INTO ${sql.table(table)} (${names}) SELECT ${values} FROM json_each(${json}) WHERE true ${tail}`;
+  }
+  const arrays = sql.join(
+    columns.map(([name, type]) => sql`CAST(${rows.map((row) => row[name] ?? null)} AS ${sql.raw(type)}[])`),
+  );
+  return sql`INSERT INTO ${sql.table(table)} (${names}) SELECT * FROM unnest(${arrays}) ${tail}`;
+}
+
+const VISIT_COLUMNS: readonly Column[] = [
+  ['url_id', 'BIGINT'],
+  ['visited_at_ms', 'BIGINT'],
+  ['referrer_host', 'TEXT'],
+  ['browser', 'TEXT'],
+  ['os', 'TEXT'],
+  ['device', 'TEXT'],
+  ['bot', 'BIGINT'],
+  ['country', 'TEXT'],
+];
 
 /** The rollup increments of `visits`, keyed so that every writer adds them in the same order. */
 export function rollupsOf(visits: VisitBatch['visits']): VisitRollups {
+  // Alike visits first (one key each; most of a batch repeats a few), then their rollups once a group.
+  const groups = new Map<string, { visit: VisitBatch['visits'][number]; count: number }>();
+  for (const v of visits) {
+    const key = `${v.urlId}\u0000${hourOf(v.visitedAt)}\u0000${v.referrerHost}\u0000${v.country}\u0000${v.browser}\u0000${v.os}\u0000${v.device}`;
+    const group = groups.get(key);
+    if (group) group.count++;
+    else groups.set(key, { visit: v, count: 1 });
+  }
   const hourly = new Map<string, [number, number]>();
   const daily = new Map<string, number>();
-  for (const v of visits) {
+  for (const { visit: v, count } of groups.values()) {
     const hourKey = `${v.urlId}:${hourOf(v.visitedAt)}`;
     const counts = hourly.get(hourKey) ?? [0, 0];
-    counts[0]++;
-    if (v.bot) counts[1]++;
+    counts[0] += count;
+    // The device class is `bot` exactly when the visit is a bot's, so a group is all bots or none.
+    if (v.bot) counts[1] += count;
     hourly.set(hourKey, counts);
     const day = `${v.urlId}:${dayOf(v.visitedAt)}`;
     for (const [dimension, value] of [
@@ -46,7 +93,7 @@ export function rollupsOf(visits: VisitBatch['visits']): VisitRollups {
       ['device', v.device],
     ] as const) {
       const key = `${day}:${dimension}:${value ?? ''}`;
-      daily.set(key, (daily.get(key) ?? 0) + 1);
+      daily.set(key, (daily.get(key) ?? 0) + count);
     }
   }
   return { hourly, daily };
@@ -71,6 +118,34 @@ function byKey<T extends { url_id: number; day?: number; hour?: number; dimensio
     (a.dimension ?? '').localeCompare(b.dimension ?? '') ||
     (a.value! < b.value! ? -1 : a.value! > b.value! ? 1 : 0)
   );
+}
+
+/** Each day's counts, for its day and for the 8- and 64-day blocks that hold it, in key order. */
+function blockRows(daily: VisitRollups['daily']) {
+  const blocks = new Map<
+    string,
+    { url_id: number; span: number; day: number; dimension: string; value: string; visits: number }
+  >();
+  for (const [key, visits] of daily) {
+    const [url_id, day, rest] = splitKey(key);
+    const at = rest.indexOf(':');
+    for (const span of ROLLUP_SPANS) {
+      const start = blockStart(day, span);
+      const blockKey = `${url_id}:${span}:${start}:${rest}`;
+      const row = blocks.get(blockKey);
+      if (row) row.visits += visits;
+      else
+        blocks.set(blockKey, {
+          url_id,
+          span,
+          day: start,
+          dimension: rest.slice(0, at),
+          value: rest.slice(at + 1),
+          visits,
+        });
+    }
+  }
+  return [...blocks.values()].sort((a, b) => a.span - b.span || byKey(a, b));
 }
 
 function* chunks<T>(rows: readonly T[]): Generator<T[]> {
@@ -100,21 +175,17 @@ export class KyselyVisitRepository implements VisitRepository {
         .executeTakeFirst();
       if (Number(claimed.numInsertedOrUpdatedRows ?? 0) === 0) return false;
       for (const chunk of chunks(batch.visits)) {
-        await trx
-          .insertInto('visits')
-          .values(
-            chunk.map((v) => ({
-              url_id: v.urlId,
-              visited_at_ms: v.visitedAt,
-              referrer_host: v.referrerHost,
-              browser: v.browser,
-              os: v.os,
-              device: v.device,
-              bot: v.bot ? 1 : 0,
-              country: v.country,
-            })),
-          )
-          .execute();
+        const rows = chunk.map((v) => ({
+          url_id: v.urlId,
+          visited_at_ms: v.visitedAt,
+          referrer_host: v.referrerHost,
+          browser: v.browser,
+          os: v.os,
+          device: v.device,
+          bot: v.bot ? 1 : 0,
+          country: v.country,
+        }));
+        await bulkInsert(this.dialect, 'visits', VISIT_COLUMNS, rows, sql``).execute(trx);
       }
       await this.applyRollups(trx, rollupsOf(batch.visits));
       await this.addVisitors(trx, batch.visitors);
@@ -133,53 +204,38 @@ export class KyselyVisitRepository implements VisitRepository {
       return { url_id, hour, visits, bots };
     });
     hours.sort(byKey);
+    const hourColumns: Column[] = [
+      ['url_id', 'BIGINT'],
+      ['hour', 'BIGINT'],
+      ['visits', 'BIGINT'],
+      ['bots', 'BIGINT'],
+    ];
     for (const chunk of chunks(hours)) {
-      await trx
-        .insertInto('visit_hourly')
-        .values(chunk)
-        .onConflict((oc) =>
-          oc.columns(['url_id', 'hour']).doUpdateSet({
-            visits: sql`visit_hourly.visits + excluded.visits`,
-            bots: sql`visit_hourly.bots + excluded.bots`,
-          }),
-        )
-        .execute();
+      await bulkInsert(
+        this.dialect,
+        'visit_hourly',
+        hourColumns,
+        chunk,
+        sql`ON CONFLICT (url_id, hour) DO UPDATE SET visits = visit_hourly.visits + excluded.visits, bots = visit_hourly.bots + excluded.bots`,
+      ).execute(trx);
     }
-    // Each day's counts go to its day and to the 8- and 64-day blocks that hold it.
-    const blocks = new Map<
-      string,
-      { url_id: number; span: number; day: number; dimension: string; value: string; visits: number }
-    >();
-    for (const [key, visits] of daily) {
-      const [url_id, day, rest] = splitKey(key);
-      const at = rest.indexOf(':');
-      for (const span of ROLLUP_SPANS) {
-        const start = blockStart(day, span);
-        const blockKey = `${url_id}:${span}:${start}:${rest}`;
-        const row = blocks.get(blockKey);
-        if (row) row.visits += visits;
-        else
-          blocks.set(blockKey, {
-            url_id,
-            span,
-            day: start,
-            dimension: rest.slice(0, at),
-            value: rest.slice(at + 1),
-            visits,
-          });
-      }
-    }
-    const days = [...blocks.values()].sort((a, b) => a.span - b.span || byKey(a, b));
+    const days = blockRows(daily);
+    const dayColumns: Column[] = [
+      ['url_id', 'BIGINT'],
+      ['span', 'BIGINT'],
+      ['day', 'BIGINT'],
+      ['dimension', 'TEXT'],
+      ['value', 'TEXT'],
+      ['visits', 'BIGINT'],
+    ];
     for (const chunk of chunks(days)) {
-      await trx
-        .insertInto('visit_daily')
-        .values(chunk)
-        .onConflict((oc) =>
-          oc
-            .columns(['url_id', 'span', 'day', 'dimension', 'value'])
-            .doUpdateSet({ visits: sql`visit_daily.visits + excluded.visits` }),
-        )
-        .execute();
+      await bulkInsert(
+        this.dialect,
+        'visit_daily',
+        dayColumns,
+        chunk,
+        sql`ON CONFLICT (url_id, span, day, dimension, value) DO UPDATE SET visits = visit_daily.visits + excluded.visits`,
+      ).execute(trx);
     }
   }
 
@@ -189,12 +245,19 @@ export class KyselyVisitRepository implements VisitRepository {
     rows.sort((a, b) => a.url_id - b.url_id || a.day - b.day || a.hash - b.hash);
     const fresh = new Map<string, number>();
     for (const chunk of chunks(rows)) {
-      const inserted = await trx
-        .insertInto('visit_visitors')
-        .values(chunk)
-        .onConflict((oc) => oc.columns(['url_id', 'day', 'hash']).doNothing())
-        .returning(['url_id', 'day'])
-        .execute();
+      const { rows: inserted } = await (
+        bulkInsert(
+          this.dialect,
+          'visit_visitors',
+          [
+            ['url_id', 'BIGINT'],
+            ['day', 'BIGINT'],
+            ['hash', 'BIGINT'],
+          ],
+          chunk,
+          sql`ON CONFLICT (url_id, day, hash) DO NOTHING RETURNING url_id, day`,
+        ) as RawBuilder<{ url_id: number; day: number }>
+      ).execute(trx);
       for (const { url_id, day } of inserted) fresh.set(`${url_id}:${day}`, (fresh.get(`${url_id}:${day}`) ?? 0) + 1);
     }
     const uniques = [...fresh].map(([key, visitors]) => {
@@ -203,13 +266,17 @@ export class KyselyVisitRepository implements VisitRepository {
     });
     uniques.sort(byKey);
     for (const chunk of chunks(uniques)) {
-      await trx
-        .insertInto('visit_uniques')
-        .values(chunk)
-        .onConflict((oc) =>
-          oc.columns(['url_id', 'day']).doUpdateSet({ visitors: sql`visit_uniques.visitors + excluded.visitors` }),
-        )
-        .execute();
+      await bulkInsert(
+        this.dialect,
+        'visit_uniques',
+        [
+          ['url_id', 'BIGINT'],
+          ['day', 'BIGINT'],
+          ['visitors', 'BIGINT'],
+        ],
+        chunk,
+        sql`ON CONFLICT (url_id, day) DO UPDATE SET visitors = visit_uniques.visitors + excluded.visitors`,
+      ).execute(trx);
     }
   }
 

@@ -90,8 +90,8 @@ export const linkStatsRoutes: FastifyPluginAsyncTypebox<LinkStatsRoutesOptions> 
     const page = await stats.page(code, { from, to, limit, cursor }, caller);
     if (page.next_cursor !== null) {
       const params = new URLSearchParams({ limit: String(limit), cursor: page.next_cursor });
-      if (from !== undefined) params.set('from', from);
-      if (to !== undefined) params.set('to', to);
+      if (from !== undefined) params.set(`from`, from);
+      if (to !== undefined) params.set(`to`, to);
       void reply.header('link', `</api/v1/links/${code}/visits?${params.toString()}>; rel="next"`);
     }
     if (csv) return reply.type('text/csv; charset=utf-8').send(Readable.from(csvLines(page.items)));

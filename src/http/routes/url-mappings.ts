@@ -165,7 +165,7 @@ export const urlMappingRoutes: FastifyPluginAsyncTypebox<UrlMappingRoutesOptions
       const redirect = (target: CachedTarget) => {
         void reply.header('cache-control', cacheControl).redirect(target.location, 302);
       };
-      const target = service.resolve(request.params.code, request.method === 'GET', request.headers, request.ip);
+      const target = service.resolve(request.params.code, request.method === 'GET', request.raw.rawHeaders, request.ip);
       if (target instanceof Promise) return target.then(redirect);
       redirect(target);
     },
