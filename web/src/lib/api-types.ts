@@ -249,6 +249,46 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/links/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Export the caller's links (all of them for administrators) as CSV or JSON
+         * @description Streamed in id order, read a page at a time. CSV: a header row `code,url,created_at,click_count,expires_at,max_visits`, then a link a row; JSON: an array of objects with the keys code, url, created_at, click_count, expires_at, max_visits. The format is `format`'s, else `Accept: text/csv` asks for CSV; JSON by default.
+         */
+        get: operations["export_links"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/links/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Import links from CSV or JSON (up to 100,000 rows), owned by the caller
+         * @description Body `text/csv` (a header row naming the columns, `code` and `url` required, the others of code, url, created_at, click_count, expires_at, max_visits optional) or `application/json` (an array of objects with those keys). Each row is checked by the rules of the create routes; a code taken (in the database, or by an earlier row of the file) is `taken`. `created_at` (default now) and `click_count` (default 0) are kept as given. Written in batches, each created link with its `url.created` event. `dry_run=true` checks every row and writes nothing.
+         */
+        post: operations["import_links"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/admin/settings": {
         parameters: {
             query?: never;
@@ -1567,6 +1607,168 @@ export interface operations {
             };
             /** @description No free code was found in a few tries (the codes of CODE_LENGTH are running out). */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    export_links: {
+        parameters: {
+            query?: {
+                format?: "csv" | "json";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The links (CSV or JSON). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description 6 to 10 letters and digits. */
+                        code: string;
+                        url: string;
+                        /** Format: date-time */
+                        created_at: string;
+                        click_count: number;
+                        expires_at: string | null;
+                        max_visits: number | null;
+                    }[];
+                    "text/csv": string;
+                };
+            };
+            /** @description `Not authenticated`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                    "text/csv": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                    "text/csv": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    import_links: {
+        parameters: {
+            query?: {
+                dry_run?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description 6 to 10 letters and digits. */
+                    code: string;
+                    url: string;
+                    /** Format: date-time */
+                    created_at?: string;
+                    click_count?: number;
+                    expires_at?: string | null;
+                    max_visits?: number | null;
+                }[];
+                "text/csv": string;
+            };
+        };
+        responses: {
+            /** @description The report: one outcome per row. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        dry_run: boolean;
+                        totals: {
+                            rows: number;
+                            created: number;
+                            taken: number;
+                            refused: number;
+                        };
+                        /** @description One outcome per data row, in row order. */
+                        rows: {
+                            /** @description The data row, counted from 1 (the CSV header row is not one). */
+                            row: number;
+                            /** @description The code the row gives; null when it gives none. */
+                            code: string | null;
+                            status: "created" | "taken" | "refused";
+                            /** @description Why the row was not created. */
+                            detail?: string;
+                        }[];
+                        /** @description Only when the database failed part-way: where the import stopped. Rows reported `created` are stored; the rows after them were not written (refused, `not imported`). */
+                        detail?: string;
+                    };
+                };
+            };
+            /** @description `Not authenticated`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description A CSRF failure (cookie sessions only). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description More than 100000 rows, or a body over IMPORT_BODY_LIMIT: nothing was imported. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The body is neither `text/csv` nor `application/json`. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The file cannot be read as its format (malformed JSON, a CSV header without `code`…). */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };
