@@ -44,7 +44,10 @@ async function writeCsv(path: string, rows: number): Promise<void> {
   await once(out, 'finish');
 }
 
-function runImport(file: string, databaseUrl: string): Promise<{ code: number | null; seconds: number; output: string }> {
+function runImport(
+  file: string,
+  databaseUrl: string,
+): Promise<{ code: number | null; seconds: number; output: string }> {
   const started = performance.now();
   const child = spawn(process.execPath, [join(ROOT, 'dist', 'cli.js'), 'import', file], {
     cwd: ROOT,
@@ -91,7 +94,12 @@ async function main(): Promise<void> {
       }
       try {
         const { code, seconds, output } = await runImport(file, databaseUrl);
-        log(output.trim().split('\n').find((line) => line.startsWith('importing: 100%')) ?? '');
+        log(
+          output
+            .trim()
+            .split('\n')
+            .find((line) => line.startsWith('importing: 100%')) ?? '',
+        );
         if (code !== 0) throw new Error(`import exited with ${code}:\n${output}`);
         const { links, events } = await counted(databaseUrl);
         log(

@@ -98,7 +98,11 @@ export async function exportCommand(config: Config, options: TransferOptions): P
 }
 
 /** `import FILE [--dry-run] [--format csv|json] [--owner USERNAME]`: the rows not created on stdout, then the totals. */
-export async function importCommand(config: Config, file: string | undefined, options: TransferOptions): Promise<number> {
+export async function importCommand(
+  config: Config,
+  file: string | undefined,
+  options: TransferOptions,
+): Promise<number> {
   if (file === undefined) {
     say('import needs the FILE to read');
     return EX_USAGE;

@@ -108,17 +108,7 @@ export function composeUrlMappings(
     visits: visits.buffer,
     isBot: visits.isBot,
   });
-  const transfer = new LinkTransferService(
-    repository,
-    new KyselyLinkImportStore(database.db, database.dialect, backbone.outbox),
-    {
-      rules: config.urls,
-      reservedCodes: () => routes.reservedCodes(),
-      events,
-      pendingClicks: (id) => clicks.pending(id),
-      created: (code) => cache.invalidate(code),
-    },
-  );
+  const transfer = composeLinkTransfer(config, database, backbone, { repository, routes, cache, clicks });
   // Who notices expiry by time when nobody visits: every instance sweeps; the claim in the
   // database (expired_event_at) makes each link's url.expired once, whichever instance records it.
   startChunkedTask(
@@ -128,4 +118,31 @@ export function composeUrlMappings(
     async () => (await service.expireDue(EXPIRY_CHUNK)) === EXPIRY_CHUNK,
   );
   return { service, transfer, routes, cache, clicks, visits };
+}
+
+/** Import and export: the mappings' repository for reading, a store of its own for the batched writes. */
+function composeLinkTransfer(
+  config: CompositionContext['config'],
+  database: Database,
+  backbone: EventBackbone,
+  {
+    repository,
+    routes,
+    cache,
+    clicks,
+  }: Omit<UrlMappings, 'service' | 'transfer'> & {
+    repository: KyselyUrlMappingRepository;
+  },
+): LinkTransferService {
+  return new LinkTransferService(
+    repository,
+    new KyselyLinkImportStore(database.db, database.dialect, backbone.outbox),
+    {
+      rules: config.urls,
+      reservedCodes: () => routes.reservedCodes(),
+      events: urlEvents(config.tracing.serviceName),
+      pendingClicks: (id) => clicks.pending(id),
+      created: (code) => cache.invalidate(code),
+    },
+  );
 }

@@ -99,23 +99,18 @@ export class LinkTransferService {
   async importLinks(source: AsyncIterable<RawRow> | Iterable<RawRow>, options: ImportOptions): Promise<ImportReport> {
     const rows = options.maxRows === undefined ? source : await collectAtMost(source, options.maxRows);
     const dryRun = options.dryRun === true;
-    const rules: RowRules = { urls: this.options.rules, reservedCodes: this.options.reservedCodes() };
-    const now = canonicalTimestamp(new Date(this.options.clock?.now() ?? Date.now()).toISOString())!;
+    const run: ImportRun = {
+      rules: { urls: this.options.rules, reservedCodes: this.options.reservedCodes() },
+      now: canonicalTimestamp(new Date(this.options.clock?.now() ?? Date.now()).toISOString())!,
+      owner: options.owner,
+      firstRow: new Map(),
+    };
     const batchSize = this.options.batchSize ?? DEFAULT_BATCH;
     const totals = { rows: 0, created: 0, taken: 0, refused: 0 };
     const reported: RowOutcome[] = [];
-    /** The row each code was first seen in: a later row of the same code is `taken`. */
-    const firstRow = new Map<string, number>();
     let window: Pending[] = [];
     let linksInWindow = 0;
-    /** Why the import stopped writing (the database failed), and at which row. */
-    let failure: { detail: string; row: number } | undefined;
 
-    const emit = (outcome: RowOutcome) => {
-      totals[outcome.status]++;
-      if (options.onRow) options.onRow(outcome);
-      else reported.push(outcome);
-    };
     const flush = async () => {
       const waiting = window.filter((p): p is Pending & { link: ImportedLink } => p.link !== undefined && !p.outcome);
       if (waiting.length > 0) {
@@ -127,14 +122,18 @@ export class LinkTransferService {
           waiting.forEach((p, i) => (p.outcome = outcomes[i]!(p.row, p.link.code)));
         } catch (error) {
           const row = waiting[0]!.row;
-          failure = {
+          run.failure = {
             row,
             detail: `The database failed at row ${row} (${(error as Error).message}): the rows reported created are stored, no row after them is. Import the file again to add the rest (the rows stored show as taken).`,
           };
           for (const p of waiting) p.outcome = notImported(p.row, p.link.code, row);
         }
       }
-      for (const p of window) emit(p.outcome!);
+      for (const { outcome } of window) {
+        totals[outcome!.status]++;
+        if (options.onRow) options.onRow(outcome!);
+        else reported.push(outcome!);
+      }
       window = [];
       linksInWindow = 0;
       options.onProgress?.(totals.rows);
@@ -142,26 +141,15 @@ export class LinkTransferService {
 
     for await (const raw of rows) {
       totals.rows++;
-      const row = totals.rows;
-      const checked = checkRow(raw, rules, now);
-      if ('refused' in checked) {
-        const code = codeOf(raw);
-        window.push({ row, code, outcome: { row, code, status: 'refused', detail: checked.refused } });
-      } else if (firstRow.has(checked.code)) {
-        const detail = `the code is taken by row ${firstRow.get(checked.code)} of this file`;
-        window.push({ row, code: checked.code, outcome: { row, code: checked.code, status: 'taken', detail } });
-      } else if (failure !== undefined) {
-        window.push({ row, code: checked.code, outcome: notImported(row, checked.code, failure.row) });
-      } else {
-        firstRow.set(checked.code, row);
-        window.push({ row, code: checked.code, link: { ...checked, owner: options.owner } });
-        linksInWindow++;
-      }
+      const pending = checked(raw, totals.rows, run);
+      window.push(pending);
+      if (pending.link) linksInWindow++;
       // Refused rows are reported in batches too, so that a file of them still shows progress.
       if (linksInWindow >= batchSize || window.length >= batchSize * 4) await flush();
     }
     await flush();
-    return { dry_run: dryRun, totals, rows: reported, ...(failure === undefined ? {} : { detail: failure.detail }) };
+    const stopped = run.failure;
+    return { dry_run: dryRun, totals, rows: reported, ...(stopped === undefined ? {} : { detail: stopped.detail }) };
   }
 
   /** Writes one batch (or, in a dry run, checks which codes are taken); each link's outcome. */
@@ -170,7 +158,12 @@ export class LinkTransferService {
     dryRun: boolean,
   ): Promise<((row: number, code: string) => RowOutcome)[]> {
     const created = (row: number, code: string): RowOutcome => ({ row, code, status: 'created' });
-    const taken = (row: number, code: string): RowOutcome => ({ row, code, status: 'taken', detail: 'the code is taken' });
+    const taken = (row: number, code: string): RowOutcome => ({
+      row,
+      code,
+      status: 'taken',
+      detail: 'the code is taken',
+    });
     if (dryRun) {
       const codes = await this.store.takenCodes(links.map((l) => l.code));
       return links.map((l) => (codes.has(l.code) ? taken : created));
@@ -194,6 +187,39 @@ export class LinkTransferService {
       max_visits: row.max_visits ?? null,
     };
   }
+}
+
+/** What an import run knows while it reads its rows. */
+interface ImportRun {
+  readonly rules: RowRules;
+  /** `created_at` of the rows without one. */
+  readonly now: string;
+  readonly owner: number | null;
+  /** The row each code was first seen in: a later row of the same code is `taken`. */
+  readonly firstRow: Map<string, number>;
+  /** Why the import stopped writing (the database failed), and at which row. */
+  failure?: { readonly detail: string; readonly row: number };
+}
+
+/** A row as read: refused, taken by an earlier row, not imported after a failure, or a link to write. */
+function checked(raw: RawRow, row: number, run: ImportRun): Pending {
+  const result = checkRow(raw, run.rules, run.now);
+  if ('refused' in result) {
+    const code = codeOf(raw);
+    return { row, code, outcome: { row, code, status: 'refused', detail: result.refused } };
+  }
+  const { code } = result;
+  const first = run.firstRow.get(code);
+  if (first !== undefined) {
+    return {
+      row,
+      code,
+      outcome: { row, code, status: 'taken', detail: `the code is taken by row ${first} of this file` },
+    };
+  }
+  if (run.failure !== undefined) return { row, code, outcome: notImported(row, code, run.failure.row) };
+  run.firstRow.set(code, row);
+  return { row, code, link: { ...result, owner: run.owner } };
 }
 
 const notImported = (row: number, code: string, failedAt: number): RowOutcome => ({

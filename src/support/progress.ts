@@ -44,7 +44,9 @@ export class Progress {
       this.lastDraw = now;
       const filled = Math.round(fraction * BAR_WIDTH);
       const bar = `${'#'.repeat(filled)}${'-'.repeat(BAR_WIDTH - filled)}`;
-      this.output.write(`\r${this.label} [${bar}] ${(fraction * 100).toFixed(0).padStart(3)}% ${count(items)} ${this.unit}`);
+      this.output.write(
+        `\r${this.label} [${bar}] ${(fraction * 100).toFixed(0).padStart(3)}% ${count(items)} ${this.unit}`,
+      );
       return;
     }
     const tenth = Math.floor(fraction * 10);

@@ -7,12 +7,7 @@ import { testConfig } from './backends.js';
 import type { Injector } from './http.js';
 
 /** `POST /api/v1/links/import` with `body` as CSV (a string) or JSON (anything else). */
-export function importLinks(
-  app: Injector,
-  headers: Record<string, string>,
-  body: unknown,
-  query = '',
-) {
+export function importLinks(app: Injector, headers: Record<string, string>, body: unknown, query = '') {
   const csv = typeof body === 'string';
   return app.inject({
     method: 'POST',

@@ -95,19 +95,15 @@ describe.each(BACKENDS)('link import and export on $name', (backend) => {
   const t = useTestApp(backend, {}, { accounts: true, admin: ADMIN });
   const alice = t.user('xfalice');
   const bob = t.user('xfbob');
+  /** A link already there, created anonymously (`POST /shorten`), whose code a file then takes. */
+  const createAnonymously = async (code: string) => {
+    const body = { code, url: 'https://example.com/first', created_at: '2020-01-01T00:00:00Z', click_count: 0 };
+    expect((await postShorten(t.app, body)).statusCode).toBe(201);
+  };
 
   test('a JSON file of good, taken and bad rows gets the exact report; each created link once, with its event', async () => {
     const taken = 'xjtaken1';
-    expect(
-      (
-        await postShorten(t.app, {
-          code: taken,
-          url: 'https://example.com/first',
-          created_at: '2020-01-01T00:00:00Z',
-          click_count: 0,
-        })
-      ).statusCode,
-    ).toBe(201);
+    await createAnonymously(taken);
     const { rows, report, created } = mixedFile('xj', taken);
 
     const dry = await importReport(t.app, alice.headers, rows, '?dry_run=true');
@@ -151,16 +147,7 @@ describe.each(BACKENDS)('link import and export on $name', (backend) => {
 
   test('the same file as CSV gets the same report', async () => {
     const taken = 'xctaken1';
-    expect(
-      (
-        await postShorten(t.app, {
-          code: taken,
-          url: 'https://example.com/first',
-          created_at: '2020-01-01T00:00:00Z',
-          click_count: 0,
-        })
-      ).statusCode,
-    ).toBe(201);
+    await createAnonymously(taken);
     const { rows, report, created } = mixedFile('xc', taken);
     const csvRows = rows.filter((r) => !('owner' in r));
     const csvReport = report.filter((r) => r.row !== 11).map((r) => (r.row > 11 ? { ...r, row: r.row - 1 } : r));

@@ -70,7 +70,9 @@ function checkedHeader(header: string[]): string[] {
   const columns = header.map((name) => name.trim().toLowerCase());
   const unknown = columns.find((name) => !(TRANSFER_COLUMNS as readonly string[]).includes(name));
   if (unknown !== undefined) {
-    throw errors.importFormat(`CSV: unknown column '${unknown}' in the header row (known: ${TRANSFER_COLUMNS.join(', ')})`);
+    throw errors.importFormat(
+      `CSV: unknown column '${unknown}' in the header row (known: ${TRANSFER_COLUMNS.join(', ')})`,
+    );
   }
   for (const required of ['code', 'url']) {
     if (!columns.includes(required)) throw errors.importFormat(`CSV: the header row has no '${required}' column`);
@@ -86,7 +88,10 @@ async function* readJson(input: AsyncIterable<Buffer | string>): AsyncGenerator<
   const write = (chunk: Buffer | string) => {
     try {
       if (!started) {
-        const text = chunk.toString().replace(/^\uFEFF/, '').trimStart();
+        const text = chunk
+          .toString()
+          .replace(/^\uFEFF/, '')
+          .trimStart();
         if (text === '') return;
         if (!text.startsWith('[')) throw errors.importFormat('JSON: the body must be an array of objects');
         started = true;

@@ -8,6 +8,7 @@ import { IMPORT_MAX_ROWS, TRANSFER_COLUMNS } from '../../domain/link-transfer.js
 import { LinkTransferService } from '../../services/link-transfer-service.js';
 import { callerOf } from '../caller.js';
 import { errorResponse } from '../schemas.js';
+import { createValidatorCompiler } from '../validation.js';
 
 export interface LinkTransferRoutesOptions {
   readonly transfer: LinkTransferService;
@@ -46,6 +47,15 @@ const ImportReport = Type.Object({
   ),
 });
 
+const LinkFields = {
+  code: Type.String({ description: '6 to 10 letters and digits.' }),
+  url: Type.String(),
+  created_at: Type.String({ format: 'date-time' }),
+  click_count: Type.Integer({ minimum: 0 }),
+  expires_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
+  max_visits: Type.Union([Type.Integer({ minimum: 1 }), Type.Null()]),
+};
+
 const signedIn = {
   401: errorResponse('`Not authenticated`.'),
   403: errorResponse('A CSRF failure (cookie sessions only).'),
@@ -67,16 +77,7 @@ const exportSchema = {
       description: 'The links (CSV or JSON).',
       content: {
         'application/json': {
-          schema: Type.Array(
-            Type.Object({
-              code: Type.String(),
-              url: Type.String(),
-              created_at: Type.String({ format: 'date-time' }),
-              click_count: Type.Integer(),
-              expires_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()]),
-              max_visits: Type.Union([Type.Integer(), Type.Null()]),
-            }),
-          ),
+          schema: Type.Array(Type.Object(LinkFields)),
         },
         'text/csv': { schema: Type.String() },
       },
@@ -93,13 +94,31 @@ const importSchema = {
   querystring: Type.Object({
     dry_run: Type.Optional(Type.Boolean({ default: false })),
   }),
-  consumes: ['text/csv', 'application/json'],
+  body: {
+    // Documentation only: the body is read as a stream and checked a row at a time (each row's
+    // mistakes are in the report, not a 422 of the whole body).
+    content: {
+      'application/json': {
+        schema: Type.Array(
+          Type.Object({
+            code: LinkFields.code,
+            url: LinkFields.url,
+            created_at: Type.Optional(LinkFields.created_at),
+            click_count: Type.Optional(LinkFields.click_count),
+            expires_at: Type.Optional(LinkFields.expires_at),
+            max_visits: Type.Optional(LinkFields.max_visits),
+          }),
+        ),
+      },
+      'text/csv': {
+        schema: Type.String({ description: `A header row naming the columns (of ${columns}), then a link a row.` }),
+      },
+    },
+  },
   response: {
     200: { ...ImportReport, description: 'The report: one outcome per row.' },
     ...signedIn,
-    413: errorResponse(
-      `More than ${IMPORT_MAX_ROWS} rows, or a body over IMPORT_BODY_LIMIT: nothing was imported.`,
-    ),
+    413: errorResponse(`More than ${IMPORT_MAX_ROWS} rows, or a body over IMPORT_BODY_LIMIT: nothing was imported.`),
     415: errorResponse('The body is neither `text/csv` nor `application/json`.'),
     422: errorResponse('The file cannot be read as its format (malformed JSON, a CSV header without `code`…).'),
   },
@@ -133,6 +152,7 @@ export const linkTransferRoutes: FastifyPluginAsyncTypebox<LinkTransferRoutesOpt
   app,
   { transfer, importBodyLimit },
 ) => {
+  const compile = createValidatorCompiler([]);
   app.removeAllContentTypeParsers();
   app.addContentTypeParser(['text/csv', 'application/json'], (_request, payload, done) => done(null, payload));
 
@@ -147,7 +167,12 @@ export const linkTransferRoutes: FastifyPluginAsyncTypebox<LinkTransferRoutesOpt
 
   app.post(
     '/links/import',
-    { config: { auth: 'user', rateLimit: 'writes' }, schema: importSchema },
+    {
+      config: { auth: 'user', rateLimit: 'writes' },
+      schema: importSchema,
+      // The schema documents the body; the rows are checked one by one as they are read.
+      validatorCompiler: (route) => (route.httpPart === 'body' ? () => true : compile(route)),
+    },
     async (request) => {
       const declared = Number(request.headers['content-length'] ?? 0);
       if (declared > importBodyLimit) {
