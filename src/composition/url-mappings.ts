@@ -130,7 +130,7 @@ function composeLinkTransfer(
     routes,
     cache,
     clicks,
-  }: Omit<UrlMappings, 'service' | 'transfer'> & {
+  }: Pick<UrlMappings, 'routes' | 'cache' | 'clicks'> & {
     repository: KyselyUrlMappingRepository;
   },
 ): LinkTransferService {
