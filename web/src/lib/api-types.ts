@@ -1908,6 +1908,7 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
+                        /** @description 6 to 10 letters and digits. */
                         code: string;
                         url: string;
                         /** Format: date-time */
@@ -1950,7 +1951,21 @@ export interface operations {
             path?: never;
             cookie?: never;
         };
-        requestBody?: never;
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description 6 to 10 letters and digits. */
+                    code: string;
+                    url: string;
+                    /** Format: date-time */
+                    created_at?: string;
+                    click_count?: number;
+                    expires_at?: string | null;
+                    max_visits?: number | null;
+                }[];
+                "text/csv": string;
+            };
+        };
         responses: {
             /** @description The report: one outcome per row. */
             200: {
