@@ -200,6 +200,19 @@ describe.each(BACKENDS)('link import and export on $name', (backend) => {
     expectError(xml, 415);
   });
 
+  test('a file saved with a byte order mark reads as without one (CSV and JSON)', async () => {
+    const csv = await importReport(t.app, alice.headers, '\uFEFFcode,url\nxbom0001,https://example.com/b1\n');
+    expect(csv.rows).toEqual([{ row: 1, code: 'xbom0001', status: 'created' }]);
+    const json = await t.app.inject({
+      method: 'POST',
+      url: '/api/v1/links/import',
+      headers: { ...alice.headers, 'content-type': 'application/json' },
+      payload: Buffer.from('\uFEFF[{"code": "xbom0002", "url": "https://example.com/b2"}]', 'utf8'),
+    });
+    expect(json.statusCode, json.body).toBe(200);
+    expect(json.json<ImportReport>().rows).toEqual([{ row: 1, code: 'xbom0002', status: 'created' }]);
+  });
+
   test('authentication and CSRF as on the other /api/v1 routes', async () => {
     const body = [{ code: 'xauth001', url: 'https://example.com' }];
     expectError(await importLinks(t.app, {}, body), 401, 'Not authenticated');
