@@ -70,3 +70,15 @@ export const storedLinks = (databaseUrl: string, prefix: string): Promise<Map<st
       ]),
     );
   });
+
+/** The payload of each `url.created` in the embedded log, by code. */
+export const createdPayloads = (databaseUrl: string): Promise<Map<string, Record<string, unknown>>> =>
+  withDb(databaseUrl, async (db) => {
+    const rows = await db.selectFrom('event_log').select('envelope').where('topic', '=', 'url_events').execute();
+    const payloads = new Map<string, Record<string, unknown>>();
+    for (const { envelope } of rows) {
+      const { event_type, payload } = JSON.parse(envelope) as { event_type: string; payload: Record<string, unknown> };
+      if (event_type === 'url.created') payloads.set(payload.code as string, payload);
+    }
+    return payloads;
+  });

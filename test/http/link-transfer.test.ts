@@ -7,7 +7,7 @@ import { startTestApp, useTestApp } from '../helpers/app.js';
 import { signUp } from '../helpers/auth.js';
 import { BACKENDS, sqlite } from '../helpers/backends.js';
 import { expectError, postShorten } from '../helpers/http.js';
-import { exportJson, importLinks, importReport, storedLinks } from '../helpers/link-transfer.js';
+import { createdPayloads, exportJson, importLinks, importReport, storedLinks } from '../helpers/link-transfer.js';
 import { createdInLog } from '../helpers/outbox-census.js';
 import type { ImportReport, RowOutcome } from '../../src/domain/link-transfer.js';
 
@@ -132,6 +132,17 @@ describe.each(BACKENDS)('link import and export on $name', (backend) => {
     for (const code of created) expect(events.get(code), code).toHaveLength(1);
     for (const code of ['xjbadurl', 'xjnourl', 'xjdate', 'xjclicks', 'xjextra']) expect(events.has(code)).toBe(false);
     expect(events.get(taken)).toHaveLength(1); // its own create's, not the import's
+    // The event of an imported link is the event of a create: the same fields, its values.
+    const payloads = await createdPayloads(t.database.databaseUrl);
+    expect(Object.keys(payloads.get('xjgood1')!).sort()).toEqual(Object.keys(payloads.get(taken)!).sort());
+    expect(payloads.get('xjlimit')).toMatchObject({
+      code: 'xjlimit',
+      url: 'https://example.com/l',
+      click_count: 0,
+      owner: stored.get('xjlimit')!.owner,
+      expires_at: '2031-02-03T03:05:06Z',
+      max_visits: 5,
+    });
 
     // The same file again: everything it created is taken now.
     const again = await importReport(t.app, alice.headers, rows);
@@ -187,6 +198,19 @@ describe.each(BACKENDS)('link import and export on $name', (backend) => {
       payload: '<links/>',
     });
     expectError(xml, 415);
+  });
+
+  test('a file saved with a byte order mark reads as without one (CSV and JSON)', async () => {
+    const csv = await importReport(t.app, alice.headers, '\uFEFFcode,url\nxbom0001,https://example.com/b1\n');
+    expect(csv.rows).toEqual([{ row: 1, code: 'xbom0001', status: 'created' }]);
+    const json = await t.app.inject({
+      method: 'POST',
+      url: '/api/v1/links/import',
+      headers: { ...alice.headers, 'content-type': 'application/json' },
+      payload: Buffer.from('\uFEFF[{"code": "xbom0002", "url": "https://example.com/b2"}]', 'utf8'),
+    });
+    expect(json.statusCode, json.body).toBe(200);
+    expect(json.json<ImportReport>().rows).toEqual([{ row: 1, code: 'xbom0002', status: 'created' }]);
   });
 
   test('authentication and CSRF as on the other /api/v1 routes', async () => {

@@ -4,8 +4,8 @@
  * totals, progress lines on a standard error that is not a terminal, owners, dry runs, and two
  * imports of overlapping files running at once in two processes.
  */
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -133,6 +133,27 @@ describe.each(BACKENDS)('urlshortener import and export on $name', (backend) => 
       'clgood01,https://example.com/1,2021-01-02T03:04:05Z,12,,',
     ]);
   });
+
+  it.skipIf(!backend.available || !existsSync('/usr/bin/script'))(
+    'on a terminal the progress is a bar redrawn in place',
+    () => {
+      const file = write(`tty-${backend.name}.csv`, 'code,url\ncltty001,https://example.com/t\n');
+      // `script` gives the command a terminal; the bar and its last line start with a carriage return.
+      const run = spawnSync(
+        '/usr/bin/script',
+        ['-qec', `"${process.execPath}" dist/cli.js import "${file}"`, '/dev/null'],
+        {
+          cwd: ROOT,
+          env: { PATH: process.env.PATH ?? '', LOG_LEVEL: 'warn', ...env() },
+          encoding: 'utf8',
+        },
+      );
+      expect(run.status, run.stdout).toBe(0);
+      expect(run.stdout).toMatch(/\rimporting: 100% \(1 rows in [\d.]+ s/);
+      expect(run.stdout).toContain('created 1, taken 0, refused 0 of 1 rows');
+    },
+    30_000,
+  );
 
   test('--owner: the links belong to that user, and only theirs are exported', async () => {
     const admin = await cli(['create-admin', '--username', 'cliowner', '--email', 'cliowner@example.com'], env());

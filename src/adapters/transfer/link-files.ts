@@ -80,6 +80,12 @@ function checkedHeader(header: string[]): string[] {
   return columns;
 }
 
+/** The bytes without the byte order mark a file may start with. */
+function withoutBom(chunk: Buffer | string): Buffer | string {
+  if (typeof chunk === 'string') return chunk.replace(/^\uFEFF/, '');
+  return chunk[0] === 0xef && chunk[1] === 0xbb && chunk[2] === 0xbf ? chunk.subarray(3) : chunk;
+}
+
 async function* readJson(input: AsyncIterable<Buffer | string>): AsyncGenerator<RawRow> {
   const parser = new JSONParser({ paths: ['$.*'], keepStack: false });
   let rows: RawRow[] = [];
@@ -88,10 +94,8 @@ async function* readJson(input: AsyncIterable<Buffer | string>): AsyncGenerator<
   const write = (chunk: Buffer | string) => {
     try {
       if (!started) {
-        const text = chunk
-          .toString()
-          .replace(/^\uFEFF/, '')
-          .trimStart();
+        chunk = withoutBom(chunk);
+        const text = chunk.toString().trimStart();
         if (text === '') return;
         if (!text.startsWith('[')) throw errors.importFormat('JSON: the body must be an array of objects');
         started = true;
