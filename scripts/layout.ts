@@ -10,7 +10,8 @@ import { dirname } from 'node:path';
 export const LAYOUT: Readonly<Record<string, string>> = {
   src: 'the service',
   'src/app.ts': 'buildApp(): the Fastify app, no listen (tests inject into it)',
-  'src/cli.ts': 'the `urlshortener` command: serve, migrate, openapi, config, create-admin',
+  'src/cli.ts': 'the `urlshortener` command: serve, migrate, openapi, config, create-admin, export, import',
+  'src/cli-link-transfer.ts': '`urlshortener export` and `import`: links to and from CSV or JSON files, with progress',
   'src/cluster.ts': '`serve --workers N`: the primary that runs, restarts and stops the serving processes',
   'src/instrumentation.ts': 'loaded with --import: tracing starts before the modules it instruments',
   'src/server.ts': 'listen + graceful shutdown',
@@ -24,6 +25,8 @@ export const LAYOUT: Readonly<Record<string, string>> = {
   'src/adapters/rate-limit': 'rate limiters in memory or in Redis',
   'src/adapters/redis': 'the Redis connection, its health, and the Redis copy of revocations and lockouts',
   'src/adapters/sandbox': 'QuickJS in WebAssembly on worker threads',
+  'src/adapters/transfer':
+    'the files of link import and export: CSV and JSON read as a stream, written a piece at a time',
   'src/adapters/storage':
     'Kysely on SQLite (better-sqlite3) and PostgreSQL (pg): the one schema, repositories, group commit',
   'src/adapters/storage/migrations': 'one migration per file, with the column helpers of both dialects',

@@ -34,6 +34,8 @@ import { webAppRoutes } from './http/routes/web-app.js';
 import { SHARED_SCHEMAS } from './http/schemas.js';
 import { createValidatorCompiler } from './http/validation.js';
 import type { UrlMappingService } from './services/url-mapping-service.js';
+import type { VisitStatsService } from './services/visit-stats-service.js';
+import type { LinkTransferService } from './services/link-transfer-service.js';
 import type { SecurityMetrics } from './ports/security-metrics.js';
 import { apiScope } from './http/api-scope.js';
 import { documentSecurity, SECURITY_SCHEMES } from './http/openapi-security.js';
@@ -56,6 +58,9 @@ export interface AppDependencies {
   readonly config: Config;
   readonly routes: RouteTable;
   readonly urlMappings: UrlMappingService;
+  readonly visitStats: VisitStatsService;
+  /** Export and import of links. */
+  readonly linkTransfer: LinkTransferService;
   readonly metrics: Metrics;
   readonly auth: AuthService;
   readonly apiKeys: ApiKeyService;
@@ -230,6 +235,9 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
       notifications: deps.notifications,
       deadLetters: deps.deadLetters,
       urlMappings: deps.urlMappings,
+      visitStats: deps.visitStats,
+      linkTransfer: deps.linkTransfer,
+      importBodyLimit: config.transfer.importBodyLimit,
     });
     await app.register(faviconRoutes);
     await app.register(webAppRoutes);

@@ -13,6 +13,7 @@ import { primaryStopRequests, runPrimary } from './cluster.js';
 import { createLogger } from './composition/logger.js';
 import { resolveSecretKey } from './adapters/auth/secret-key.js';
 import { WORKER_SETTINGS } from './config/settings-workers.js';
+import { exportCommand, importCommand, type TransferOptions } from './cli-link-transfer.js';
 
 /** What each command is for, and its options: the text of `<command> --help`. */
 const COMMANDS = {
@@ -49,6 +50,35 @@ options:
   --email ADDRESS     the administrator's email address`,
     options: { username: { type: 'string' }, email: { type: 'string' } },
   },
+  export: {
+    usage: 'export [--format csv|json] [--out FILE] [--owner USERNAME]',
+    help: `Write every link of the database (DATABASE_URL), or one user's, as CSV or JSON: the columns
+code, url, created_at, click_count, expires_at, max_visits. Read a page at a time, so any number of
+links takes little memory. Progress goes to standard error (a bar on a terminal, lines otherwise).
+
+options:
+  --format csv|json   the format (default: the extension of --out, else json)
+  --out FILE          write to FILE instead of standard output
+  --owner USERNAME    only the links this user owns`,
+    options: { format: { type: 'string' }, out: { type: 'string' }, owner: { type: 'string' } },
+  },
+  import: {
+    usage: 'import FILE [--dry-run] [--format csv|json] [--owner USERNAME]',
+    help: `Add the links of FILE (CSV with a header row, or a JSON array of objects; the columns of
+\`export\`, code and url required) to the database (DATABASE_URL), checked as the create routes check
+them; created_at and click_count are kept when given. Any number of rows, written in batches with
+their url.created events. A row whose code is taken (in the database or by an earlier row) is
+skipped. Each row not created is printed with the reason, then the totals; progress goes to standard
+error. Exit 0 when the file was read to the end, 1 when the database failed part-way (the rows
+printed as created before it are stored, none after), 65 when the file cannot be read as its format.
+
+options:
+  --dry-run           check every row and say what would happen; write nothing
+  --format csv|json   the file's format (default: its extension)
+  --owner USERNAME    the links' owner (default: none, as links created anonymously)`,
+    options: { 'dry-run': { type: 'boolean' }, format: { type: 'string' }, owner: { type: 'string' } },
+    positionals: true,
+  },
   config: {
     usage: 'config --markdown',
     help: `Describe the settings (environment variables).
@@ -57,7 +87,10 @@ options:
   --markdown          print the table of every setting, its default and its meaning (Markdown)`,
     options: { markdown: { type: 'boolean' } },
   },
-} as const satisfies Record<string, { usage: string; help: string; options: ParseArgsConfig['options'] }>;
+} as const satisfies Record<
+  string,
+  { usage: string; help: string; options: ParseArgsConfig['options']; positionals?: boolean }
+>;
 
 type Command = keyof typeof COMMANDS;
 
@@ -84,11 +117,20 @@ function isCommand(name: string): name is Command {
   return Object.hasOwn(COMMANDS, name);
 }
 
-/** The command's options, or undefined after saying what is wrong with them (exit EX_USAGE). */
-function parseOptions(command: Command, args: readonly string[]): Record<string, string | boolean> | undefined {
+/** Option values by name; the command's arguments (`import FILE`) under `_`. */
+type Options = Record<string, string | boolean | string[] | undefined>;
+
+/** The command's options (its arguments in `_`), or undefined after saying what is wrong with them (exit EX_USAGE). */
+function parseOptions(command: Command, args: readonly string[]): Options | undefined {
+  const spec: { options: ParseArgsConfig['options']; positionals?: boolean } = COMMANDS[command];
   try {
-    const { values } = parseArgs({ args: [...args], options: COMMANDS[command].options, strict: true });
-    return values as Record<string, string | boolean>;
+    const { values, positionals } = parseArgs({
+      args: [...args],
+      options: spec.options,
+      strict: true,
+      allowPositionals: spec.positionals === true,
+    });
+    return { ...(values as Record<string, string | boolean>), _: positionals };
   } catch (error) {
     process.stderr.write(`${command}: ${(error as Error).message}\n\n${commandHelp(command)}`);
     return undefined;
@@ -136,7 +178,7 @@ async function main(argv: readonly string[]): Promise<number> {
   }
 }
 
-function run(command: Exclude<Command, 'config'>, config: Config, options: Record<string, string | boolean>) {
+function run(command: Exclude<Command, 'config'>, config: Config, options: Options) {
   switch (command) {
     case 'serve':
       return serveCommand(config, options.role as string | undefined, options.workers as string | undefined);
@@ -146,6 +188,10 @@ function run(command: Exclude<Command, 'config'>, config: Config, options: Recor
       return printOpenApi(config);
     case 'create-admin':
       return createAdmin(config, options.username as string | undefined, options.email as string | undefined);
+    case 'export':
+      return exportCommand(config, options as TransferOptions);
+    case 'import':
+      return importCommand(config, (options._ as string[])[0], options as TransferOptions);
   }
 }
 

@@ -69,6 +69,11 @@ export const SERVICE_VARIANTS: readonly ServiceVariant[] = [
     env: { RATE_LIMIT_ENABLED: 'false' },
     featureCost: { label: 'rate limiting', feature: 'off', max: { redirect: 0.05 } },
   },
+  {
+    name: 'no-visits',
+    env: { VISIT_RECORDING: 'false' },
+    featureCost: { label: 'visit recording', feature: 'off', max: { redirect: 0.1 } },
+  },
 ];
 
 /** The setting the "1 against 2 serving processes" scenario needs; it is skipped while the service lacks it. */

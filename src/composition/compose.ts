@@ -9,6 +9,7 @@ import type { Counters } from '../ports/counters.js';
 import type { ReadinessCheck } from '../ports/readiness-check.js';
 import type { AuthService } from '../services/auth-service.js';
 import type { ExecutionService } from '../services/execution-service.js';
+import type { LinkTransferService } from '../services/link-transfer-service.js';
 import type { RateLimitPolicies } from '../services/rate-limit-policies.js';
 import type { RuntimeSettings } from '../services/runtime-settings.js';
 import type { ClickBuffer } from '../support/click-buffer.js';
@@ -22,11 +23,16 @@ import { createLogger, type LoggerChoice } from './logger.js';
 import { composeSharedState, type SharedState } from './shared-state.js';
 import { openStorage } from './storage.js';
 import { composeUrlMappings } from './url-mappings.js';
+import type { Visits } from './visits.js';
 
 export interface Service {
   readonly app: FastifyInstance;
   readonly database: Database;
   readonly clicks: ClickBuffer;
+  /** Visit recording, retention and statistics (issue 15). */
+  readonly visits: Visits;
+  /** Export and import of links (`urlshortener export` / `import` use it too). */
+  readonly linkTransfer: LinkTransferService;
   readonly auth: AuthService;
   readonly counters: Counters;
   readonly runtimeSettings: RuntimeSettings;
@@ -50,6 +56,12 @@ export interface ComposeOptions {
   readonly clock?: Clock;
   /** How often each instance polls for runtime-settings changes (default 250 ms; within 1 s is promised). */
   readonly settingsPollIntervalMs?: number;
+  /**
+   * `false`: no event consumers and no background indexing start (the command line's import and
+   * export, which use the database and the outbox only; a server indexes what they wrote); they
+   * start by default.
+   */
+  readonly background?: boolean;
 }
 
 /** What `GET /health/ready` checks: every backend in use. */
@@ -101,13 +113,17 @@ async function composeService(context: CompositionContext, options: ComposeOptio
   const sandbox =
     config.role !== 'api' ? stack.use('sandbox', new QuickJsSandbox(config.executions.concurrency)) : undefined;
   const backbone = composeEventBackbone(context, database);
-  const urlMappings = composeUrlMappings(context, database, backbone, accounts.runtimeSettings);
+  const urlMappings = composeUrlMappings(context, database, backbone, accounts.runtimeSettings, {
+    background: options.background !== false,
+  });
   const executions = composeExecutions(context, database, backbone);
 
   const app = await buildApp({
     config,
     routes: urlMappings.routes,
     urlMappings: urlMappings.service,
+    visitStats: urlMappings.visits.stats,
+    linkTransfer: urlMappings.transfer,
     metrics,
     auth: accounts.auth,
     apiKeys: accounts.apiKeys,
@@ -125,17 +141,21 @@ async function composeService(context: CompositionContext, options: ComposeOptio
   stack.defer('http', () => app.close());
   urlMappings.clicks.start(logger);
   await backbone.start(
-    [
-      ...(config.role !== 'worker' ? apiConsumers(urlMappings.cache) : []),
-      ...(sandbox ? workerConsumers(context, backbone, executions, sandbox) : []),
-    ],
-    { prune: sandbox !== undefined },
+    options.background === false
+      ? []
+      : [
+          ...(config.role !== 'worker' ? apiConsumers(urlMappings.cache) : []),
+          ...(sandbox ? workerConsumers(context, backbone, executions, sandbox) : []),
+        ],
+    { prune: sandbox !== undefined && options.background !== false },
   );
 
   return {
     app,
     database,
     clicks: urlMappings.clicks,
+    visits: urlMappings.visits,
+    linkTransfer: urlMappings.transfer,
     auth: accounts.auth,
     counters: shared.counters,
     runtimeSettings: accounts.runtimeSettings,

@@ -157,6 +157,7 @@ function assemble(v: SettingValues): Config {
     database,
     urls: { maxLength: v.URL_MAX_LENGTH, allowedSchemes: v.URL_ALLOWED_SCHEMES },
     links: { codeLength: v.CODE_LENGTH, writePolicy: v.LINK_WRITE_POLICY },
+    transfer: { importBodyLimit: v.IMPORT_BODY_LIMIT },
     redirect: {
       cacheControl: v.REDIRECT_CACHE_CONTROL,
       fastPath: v.REDIRECT_FAST_PATH,
@@ -164,6 +165,12 @@ function assemble(v: SettingValues): Config {
       cacheTtlMs: v.CACHE_TTL_MS,
       clickFlushIntervalMs: v.CLICK_FLUSH_INTERVAL_MS,
       clickCompactIntervalMs: v.CLICK_COMPACT_INTERVAL_MS,
+    },
+    visits: {
+      recording: v.VISIT_RECORDING,
+      retentionDays: v.VISIT_RETENTION_DAYS,
+      countryHeader: v.VISIT_COUNTRY_HEADER,
+      countBots: v.COUNT_BOTS,
     },
     redisUrl: v.REDIS_URL,
     redisKeyPrefix: v.REDIS_KEY_PREFIX,

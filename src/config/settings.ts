@@ -26,8 +26,10 @@ import {
 } from './parsers.js';
 import { markdownTable, named, rateLimitSettings } from './setting-declaration.js';
 import { LINK_SETTINGS_DECLARATIONS } from './settings-links.js';
+import { TRANSFER_SETTINGS } from './settings-transfer.js';
 import { REDIRECT_SETTINGS } from './settings-redirect.js';
 import { SECURITY_SETTINGS } from './settings-security.js';
+import { VISIT_SETTINGS } from './settings-visits.js';
 import { WORKER_SETTINGS } from './settings-workers.js';
 import { LOG_LEVELS, NODE_ENVS, RATE_LIMIT_ALGORITHMS, ROLES, TRACING_SAMPLERS } from './types.js';
 
@@ -120,6 +122,7 @@ export const SETTINGS = named({
     parse: schemes,
   },
   ...LINK_SETTINGS_DECLARATIONS,
+  ...TRANSFER_SETTINGS,
   REDIRECT_CACHE_CONTROL: {
     default: 'private, max-age=0',
     description: '`Cache-Control` header sent with every redirect.',
@@ -149,6 +152,7 @@ export const SETTINGS = named({
       'How often written clicks are folded into the stored counts, and sooner once this instance has written clicks for 100,000 mappings. Until then they wait in a narrow table (a row per mapping) that every read of a count includes; folding is what writes to the wide mappings table.',
     parse: integer(100, 3_600_000),
   },
+  ...VISIT_SETTINGS,
   REDIS_URL: {
     default: '',
     description:

@@ -51,6 +51,10 @@ export interface Config {
     readonly codeLength: number;
     readonly writePolicy: LinkWritePolicy;
   };
+  /** IMPORT_BODY_LIMIT: the largest body of `POST /api/v1/links/import`, in bytes. */
+  readonly transfer: {
+    readonly importBodyLimit: number;
+  };
   readonly redirect: {
     readonly cacheControl: string;
     /** `GET`/`HEAD /{code}` answered in front of Fastify (src/http/fast-redirect.ts). */
@@ -59,6 +63,14 @@ export interface Config {
     readonly cacheTtlMs: number;
     readonly clickFlushIntervalMs: number;
     readonly clickCompactIntervalMs: number;
+  };
+  /** Visit recording and statistics (VISIT_*, COUNT_BOTS). */
+  readonly visits: {
+    readonly recording: boolean;
+    readonly retentionDays: number;
+    /** Lower-case header name a trusted proxy sets to the country code; undefined: none recorded. */
+    readonly countryHeader: string | undefined;
+    readonly countBots: boolean;
   };
   /** `redis://…` when a shared Redis is in use (counters, rate limits); undefined: in-process memory. */
   readonly redisUrl: string | undefined;

@@ -6,6 +6,14 @@ export interface InvalidatableCache {
   invalidate(code: string): void;
 }
 
+/** Created too: this instance may hold the code as "unknown"; expired: it may hold visits as left. */
+const INVALIDATING: ReadonlySet<string> = new Set([
+  EVENT_TYPES.urlCreated,
+  EVENT_TYPES.urlUpdated,
+  EVENT_TYPES.urlDeleted,
+  EVENT_TYPES.urlExpired,
+]);
+
 /**
  * Drops this instance's cached redirects when any instance creates, changes or deletes a mapping,
  * so every instance follows at once instead of when the cache entry expires.
@@ -19,8 +27,7 @@ export function cacheInvalidationConsumer(cache: InvalidatableCache): ConsumerDe
     deadLetter: false,
     handle: async (message) => {
       const { event_type: type, payload } = message.envelope;
-      // Created too: this instance may hold the code as "unknown".
-      if (type !== EVENT_TYPES.urlCreated && type !== EVENT_TYPES.urlUpdated && type !== EVENT_TYPES.urlDeleted) return;
+      if (!INVALIDATING.has(type)) return;
       const { code, previous_code: previous } = payload as { code?: unknown; previous_code?: unknown };
       if (typeof code === 'string') cache.invalidate(code);
       if (typeof previous === 'string') cache.invalidate(previous);

@@ -68,6 +68,9 @@ export const errors = {
   codeReserved: define('CODE_RESERVED', 422, () => 'Code is reserved'),
   codeConflict: define('CODE_CONFLICT', 409, () => 'Code already exists'),
   mappingNotFound: define('MAPPING_NOT_FOUND', 404, () => 'URL mapping not found'),
+  // A link past its lifecycle limits (README "Expiry and visit limits"): gone, and says why.
+  linkExpired: define('LINK_EXPIRED', 410, (at: string) => `This link expired at ${at}.`),
+  linkExhausted: define('LINK_EXHAUSTED', 410, (max: number) => `This link has reached its limit of ${max} visits.`),
   // A signed-in user on someone else's link (an anonymous caller gets mappingNotFound: docs/links.md).
   notLinkOwner: define('NOT_LINK_OWNER', 403, () => 'Only the owner of this link or an administrator may change it'),
   codeGenerationFailed: define('CODE_GENERATION_FAILED', 503, () => ({
@@ -104,6 +107,20 @@ export const errors = {
     detail: `${BACKEND_NAMES[backend]} unavailable`,
     headers: { 'retry-after': '1' },
   })),
+  // Import and export of links (README "Import and export").
+  tooManyImportRows: define(
+    'TOO_MANY_IMPORT_ROWS',
+    413,
+    (max: number) =>
+      `The file has more than ${max} rows, the most one import takes: nothing was imported. Split it, or use \`urlshortener import\`.`,
+  ),
+  importTooLarge: define(
+    'IMPORT_TOO_LARGE',
+    413,
+    (limit: number) =>
+      `The import body is larger than ${limit} bytes (IMPORT_BODY_LIMIT): nothing was imported. Split the file, or use \`urlshortener import\`.`,
+  ),
+  importFormat: define('IMPORT_FORMAT', 422, (detail: string) => `The import file cannot be read: ${detail}`),
   webClientNotBuilt: define('WEB_CLIENT_NOT_BUILT', 503, () => 'The web client is not built; run npm run build'),
   // Answered on the connection itself, before a request reaches a route (src/http/client-errors.ts).
   requestTimeout: define('REQUEST_TIMEOUT', 408, () => 'Request not received in time'),

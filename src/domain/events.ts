@@ -14,6 +14,7 @@ export const EVENT_TYPES = {
   urlUpdated: 'url.updated',
   urlDeleted: 'url.deleted',
   urlClicked: 'url.clicked',
+  urlExpired: 'url.expired',
   executionRequested: 'execution.requested',
   executionStarted: 'execution.started',
   executionCompleted: 'execution.completed',

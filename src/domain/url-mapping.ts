@@ -14,13 +14,42 @@ export interface UrlMapping {
   readonly click_count: number;
   /** The id of the user who created it; null or absent for a mapping created anonymously. */
   readonly owner?: number | null;
+  /** When the link stops answering (canonical RFC 3339); null or absent: never. */
+  readonly expires_at?: string | null;
+  /** How many redirects the link answers at most; null or absent: no limit. */
+  readonly max_visits?: number | null;
 }
 
-/** `UrlMappingRead` as one caller sees it: `owner` only for the owner and administrators. */
-export type UrlMappingView = Omit<UrlMapping, 'owner'> & { readonly owner?: number };
+/**
+ * `UrlMappingRead` as one caller sees it: `owner` only for the owner and administrators;
+ * `expires_at` and `max_visits` only when set (a link without them reads exactly as spec §2.1).
+ */
+export type UrlMappingView = Omit<UrlMapping, 'owner' | 'expires_at' | 'max_visits'> & {
+  readonly owner?: number;
+  readonly expires_at?: string;
+  readonly max_visits?: number;
+};
 
-/** `UrlMappingCreate`: every field is required (`owner` is the service's, never the body's). */
-export interface NewUrlMapping {
+/** Why a link stopped answering: its `expires_at` passed, or it answered its `max_visits`. */
+export type ExpiryReason = 'expired_at' | 'max_visits';
+
+/**
+ * A link's limits as the repository takes them (issue 15 contract): undefined leaves the limit as
+ * it is (on create: none), null clears it.
+ */
+export interface LinkLimits {
+  readonly expiresAt?: Date | null;
+  readonly maxVisits?: number | null;
+}
+
+/** The limits as the wire carries them (`expires_at`, `max_visits`); null clears. */
+export interface LinkLimitsBody {
+  readonly expires_at?: string | null;
+  readonly max_visits?: number | null;
+}
+
+/** `UrlMappingCreate`: every field is required (`owner` is the service's, never the body's); the limits are optional. */
+export interface NewUrlMapping extends LinkLimits {
   readonly code: string;
   readonly url: string;
   readonly created_at: string;
@@ -28,8 +57,8 @@ export interface NewUrlMapping {
   readonly owner?: number | null;
 }
 
-/** `UrlMappingUpdate`: an omitted or null field stays as it is. */
-export interface UrlMappingChanges {
+/** `UrlMappingUpdate`: an omitted or null field stays as it is, but a null limit is cleared. */
+export interface UrlMappingChanges extends LinkLimits {
   readonly code?: string | null;
   readonly url?: string | null;
   readonly created_at?: string | null;
@@ -92,3 +121,52 @@ export function normaliseCreatedAt(value: string): string {
   if (canonical === undefined) throw errors.validation(`body: 'created_at' must be a valid date-time`);
   return canonical;
 }
+
+/** Largest `max_visits` accepted (an exact JSON integer). */
+export const MAX_VISITS_MAX = Number.MAX_SAFE_INTEGER;
+
+/**
+ * The limits of a body, checked: `expires_at` a valid date-time (in the future when `future`,
+ * as on create: a link that never answers is refused), `max_visits` an integer of at least 1
+ * (the schema checks the type and minimum first). Absent fields stay absent, nulls stay null.
+ */
+export function parseLinkLimits(body: LinkLimitsBody, now: number, future: boolean): LinkLimits {
+  const limits: { expiresAt?: Date | null; maxVisits?: number | null } = {};
+  if (body.expires_at !== undefined) {
+    if (body.expires_at === null) limits.expiresAt = null;
+    else {
+      const canonical = canonicalTimestamp(body.expires_at);
+      if (canonical === undefined) {
+        throw errors.validation(`body: 'expires_at' must be a valid date-time (RFC 3339, e.g. 2030-01-31T12:00:00Z)`);
+      }
+      const at = new Date(canonical);
+      if (future && at.getTime() <= now) {
+        throw errors.validation(
+          `body: 'expires_at' must be in the future (it is ${canonical}, now is ${new Date(now).toISOString()})`,
+        );
+      }
+      limits.expiresAt = at;
+    }
+  }
+  if (body.max_visits !== undefined) {
+    const max = body.max_visits;
+    if (max !== null && (!Number.isInteger(max) || max < 1 || max > MAX_VISITS_MAX)) {
+      throw errors.validation(`body: 'max_visits' must be an integer from 1 to ${MAX_VISITS_MAX}`);
+    }
+    limits.maxVisits = max;
+  }
+  return limits;
+}
+
+/** Why `mapping` no longer answers at `now`, or undefined while it does. */
+export function expiryReason(
+  mapping: { readonly expires_at?: string | null; readonly max_visits?: number | null; readonly visits_used?: number },
+  now: number,
+): ExpiryReason | undefined {
+  if (mapping.expires_at != null && Date.parse(mapping.expires_at) <= now) return 'expired_at';
+  if (mapping.max_visits != null && (mapping.visits_used ?? 0) >= mapping.max_visits) return 'max_visits';
+  return undefined;
+}
+
+/** The stored form of an instant: canonical RFC 3339 text (what both backends read back). */
+export const storedInstant = (at: Date): string => canonicalTimestamp(at.toISOString())!;

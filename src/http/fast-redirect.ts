@@ -165,7 +165,7 @@ export class FastRedirect {
   ): void {
     let target: CachedTarget | Promise<CachedTarget>;
     try {
-      target = this.options.service.resolve(code, method === 'GET');
+      target = this.options.service.resolve(code, method === 'GET', req.rawHeaders, req.socket.remoteAddress);
     } catch (error) {
       return this.failed(req, res, method, start, headers, decision, error);
     }
@@ -211,7 +211,10 @@ export class FastRedirect {
     (this.redirects[method] ??= this.options.series(method, 302)).observe((performance.now() - start) / 1000);
   }
 
-  /** Not found: the route's 404. Anything else goes on to the route, which answers it as the error handler says. */
+  /**
+   * Not found or gone (a link past its limits): the route's 404 or 410. Anything else goes on to
+   * the route, which answers it as the error handler says.
+   */
   private failed(
     req: IncomingMessage,
     res: ServerResponse,
@@ -221,12 +224,13 @@ export class FastRedirect {
     decision: RateLimitDecision | undefined,
     error: unknown,
   ): void {
-    if (!(error instanceof AppError) || error.statusCode !== 404 || res.headersSent) {
+    if (!(error instanceof AppError) || (error.statusCode !== 404 && error.statusCode !== 410) || res.headersSent) {
       if (decision !== undefined) RateLimitHooks.handOn(req, decision);
       return this.fastify(req, res);
     }
     const body = JSON.stringify({ detail: error.detail });
-    res.writeHead(404, [
+    const status = error.statusCode;
+    res.writeHead(status, [
       ...headers,
       ...NOSNIFF_HEADER,
       'content-type',
@@ -235,7 +239,7 @@ export class FastRedirect {
       String(Buffer.byteLength(body)),
     ]);
     res.end(body);
-    this.options.series(method, 404).observe((performance.now() - start) / 1000);
+    this.options.series(method, status).observe((performance.now() - start) / 1000);
   }
 }
 

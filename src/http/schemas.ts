@@ -1,5 +1,6 @@
 import { type Static, type TSchema, Type } from 'typebox';
-import { CODE_MAX_LENGTH, CODE_MIN_LENGTH } from '../domain/url-mapping.js';
+import { CODE_MAX_LENGTH, CODE_MIN_LENGTH, MAX_VISITS_MAX } from '../domain/url-mapping.js';
+import { VISIT_SCHEMAS } from './visit-schemas.js';
 
 /**
  * Route schemas (TypeBox). Shared ones carry an `$id`: they are registered once, validate by
@@ -8,12 +9,41 @@ import { CODE_MAX_LENGTH, CODE_MIN_LENGTH } from '../domain/url-mapping.js';
 
 const codeRules = { minLength: CODE_MIN_LENGTH, maxLength: CODE_MAX_LENGTH, pattern: '^[a-zA-Z0-9]+$' } as const;
 
+/** The optional lifecycle limits (README "Expiry and visit limits"), in a body that sets them. */
+const limitFields = (when: string) => ({
+  expires_at: Type.Optional(
+    Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+      description: `When the link stops answering (RFC 3339; ${when}); after it, \`GET /{code}\` answers 410. Null: never.`,
+    }),
+  ),
+  max_visits: Type.Optional(
+    Type.Union([Type.Integer({ minimum: 1, maximum: MAX_VISITS_MAX }), Type.Null()], {
+      description:
+        'How many redirects (GET answered 302, bots included) the link answers at most; then `GET /{code}` answers 410. Null: no limit.',
+    }),
+  ),
+});
+
+/** The limits as the read view shows them: only when set. */
+const limitReadFields = {
+  expires_at: Type.Optional(
+    Type.String({ format: 'date-time', description: 'When the link stops answering; absent when it has no expiry.' }),
+  ),
+  max_visits: Type.Optional(
+    Type.Integer({
+      minimum: 1,
+      description: 'How many redirects the link answers at most; absent when it has no limit.',
+    }),
+  ),
+};
+
 export const UrlMappingCreate = Type.Object(
   {
     code: Type.String({ ...codeRules, description: 'The short code: 6 to 10 letters and digits, case-sensitive.' }),
     url: Type.String({ minLength: 1, description: 'The absolute http(s) URL to redirect to.' }),
     created_at: Type.String({ format: 'date-time' }),
     click_count: Type.Integer({ minimum: 0 }),
+    ...limitFields('in the future'),
   },
   { $id: 'UrlMappingCreate', additionalProperties: false },
 );
@@ -31,6 +61,7 @@ export const UrlMappingRead = Type.Object(
           'The id of the user who created the mapping: shown to that user and to administrators only, and absent for a mapping created anonymously.',
       }),
     ),
+    ...limitReadFields,
   },
   { $id: 'UrlMappingRead', additionalProperties: false },
 );
@@ -41,6 +72,7 @@ export const LinkCreate = Type.Object(
     code: Type.Optional(
       Type.String({ ...codeRules, description: 'The short code; generated (CODE_LENGTH characters) when omitted.' }),
     ),
+    ...limitFields('in the future'),
   },
   { $id: 'LinkCreate', additionalProperties: false },
 );
@@ -51,6 +83,7 @@ export const UrlMappingUpdate = Type.Object(
     url: Type.Optional(Type.Union([Type.String({ minLength: 1 }), Type.Null()])),
     created_at: Type.Optional(Type.Union([Type.String({ format: 'date-time' }), Type.Null()])),
     click_count: Type.Optional(Type.Union([Type.Integer({ minimum: 0 }), Type.Null()])),
+    ...limitFields('a time already past stops the link at once; null clears the expiry'),
   },
   { $id: 'UrlMappingUpdate', additionalProperties: false },
 );
@@ -69,6 +102,7 @@ export const SHARED_SCHEMAS: readonly TSchema[] = [
   LinkCreate,
   ErrorResponse,
   HealthResponse,
+  ...VISIT_SCHEMAS,
 ];
 
 /** A reference to a shared schema that keeps the static type of the schema it points at. */

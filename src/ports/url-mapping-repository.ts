@@ -1,9 +1,24 @@
-import type { EventsFor } from '../domain/events.js';
-import type { NewUrlMapping, UrlMapping, UrlMappingChanges } from '../domain/url-mapping.js';
+import type { EventsFor, OutgoingEvent } from '../domain/events.js';
+import type { ExpiryReason, NewUrlMapping, UrlMapping, UrlMappingChanges } from '../domain/url-mapping.js';
 
 export interface RedirectTarget {
   readonly id: number;
   readonly url: string;
+  /** The limits (null or absent for a link without them), and the visits reserved against `max_visits`. */
+  readonly expires_at?: string | null;
+  readonly max_visits?: number | null;
+  readonly visits_used?: number;
+}
+
+/** The `url.expired` event of a mapping that stopped answering, for `reason`. */
+export type ExpiredEventFor = (mapping: UrlMapping, reason: ExpiryReason) => OutgoingEvent;
+
+/** The answer of `reserveVisit`. */
+export interface VisitReservation {
+  /** True: this redirect may answer (one of the `max_visits`); false: the limit was reached before it. */
+  readonly granted: boolean;
+  /** Visits left after this one (0: the link answers no more). */
+  readonly remaining: number;
 }
 
 /** What `GET /urls` may order by: the id (the default), or a field in either direction. */
@@ -65,15 +80,31 @@ export interface UrlMappingRepository {
   /** Mappings in the order of `options.sort` (id order by default), filtered as it says. */
   list(options?: ListOptions): Promise<UrlMapping[]>;
   /**
-   * Applies the non-null changes; undefined when no mapping has `code` (with the owner `guard`
-   * asks for); throws `codeConflict` on a taken new code.
+   * Applies the non-null changes (the limits: the defined ones, a null clearing); undefined when
+   * no mapping has `code` (with the owner `guard` asks for); throws `codeConflict` on a taken new
+   * code. A change of the limits that stops the link records its `url.expired` (`expired`) once;
+   * one that makes it answer again lets a later stop record another.
    */
   update(
     code: string,
     changes: UrlMappingChanges,
     events?: EventsFor<UrlMapping>,
     guard?: OwnerGuard,
+    expired?: ExpiredEventFor,
   ): Promise<UrlMapping | undefined>;
+  /**
+   * Reserves one redirect of a link with `max_visits`, atomically across instances (a conditional
+   * UPDATE): granted while fewer than `max_visits` were reserved and `expires_at` has not passed.
+   * The reservation that takes the last visit records the link's `url.expired` (`expired`) in its
+   * transaction. A link without `max_visits` (or no link) is never granted.
+   */
+  reserveVisit(id: number, expired?: ExpiredEventFor): Promise<VisitReservation>;
+  /**
+   * Claims up to `limit` links whose `expires_at` has passed and whose `url.expired` is not yet
+   * recorded, and records it for each (`expired`) in the claim's transaction: whichever instances
+   * sweep at once, each link is claimed once. How many were claimed (fewer than `limit`: done).
+   */
+  expireDue(limit: number, expired?: ExpiredEventFor): Promise<number>;
   /** Deletes the mapping and returns its id, or undefined when there was none (with the owner `guard` asks for). */
   delete(code: string, events?: EventsFor<number>, guard?: OwnerGuard): Promise<number | undefined>;
   /**

@@ -5,6 +5,18 @@ export interface CachedTarget {
   readonly id: number;
   /** The `Location` header value, ready to send. */
   readonly location: string;
+  /** Only for a link with `expires_at` or `max_visits`: checked on every redirect, no lookup. */
+  readonly limits?: CachedLimits;
+}
+
+/** A link's lifecycle limits as the redirect path checks them. */
+export interface CachedLimits {
+  /** `expires_at` in epoch milliseconds, and as stored (for the 410's detail). */
+  readonly expiresAt: number | undefined;
+  readonly expiresText: string | undefined;
+  readonly maxVisits: number | undefined;
+  /** True once this instance knows every visit is used (a reservation was refused or took the last). */
+  exhausted: boolean;
 }
 
 const UNKNOWN = Symbol('unknown code');

@@ -4,7 +4,7 @@ import { KyselyUrlMappingRepository } from '../../src/adapters/storage/kysely-ur
 import { migrateToLatest } from '../../src/adapters/storage/migrations.js';
 import { AppError } from '../../src/domain/errors.js';
 import type { UrlMapping } from '../../src/domain/url-mapping.js';
-import type { UrlMappingRepository } from '../../src/ports/url-mapping-repository.js';
+import type { ExpiredEventFor, UrlMappingRepository } from '../../src/ports/url-mapping-repository.js';
 import { BACKENDS, testConfig } from '../helpers/backends.js';
 import { useOpenDatabase } from '../helpers/storage.js';
 
@@ -34,7 +34,14 @@ describe.each(BACKENDS)('UrlMappingRepository on $name', (backend) => {
     const created = await repo.create(input);
     expect(created).toEqual({ id: expect.any(Number), ...input, owner: null });
     expect(await repo.findByCode(input.code)).toEqual(created);
-    expect(await repo.findTarget(input.code)).toEqual({ id: created.id, url: input.url });
+    // The redirect path's read: the target, and the lifecycle limits (none here) it checks.
+    expect(await repo.findTarget(input.code)).toEqual({
+      id: created.id,
+      url: input.url,
+      expires_at: null,
+      max_visits: null,
+      visits_used: 0,
+    });
   });
 
   it.skipIf(!backend.available)('assigns increasing ids', async () => {
@@ -484,6 +491,109 @@ describe.each(BACKENDS)('UrlMappingRepository on $name', (backend) => {
         d,
         b,
       ]);
+    });
+  });
+
+  describe('lifecycle limits', () => {
+    const test = it.skipIf(!backend.available);
+    /** A second repository over connections of its own on PostgreSQL (another instance); SQLite: the same. */
+    const secondRepository = () => {
+      if (database.dialect === 'sqlite') return { other: repo, close: async () => undefined };
+      const opened = openDatabase(testConfig(testDb.databaseUrl).database);
+      return { other: new KyselyUrlMappingRepository(opened.db, opened.dialect), close: () => opened.close() };
+    };
+    const expired: ExpiredEventFor = (m, reason) => ({
+      topic: 'url_events',
+      key: String(m.id),
+      envelope: {
+        event_id: `${m.code}-${reason}`,
+        event_type: 'url.expired',
+        event_version: 1,
+        occurred_at: '',
+        service: 't',
+        payload: { ...m, reason },
+      },
+    });
+
+    test('creates, reads, changes and clears expires_at and max_visits; rows without them have neither', async () => {
+      const expiresAt = new Date('2099-01-02T03:04:05.678Z');
+      const created = await repo.create({ ...mapping(), expiresAt, maxVisits: 7 });
+      expect(created).toMatchObject({ expires_at: '2099-01-02T03:04:05.678Z', max_visits: 7 });
+      expect(await repo.findByCode(created.code)).toEqual(created);
+      const changed = await repo.update(created.code, { maxVisits: 9, expiresAt: null });
+      expect(changed).toEqual({ ...created, max_visits: 9, expires_at: undefined });
+      expect(changed).not.toHaveProperty('expires_at');
+      const cleared = await repo.update(created.code, { maxVisits: null });
+      expect(cleared).not.toHaveProperty('max_visits');
+      // A null spec field still leaves it as it is.
+      expect(await repo.update(created.code, { url: null })).toEqual(cleared);
+    });
+
+    test('exactly max_visits reservations are granted among concurrent ones from two instances', async () => {
+      const m = await repo.create({ ...mapping(), maxVisits: 10 });
+      const { other, close } = secondRepository();
+      try {
+        const answers = await Promise.all(
+          Array.from({ length: 40 }, (_, i) => (i % 2 ? repo : other).reserveVisit(m.id)),
+        );
+        expect(answers.filter((r) => r.granted)).toHaveLength(10);
+        expect(
+          answers
+            .filter((r) => r.granted)
+            .map((r) => r.remaining)
+            .sort((x, y) => x - y),
+        ).toEqual(Array.from({ length: 10 }, (_, i) => i));
+      } finally {
+        await close();
+      }
+      // No limit, no link, or past its time: never granted.
+      const free = await repo.create(mapping());
+      expect(await repo.reserveVisit(free.id)).toEqual({ granted: false, remaining: 0 });
+      expect(await repo.reserveVisit(987654321)).toEqual({ granted: false, remaining: 0 });
+      const old = await repo.create({ ...mapping(), maxVisits: 5 });
+      await repo.update(old.code, { expiresAt: new Date('2020-01-01T00:00:00Z') });
+      expect((await repo.reserveVisit(old.id)).granted).toBe(false);
+    });
+
+    test('a limit set on a link with clicks starts from its count; raised, it keeps the visits used', async () => {
+      const m = await repo.create(mapping({ click_count: 3 }));
+      await repo.addClicks([[m.id, 2]]);
+      await repo.update(m.code, { maxVisits: 6 });
+      expect(await repo.reserveVisit(m.id)).toEqual({ granted: true, remaining: 0 });
+      expect((await repo.reserveVisit(m.id)).granted).toBe(false);
+      await repo.update(m.code, { maxVisits: 8 });
+      expect(await repo.reserveVisit(m.id)).toEqual({ granted: true, remaining: 1 });
+    });
+
+    test('expireDue claims each link past its time once, whichever instances sweep at once', async () => {
+      const past = new Date(Date.now() - 5000);
+      const due: number[] = [];
+      for (let i = 0; i < 30; i++) {
+        const m = await repo.create({ ...mapping(), expiresAt: new Date(Date.now() + 60_000) });
+        await database.db
+          .updateTable('url_mappings')
+          .set({ expires_at: past.toISOString() })
+          .where('id', '=', m.id)
+          .execute();
+        due.push(m.id);
+      }
+      const future = await repo.create({ ...mapping(), expiresAt: new Date(Date.now() + 60_000) });
+      const { other, close } = secondRepository();
+      try {
+        const claimed = await Promise.all([repo, other, repo, other].map((r) => r.expireDue(7, expired)));
+        let total = claimed.reduce((sum, n) => sum + n, 0);
+        for (let n = await repo.expireDue(100, expired); n > 0; n = await repo.expireDue(100, expired)) total += n;
+        expect(total).toBe(30);
+        expect(await other.expireDue(100, expired)).toBe(0);
+      } finally {
+        await close();
+      }
+      const rows = await database.db
+        .selectFrom('url_mappings')
+        .select(['id', 'expired_event_at'])
+        .where('id', 'in', [...due, future.id])
+        .execute();
+      for (const row of rows) expect(row.expired_event_at === null).toBe(row.id === future.id);
     });
   });
 

@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type Browser, chromium, type Locator, type Page } from 'playwright-core';
+import { type Browser, type BrowserContext, chromium, type Locator, type Page } from 'playwright-core';
 import { afterAll, beforeAll, expect } from 'vitest';
 import { eventually } from '../helpers/eventually.js';
 import { type ServerProcess, startServer } from '../helpers/server-process.js';
@@ -78,11 +78,13 @@ export interface ServerAndChromium {
 
 /**
  * The built service on a SQLite file of its own (rate limits and tracing off, `admin` its
- * administrator) and headless Chromium: started before the suite's tests, stopped after them.
+ * administrator, any further settings in `env`) and headless Chromium: started before the suite's
+ * tests, stopped after them.
  */
 export function useServerAndChromium(
   name: string,
   admin: { readonly username: string; readonly email: string; readonly password: string },
+  env: Record<string, string> = {},
 ): ServerAndChromium {
   const held = {} as ServerAndChromium;
   let dataDir: string | undefined;
@@ -98,6 +100,7 @@ export function useServerAndChromium(
       ADMIN_USERNAME: admin.username,
       ADMIN_EMAIL: admin.email,
       ADMIN_PASSWORD: admin.password,
+      ...env,
     });
     held.browser = await launchChromium();
   });
@@ -107,4 +110,45 @@ export function useServerAndChromium(
     if (dataDir) rmSync(dataDir, { recursive: true, force: true });
   });
   return held;
+}
+
+/** The two screens the pages are tried on: a desktop and a 390 px wide phone. */
+export const SCREENS = [
+  { name: 'desktop', options: { viewport: { width: 1280, height: 800 } } },
+  { name: 'phone', options: { viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true } },
+] as const;
+
+/** Fails when the page is wider than the window (sideways scrolling). */
+export async function noSidewaysScroll(page: Page): Promise<void> {
+  // A string, not a function: the tests are type-checked without the DOM library.
+  const overflow = await page.evaluate<number>('document.documentElement.scrollWidth - window.innerWidth');
+  expect(overflow).toBeLessThanOrEqual(0);
+}
+
+/** Registers `username` through the API (201 expected). */
+export async function registerUser(serverUrl: string, username: string, password: string): Promise<void> {
+  const response = await fetch(`${serverUrl}/api/v1/auth/register`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ username, email: `${username}@example.com`, password }),
+  });
+  expect(response.status).toBe(201);
+}
+
+/** A new page of `context` at `path`, after logging in as `username` on the login page it is sent to. */
+export async function openAs(
+  context: BrowserContext,
+  serverUrl: string,
+  path: string,
+  username: string,
+  password: string,
+): Promise<Page> {
+  const page = await context.newPage();
+  await page.goto(`${serverUrl}${path}`);
+  await page.waitForURL(/\/app\/login\?next=/);
+  await page.getByLabel('Username').fill(username);
+  await page.getByLabel('Password').fill(password);
+  await page.getByLabel('Password').press('Enter');
+  await page.waitForURL(`${serverUrl}${path}`);
+  return page;
 }

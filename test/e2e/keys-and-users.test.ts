@@ -1,7 +1,17 @@
-import type { BrowserContext, Page } from 'playwright-core';
+import type { BrowserContext } from 'playwright-core';
 import { describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/eventually.js';
-import { chromiumAvailable, containsText, hasText, screenshot, useServerAndChromium } from './browser.js';
+import {
+  chromiumAvailable,
+  containsText,
+  hasText,
+  noSidewaysScroll,
+  openAs as openPageAs,
+  registerUser,
+  SCREENS,
+  screenshot,
+  useServerAndChromium,
+} from './browser.js';
 
 /**
  * The API keys page and the administrators' users page (issue 14 item 8) in Debian's headless
@@ -20,12 +30,7 @@ describe.skipIf(!available)('API keys and users pages in Chromium', () => {
   /** A user registered through the API. */
   async function registered(prefix: string): Promise<string> {
     const username = newUsername(prefix);
-    const response = await fetch(at('/api/v1/auth/register'), {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ username, email: `${username}@example.com`, password: PASSWORD }),
-    });
-    expect(response.status).toBe(201);
+    await registerUser(e2e.server.url, username, PASSWORD);
     return username;
   }
 
@@ -41,29 +46,10 @@ describe.skipIf(!available)('API keys and users pages in Chromium', () => {
   const meWithKey = async (key: string) =>
     (await fetch(at('/api/v1/auth/me'), { headers: { authorization: `Bearer ${key}` } })).status;
 
-  async function openAs(context: BrowserContext, path: string, username: string, password = PASSWORD): Promise<Page> {
-    const page = await context.newPage();
-    await page.goto(at(path));
-    await page.waitForURL(/\/app\/login\?next=/);
-    await page.getByLabel('Username').fill(username);
-    await page.getByLabel('Password').fill(password);
-    await page.getByLabel('Password').press('Enter');
-    await page.waitForURL(at(path));
-    return page;
-  }
+  const openAs = (context: BrowserContext, path: string, username: string, password = PASSWORD) =>
+    openPageAs(context, e2e.server.url, path, username, password);
 
-  async function noSidewaysScroll(page: Page) {
-    // A string, not a function: this file is type-checked without the DOM library.
-    const overflow = await page.evaluate<number>('document.documentElement.scrollWidth - window.innerWidth');
-    expect(overflow).toBeLessThanOrEqual(0);
-  }
-
-  const screens = [
-    { name: 'desktop', options: { viewport: { width: 1280, height: 800 } } },
-    { name: 'phone', options: { viewport: { width: 390, height: 844 }, isMobile: true, hasTouch: true } },
-  ] as const;
-
-  for (const screen of screens) {
+  for (const screen of SCREENS) {
     it(`${screen.name}: create a key, see it once, copy it, use it, revoke it`, async () => {
       const context = await e2e.browser.newContext(screen.options);
       context.setDefaultTimeout(10_000);

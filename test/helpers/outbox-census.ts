@@ -103,11 +103,15 @@ export function census(acknowledged: readonly string[], created: CreatedByCode):
 const codec = JSONCodec<{ event_id: string; event_type: string; payload: { code?: string } }>();
 
 /**
- * Every `url.created` event in the JetStream stream of `prefix`, read from its start by a
- * consumer of this function's own (removed afterwards), per code. Each stream message counts: a
- * message the broker stored twice shows as two events.
+ * Every `url.created` event (or `eventType`'s) in the JetStream stream of `prefix`, read from its
+ * start by a consumer of this function's own (removed afterwards), per code. Each stream message
+ * counts: a message the broker stored twice shows as two events.
  */
-export async function createdInStream(natsUrl: string, prefix: string): Promise<CreatedByCode> {
+export async function createdInStream(
+  natsUrl: string,
+  prefix: string,
+  eventType = 'url.created',
+): Promise<CreatedByCode> {
   const nc = await connect({ servers: natsUrl.replace(/^nats:\/\//, '') });
   const created: CreatedByCode = new Map();
   try {
@@ -129,7 +133,7 @@ export async function createdInStream(natsUrl: string, prefix: string): Promise<
         for await (const message of batch) {
           got++;
           const envelope = codec.decode(message.data);
-          if (envelope.event_type !== 'url.created' || !envelope.payload.code) continue;
+          if (envelope.event_type !== eventType || !envelope.payload.code) continue;
           const code = envelope.payload.code;
           created.set(code, [...(created.get(code) ?? []), envelope.event_id]);
         }

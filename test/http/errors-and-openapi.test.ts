@@ -309,7 +309,17 @@ describe.each(BACKENDS)('health, errors and OpenAPI on $name', (backend) => {
       const schema = spec.components.schemas.UrlMappingCreate as Json;
       expect(schema.type).toBe('object');
       expect([...schema.required].sort()).toEqual(['click_count', 'code', 'created_at', 'url']);
-      expect(Object.keys(schema.properties).sort()).toEqual(['click_count', 'code', 'created_at', 'url']);
+      // Besides the spec's four, the optional lifecycle limits (issue 15), never required.
+      expect(Object.keys(schema.properties).sort()).toEqual([
+        'click_count',
+        'code',
+        'created_at',
+        'expires_at',
+        'max_visits',
+        'url',
+      ]);
+      expect(nullable(schema.properties.expires_at)).toMatchObject({ type: 'string', format: 'date-time' });
+      expect(nullable(schema.properties.max_visits)).toMatchObject({ type: 'integer', minimum: 1 });
       expect(schema.properties.code).toMatchObject(codeRules);
       expect(schema.properties.url).toMatchObject({ type: 'string', minLength: 1 });
       expect(schema.properties.created_at).toMatchObject({ type: 'string', format: 'date-time' });
@@ -325,11 +335,16 @@ describe.each(BACKENDS)('health, errors and OpenAPI on $name', (backend) => {
         'click_count',
         'code',
         'created_at',
+        'expires_at',
         'id',
+        'max_visits',
         'owner',
         'url',
       ]);
       expect(schema.properties.owner.type).toBe('integer');
+      // And the lifecycle limits (issue 15), present only on a link that has them.
+      expect(schema.properties.expires_at).toMatchObject({ type: 'string', format: 'date-time' });
+      expect(schema.properties.max_visits).toMatchObject({ type: 'integer', minimum: 1 });
       expect(schema.properties.id.type).toBe('integer');
       expect(schema.properties.id.minimum).toBeUndefined();
       expect(schema.properties.id.maximum).toBeUndefined();
@@ -343,7 +358,16 @@ describe.each(BACKENDS)('health, errors and OpenAPI on $name', (backend) => {
       const schema = spec.components.schemas.UrlMappingUpdate as Json;
       expect(schema.type).toBe('object');
       expect(schema.required ?? []).toEqual([]);
-      expect(Object.keys(schema.properties).sort()).toEqual(['click_count', 'code', 'created_at', 'url']);
+      expect(Object.keys(schema.properties).sort()).toEqual([
+        'click_count',
+        'code',
+        'created_at',
+        'expires_at',
+        'max_visits',
+        'url',
+      ]);
+      expect(nullable(schema.properties.expires_at)).toMatchObject({ type: 'string', format: 'date-time' });
+      expect(nullable(schema.properties.max_visits)).toMatchObject({ type: 'integer', minimum: 1 });
       expect(nullable(schema.properties.code)).toMatchObject(codeRules);
       expect(nullable(schema.properties.url)).toMatchObject({ type: 'string', minLength: 1 });
       expect(nullable(schema.properties.created_at)).toMatchObject({ type: 'string', format: 'date-time' });

@@ -11,7 +11,7 @@ const json = (status: number, body: unknown) =>
 /** A fake server: answers each request with the next queued answer, records what was sent. */
 function harness(address = '/app/links?after=20') {
   const answers: Array<() => Response> = [];
-  const sent: Array<{ method: string; path: string; headers: Record<string, string> }> = [];
+  const sent: Array<{ method: string; path: string; headers: Record<string, string>; body?: unknown }> = [];
   let clock = 1_000_000;
   const navigations: string[] = [];
   const fetch = vi.fn(async (input: RequestInfo | URL, init?: RequestInit) => {
@@ -19,6 +19,7 @@ function harness(address = '/app/links?after=20') {
       method: init?.method ?? 'GET',
       path: String(input),
       headers: { ...(init?.headers as Record<string, string>) },
+      body: init?.body,
     });
     const answer = answers.shift();
     if (!answer) throw new Error(`unexpected request ${String(input)}`);
@@ -271,6 +272,19 @@ describe('auth store (spec §2.4 and §5.7)', () => {
       expect(h.sent.map((s) => s.headers['x-csrf-token'])).toEqual([undefined, undefined, 'nonce.sig', undefined]);
     });
 
+    it('goes with a file sent as it is (an import), which keeps its own media type', async () => {
+      h.answer(200, SESSION);
+      await h.store.verify();
+      const file = new Blob(['code,url\nabc1234,https://example.com/\n'], { type: 'text/csv' });
+      h.answer(200, {});
+      await h.store.request('POST', '/api/v1/links/import', { body: { content: file, type: 'text/csv' } });
+      expect(h.sent[1]).toMatchObject({
+        method: 'POST',
+        headers: { 'content-type': 'text/csv', accept: 'application/json', 'x-csrf-token': 'nonce.sig' },
+      });
+      expect(h.sent[1]?.body).toBe(file);
+    });
+
     it('uses the token of the newest login or verification', async () => {
       h.answer(200, SESSION);
       await h.store.login({ username: 'alice', password: 'right-one' });
@@ -280,6 +294,17 @@ describe('auth store (spec §2.4 and §5.7)', () => {
       await h.store.request('POST', '/execute', { json: {} });
       expect(h.sent[2]?.headers['x-csrf-token']).toBe('reissued.token');
     });
+  });
+
+  it('asks for the media type it is told (a CSV download), JSON otherwise', async () => {
+    h.answer(200, {});
+    h.answer(200, {});
+    await h.store.request('GET', '/api/v1/links/abc1234/visits', { accept: 'text/csv' });
+    await h.store.request('GET', '/urls');
+    expect(h.sent.map((s) => [s.headers.accept, s.headers['content-type'], s.body])).toEqual([
+      ['text/csv', undefined, undefined],
+      ['application/json', undefined, undefined],
+    ]);
   });
 
   it('logout clears the state and goes to the login page even when the server cannot be reached', async () => {

@@ -28,6 +28,7 @@ describe('wording for people', () => {
   it('names the page a login goes back to, never its address', () => {
     expect(pageNameOf('/app/links')).toBe('your links');
     expect(pageNameOf('/app/links?after=0')).toBe('your links');
+    expect(pageNameOf('/app/links/abc1234/stats?range=7d')).toBe('the statistics of abc1234');
     expect(pageNameOf('/app/admin/dead-letters/')).toBe('the dead letters');
     expect(pageNameOf('/app/elsewhere')).toBe('the page you asked for');
   });

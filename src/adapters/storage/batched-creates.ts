@@ -2,7 +2,7 @@ import { type Context, context } from '@opentelemetry/api';
 import { type Kysely, sql } from 'kysely';
 import { errors } from '../../domain/errors.js';
 import type { EventsFor } from '../../domain/events.js';
-import type { NewUrlMapping, UrlMapping } from '../../domain/url-mapping.js';
+import { type NewUrlMapping, storedInstant, type UrlMapping } from '../../domain/url-mapping.js';
 import type { EncodedMessage, TransactionalOutbox } from '../event-bus/outbox.js';
 import { isDatabaseUnavailable } from './connection-errors.js';
 import type { DatabaseSchema } from './schema.js';
@@ -106,13 +106,14 @@ export class BatchedCreates {
     record: (messages: readonly EncodedMessage[]) => void,
   ): Promise<(UrlMapping | undefined)[]> {
     const column = <K extends keyof NewUrlMapping>(key: K) => batch.map((p) => p.mapping[key] ?? null);
+    const expiresAt = batch.map((p) => (p.mapping.expiresAt ? storedInstant(p.mapping.expiresAt) : null));
     const { rows } = await sql<UrlMapping>`
-      INSERT INTO url_mappings (code, url, created_at, click_count, owner_id)
+      INSERT INTO url_mappings (code, url, created_at, click_count, owner_id, expires_at, max_visits)
       SELECT * FROM unnest(CAST(${column('code')} AS TEXT[]), CAST(${column('url')} AS TEXT[]),
         CAST(${column('created_at')} AS TIMESTAMPTZ[]), CAST(${column('click_count')} AS BIGINT[]),
-        CAST(${column('owner')} AS BIGINT[]))
+        CAST(${column('owner')} AS BIGINT[]), CAST(${expiresAt} AS TIMESTAMPTZ[]), CAST(${column('maxVisits')} AS BIGINT[]))
       ON CONFLICT (code) DO NOTHING
-      RETURNING id, code, url, created_at, click_count, owner_id AS owner`.execute(trx);
+      RETURNING id, code, url, created_at, click_count, owner_id AS owner, expires_at, max_visits`.execute(trx);
     const byCode = new Map(rows.map((row) => [row.code, row]));
     return batch.map((p) => {
       const row = byCode.get(p.mapping.code);

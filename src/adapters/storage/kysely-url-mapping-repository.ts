@@ -2,25 +2,46 @@ import { trace } from '@opentelemetry/api';
 import type SQLite from 'better-sqlite3';
 import { type Compilable, type Expression, type Kysely, sql, type SqlBool } from 'kysely';
 import { errors } from '../../domain/errors.js';
-import type { NewUrlMapping, UrlMapping, UrlMappingChanges } from '../../domain/url-mapping.js';
+import {
+  type ExpiryReason,
+  expiryReason,
+  type NewUrlMapping,
+  storedInstant,
+  type UrlMapping,
+  type UrlMappingChanges,
+} from '../../domain/url-mapping.js';
 import type { EventsFor } from '../../domain/events.js';
 import type {
   ClickCompaction,
   CompactOptions,
+  ExpiredEventFor,
   ListOptions,
   OwnerGuard,
   RedirectTarget,
   UrlMappingRepository,
+  VisitReservation,
 } from '../../ports/url-mapping-repository.js';
 import type { TransactionalOutbox } from '../event-bus/outbox.js';
 import { type Dialect, isUniqueViolation } from './database.js';
 import { PreparedQuery } from './prepared-query.js';
-import { indexSearch, listMappings, READ_COLUMNS } from './url-mapping-list.js';
+import { indexSearch, listMappings, READ_COLUMNS, withLimitsIfSet } from './url-mapping-list.js';
 import type { DatabaseSchema } from './schema.js';
-import { BatchedTargetLookup, type CodedTarget, SqliteTargetLookup } from './target-lookup.js';
+import { BatchedTargetLookup, type CodedTarget, SqliteTargetLookup, TARGET_COLUMNS } from './target-lookup.js';
 import { BatchedCreates } from './batched-creates.js';
 
-const COLUMNS = ['id', 'code', 'url', 'created_at', 'click_count', 'owner_id as owner'] as const;
+const COLUMNS = [
+  'id',
+  'code',
+  'url',
+  'created_at',
+  'click_count',
+  'owner_id as owner',
+  'expires_at',
+  'max_visits',
+] as const;
+
+/** A new mapping as its insert binds it: the owner and limits null when there are none. */
+type InsertParams = NewUrlMapping & { owner: number | null; expires: string | null; max: number | null };
 /**
  * PostgreSQL advisory lock (any constant of our own) between compaction, which holds it alone,
  * and the updates and deletes of mappings, which share it: a compaction that folds a mapping's
@@ -42,7 +63,7 @@ type ClickDeltas = ReadonlyArray<readonly [id: number, delta: number]>;
  */
 export class KyselyUrlMappingRepository implements UrlMappingRepository {
   /** The insert of `POST /shorten`, built once: building it cost more than running it. */
-  private readonly insert: PreparedQuery<DatabaseSchema, UrlMapping, NewUrlMapping & { owner: number | null }>;
+  private readonly insert: PreparedQuery<DatabaseSchema, UrlMapping, InsertParams>;
   /** The redirect path's lookup when no recording span wants its statement (see `findTarget`). */
   private readonly targets: SqliteTargetLookup | BatchedTargetLookup | undefined;
   /** PostgreSQL: concurrent creates share a transaction (SQLite's writes share one by group commit). */
@@ -69,6 +90,8 @@ export class KyselyUrlMappingRepository implements UrlMappingRepository {
         created_at: p('created_at'),
         click_count: p('click_count'),
         owner_id: p('owner'),
+        expires_at: p('expires'),
+        max_visits: p('max'),
       });
       // SQLite answers no row, only the id it gave (see `create`).
       return dialect === 'sqlite' ? (insert as unknown as Compilable<UrlMapping>) : insert.returning(COLUMNS);
@@ -79,8 +102,10 @@ export class KyselyUrlMappingRepository implements UrlMappingRepository {
         : undefined;
   }
 
-  create(mapping: NewUrlMapping, events?: EventsFor<UrlMapping>): Promise<UrlMapping> {
-    return this.creates ? this.creates.create(mapping, events) : this.createOne(mapping, events);
+  async create(mapping: NewUrlMapping, events?: EventsFor<UrlMapping>): Promise<UrlMapping> {
+    return withLimitsIfSet(
+      await (this.creates ? this.creates.create(mapping, events) : this.createOne(mapping, events)),
+    );
   }
 
   private createOne(mapping: NewUrlMapping, events?: EventsFor<UrlMapping>): Promise<UrlMapping> {
@@ -88,11 +113,14 @@ export class KyselyUrlMappingRepository implements UrlMappingRepository {
       try {
         // A new id has no deltas: ids are never reused (AUTOINCREMENT, identity).
         const owner = mapping.owner ?? null;
-        const result = await this.insert.run(db, { ...mapping, owner });
+        const expires = mapping.expiresAt ? storedInstant(mapping.expiresAt) : null;
+        const max = mapping.maxVisits ?? null;
+        const result = await this.insert.run(db, { ...mapping, owner, expires, max });
         // SQLite: the row is what was written, with the id it got (RETURNING costs as much as the insert).
         if (this.dialect === 'sqlite') {
           const { code, url, created_at, click_count } = mapping;
-          return { id: Number(result.insertId), code, url, created_at, click_count, owner };
+          const id = Number(result.insertId);
+          return { id, code, url, created_at, click_count, owner, expires_at: expires, max_visits: max };
         }
         return result.rows[0]!;
       } catch (error) {
@@ -102,8 +130,13 @@ export class KyselyUrlMappingRepository implements UrlMappingRepository {
     });
   }
 
-  findByCode(code: string): Promise<UrlMapping | undefined> {
-    return this.db.selectFrom('url_mappings').select(READ_COLUMNS).where('code', '=', code).executeTakeFirst();
+  async findByCode(code: string): Promise<UrlMapping | undefined> {
+    const row = await this.db
+      .selectFrom('url_mappings')
+      .select(READ_COLUMNS)
+      .where('code', '=', code)
+      .executeTakeFirst();
+    return row && withLimitsIfSet(row);
   }
 
   /**
@@ -116,7 +149,11 @@ export class KyselyUrlMappingRepository implements UrlMappingRepository {
     const traced = trace.getActiveSpan()?.isRecording() === true;
     if (targets instanceof SqliteTargetLookup) return traced ? targets.findTraced(code) : targets.find(code);
     if (targets !== undefined && !traced) return targets.find(code);
-    return this.db.selectFrom('url_mappings').select(['id', 'url']).where('code', '=', code).executeTakeFirst();
+    return this.db
+      .selectFrom('url_mappings')
+      .select(['id', 'url', 'expires_at', 'max_visits', 'visits_used'])
+      .where('code', '=', code)
+      .executeTakeFirst();
   }
 
   /** The mappings of `codes` that exist, in one statement (the redirect path's batches). */
@@ -124,9 +161,11 @@ export class KyselyUrlMappingRepository implements UrlMappingRepository {
     const { rows } =
       this.dialect === 'postgres'
         ? await sql<CodedTarget>`
-            SELECT id, code, url FROM url_mappings WHERE code = ANY(CAST(${codes} AS TEXT[]))`.execute(this.db)
+            SELECT code, ${sql.raw(TARGET_COLUMNS)} FROM url_mappings WHERE code = ANY(CAST(${codes} AS TEXT[]))`.execute(
+            this.db,
+          )
         : await sql<CodedTarget>`
-            SELECT id, code, url FROM url_mappings
+            SELECT code, ${sql.raw(TARGET_COLUMNS)} FROM url_mappings
             WHERE code IN (SELECT value FROM json_each(${JSON.stringify(codes)}))`.execute(this.db);
     return rows;
   }
@@ -149,16 +188,19 @@ export class KyselyUrlMappingRepository implements UrlMappingRepository {
     changes: UrlMappingChanges,
     events?: EventsFor<UrlMapping>,
     guard?: OwnerGuard,
+    expired?: ExpiredEventFor,
   ): Promise<UrlMapping | undefined> {
-    const values = Object.fromEntries(
-      Object.entries(changes).filter(([, value]) => value !== null && value !== undefined),
-    );
+    const values = columnChanges(changes);
     if (Object.keys(values).length === 0) {
       return this.findByCode(code).then((row) => (row && guardHolds(row, guard) ? row : undefined));
     }
     const owned = ownedBy(guard);
+    const limitsChanged = changes.expiresAt !== undefined || changes.maxVisits !== undefined;
+    let stopped: { row: UrlMapping; reason: ExpiryReason } | undefined;
+    const withExpired: EventsFor<UrlMapping> | undefined =
+      events && ((row) => [...events(row), ...(stopped && expired ? [expired(stopped.row, stopped.reason)] : [])]);
     return this.write(
-      events,
+      withExpired,
       async (db) => {
         await this.shareCountsLock(db);
         try {
@@ -169,13 +211,19 @@ export class KyselyUrlMappingRepository implements UrlMappingRepository {
               .where('url_id', 'in', db.selectFrom('url_mappings').select('id').where('code', '=', code).where(owned))
               .execute();
           }
-          return await db
+          const updated = await db
             .updateTable('url_mappings')
             .set(values)
             .where('code', '=', code)
             .where(owned)
-            .returning(READ_COLUMNS)
+            .returning([...READ_COLUMNS, 'visits_used', 'expired_event_at'])
             .executeTakeFirst();
+          if (updated === undefined) return undefined;
+          const { visits_used, expired_event_at, ...stored } = updated;
+          const row = withLimitsIfSet(stored);
+          const reason = limitsChanged ? await this.settleExpiry(db, row, visits_used, expired_event_at) : undefined;
+          if (reason !== undefined) stopped = { row, reason };
+          return row;
         } catch (error) {
           if (isUniqueViolation(error)) throw errors.codeConflict();
           throw error;
@@ -183,6 +231,96 @@ export class KyselyUrlMappingRepository implements UrlMappingRepository {
       },
       true,
     );
+  }
+
+  /**
+   * After a change of `row`'s limits, in its transaction: when the change stopped the link, claims
+   * its `url.expired` (and answers why), unless its stop was already published; when the link
+   * answers again, clears the claim so that its next stop is published.
+   */
+  private async settleExpiry(
+    db: Kysely<DatabaseSchema>,
+    row: UrlMapping,
+    visitsUsed: number,
+    expiredEventAt: string | null,
+  ): Promise<ExpiryReason | undefined> {
+    const reason = expiryReason({ ...row, visits_used: visitsUsed }, Date.now());
+    const claim = reason !== undefined && expiredEventAt === null;
+    if (claim || (reason === undefined && expiredEventAt !== null)) {
+      const at = claim ? storedInstant(new Date()) : null;
+      await db.updateTable('url_mappings').set({ expired_event_at: at }).where('id', '=', row.id).execute();
+    }
+    return claim ? reason : undefined;
+  }
+
+  /**
+   * One statement, whose WHERE is the reservation: the row lock (PostgreSQL) or the single writer
+   * (SQLite) makes concurrent ones, from any instance, take visits one after the other. Only the
+   * one that takes the last visit sets `expired_event_at` and records `url.expired`.
+   */
+  async reserveVisit(id: number, expired?: ExpiredEventFor): Promise<VisitReservation> {
+    const now = storedInstant(new Date());
+    const notPast =
+      this.dialect === 'postgres'
+        ? sql`(expires_at IS NULL OR expires_at > now())`
+        : sql`(expires_at IS NULL OR julianday(expires_at) > julianday(${now}))`;
+    let last: UrlMapping | undefined;
+    const reserved = await this.write(
+      expired && (() => (last && this.outbox ? [expired(last, 'max_visits')] : [])),
+      async (db) => {
+        const row = await db
+          .updateTable('url_mappings')
+          .set({
+            visits_used: sql`visits_used + 1`,
+            expired_event_at: sql`CASE WHEN visits_used + 1 >= max_visits THEN ${now} ELSE expired_event_at END`,
+          })
+          .where('id', '=', id)
+          .where('max_visits', 'is not', null)
+          .where(sql<SqlBool>`visits_used < max_visits AND ${notPast}`)
+          .returning([...READ_COLUMNS, 'visits_used'])
+          .executeTakeFirst();
+        if (row === undefined) return { granted: false, remaining: 0 };
+        const { visits_used, ...mapping } = row;
+        const remaining = Math.max((mapping.max_visits ?? 0) - visits_used, 0);
+        if (remaining === 0) last = mapping;
+        return { granted: true, remaining };
+      },
+    );
+    return reserved;
+  }
+
+  async expireDue(limit: number, expired?: ExpiredEventFor): Promise<number> {
+    const now = new Date();
+    const stamp = storedInstant(now);
+    // SQLite compares its canonical text: up to the second it orders as time does (a link that
+    // expires within the current second waits for the next sweep); PostgreSQL compares instants.
+    const due =
+      this.dialect === 'postgres'
+        ? sql<SqlBool>`expires_at <= ${stamp}`
+        : sql<SqlBool>`expires_at < ${stamp.slice(0, 19)}`;
+    const claimed = await this.write(
+      expired && ((rows: UrlMapping[]) => (this.outbox ? rows.map((row) => expired(row, 'expired_at')) : [])),
+      async (db) => {
+        let candidates = db
+          .selectFrom('url_mappings')
+          .select('id')
+          .where('expired_event_at', 'is', null)
+          .where(due)
+          .orderBy('expires_at')
+          .limit(limit);
+        // Another instance's sweep holds its rows: take the next ones rather than wait for them.
+        if (this.dialect === 'postgres') candidates = candidates.forUpdate().skipLocked();
+        return db
+          .updateTable('url_mappings')
+          .set({ expired_event_at: stamp })
+          .where('id', 'in', candidates)
+          .where('expired_event_at', 'is', null)
+          .returning(READ_COLUMNS)
+          .execute();
+      },
+      true,
+    );
+    return claimed.length;
   }
 
   delete(code: string, events?: EventsFor<number>, guard?: OwnerGuard): Promise<number | undefined> {
@@ -286,6 +424,26 @@ export class KyselyUrlMappingRepository implements UrlMappingRepository {
     if (this.outbox && events) return this.outbox.transact(this.db, events, change);
     return atomic ? this.db.transaction().execute(change) : change(this.db);
   }
+}
+
+/** A mapping's count now: folded and pending, on `url_mappings` as an UPDATE sees it. */
+const CLICK_COUNT_NOW = sql`click_count + COALESCE((SELECT d.delta FROM url_click_deltas AS d WHERE d.url_id = url_mappings.id), 0)`;
+
+/** The columns a change sets: the spec's fields when not null, the limits when defined (null clears). */
+function columnChanges(changes: UrlMappingChanges): Record<string, unknown> {
+  const { expiresAt, maxVisits, ...fields } = changes;
+  const values: Record<string, unknown> = Object.fromEntries(
+    Object.entries(fields).filter(([, value]) => value !== null && value !== undefined),
+  );
+  if (expiresAt !== undefined) values.expires_at = expiresAt && storedInstant(expiresAt);
+  if (maxVisits !== undefined) {
+    values.max_visits = maxVisits;
+    // A limit set on a link that had none counts the clicks it already has (folded and pending).
+    if (maxVisits !== null) {
+      values.visits_used = sql`CASE WHEN max_visits IS NULL THEN ${CLICK_COUNT_NOW} ELSE visits_used END`;
+    }
+  }
+  return values;
 }
 
 const guardHolds = (row: UrlMapping, guard: OwnerGuard | undefined) =>

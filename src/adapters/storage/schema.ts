@@ -20,6 +20,14 @@ export interface UrlMappingsTable {
   click_count: number;
   /** The creating user's id; null when created anonymously. */
   owner_id: number | null;
+  /** When the link stops answering (migration 0073); null: never. */
+  expires_at: string | null;
+  /** Redirects the link answers at most; null: no limit. */
+  max_visits: number | null;
+  /** Redirects reserved against `max_visits` (its clicks so far when the limit was set). */
+  visits_used: Generated<number>;
+  /** When this link's `url.expired` was published (the claim that makes it once); null: not yet. */
+  expired_event_at: string | null;
 }
 
 /**
@@ -29,6 +37,70 @@ export interface UrlMappingsTable {
 export interface UrlClickDeltasTable {
   url_id: number;
   delta: number;
+}
+
+// Visits and their rollups (issue 15)
+
+/** One counted redirect, as derived from its request: never the address or the full User-Agent. */
+export interface VisitsTable {
+  id: Generated<number>;
+  url_id: number;
+  /** Unix milliseconds. */
+  visited_at_ms: number;
+  referrer_host: string | null;
+  browser: string | null;
+  os: string | null;
+  device: string;
+  /** 1 for a bot, 0 otherwise. */
+  bot: number;
+  country: string | null;
+}
+
+/** Batches written by a visit flush (for a day): a retried batch whose first commit went through is skipped. */
+export interface VisitBatchesTable {
+  id: string;
+  written_at_ms: number;
+}
+
+/** Visits and bots per mapping and hour (`hour`: Unix hours). */
+export interface VisitHourlyTable {
+  url_id: number;
+  hour: number;
+  visits: number;
+  bots: number;
+}
+
+/**
+ * Visits per mapping, block of days, dimension and value (`''`: unknown): a block is 2^`span` days
+ * (1, 8 or 64) from `day` (Unix days, a multiple of 2^span).
+ */
+export interface VisitDailyTable {
+  url_id: number;
+  span: number;
+  day: number;
+  dimension: string;
+  value: string;
+  visits: number;
+}
+
+/** Distinct visitors per mapping and UTC day. */
+export interface VisitUniquesTable {
+  url_id: number;
+  day: number;
+  visitors: number;
+}
+
+/** The day's salt of the visitor hashes; deleted with the day's hashes once the day is over. */
+export interface VisitSaltsTable {
+  day: number;
+  salt: string;
+}
+
+/** Visitors seen per mapping and day: 48 bits of their salted hash. */
+export interface VisitVisitorsTable {
+  url_id: number;
+  day: number;
+  hash: number;
 }
 
 // Accounts and settings
@@ -228,6 +300,13 @@ export interface DatabaseSchema {
   url_click_deltas: UrlClickDeltasTable;
   users: UsersTable;
   api_keys: ApiKeysTable;
+  visits: VisitsTable;
+  visit_batches: VisitBatchesTable;
+  visit_hourly: VisitHourlyTable;
+  visit_daily: VisitDailyTable;
+  visit_uniques: VisitUniquesTable;
+  visit_salts: VisitSaltsTable;
+  visit_visitors: VisitVisitorsTable;
   settings: SettingsTable;
   auth_revocations: AuthRevocationsTable;
   auth_login_failures: AuthLoginFailuresTable;

@@ -2,10 +2,13 @@ import type SQLite from 'better-sqlite3';
 import type { RedirectTarget } from '../../ports/url-mapping-repository.js';
 import { inSqliteStatementSpan, type Statement } from '../telemetry/statement-span.js';
 
+/** What the redirect path reads of a mapping: the target, and the limits it checks (null for most links). */
+export const TARGET_COLUMNS = 'id, url, expires_at, max_visits, visits_used';
+
 const BY_CODE: Statement = {
   operation: 'SELECT',
   collection: 'url_mappings',
-  text: 'SELECT id, url FROM url_mappings WHERE code = ?',
+  text: `SELECT ${TARGET_COLUMNS} FROM url_mappings WHERE code = ?`,
 };
 
 /** A row of a batched lookup: the target and the code it was found by. */
@@ -80,7 +83,7 @@ export class BatchedTargetLookup {
         const found = new Map(rows.map((row) => [row.code, row]));
         for (const waiter of batch) {
           const row = found.get(waiter.code);
-          waiter.resolve(row && { id: row.id, url: row.url });
+          waiter.resolve(row && withoutCode(row));
         }
       },
       (error: unknown) => {
@@ -88,4 +91,10 @@ export class BatchedTargetLookup {
       },
     );
   }
+}
+
+/** The target of a batched row (a row of its own: the code is not part of a target). */
+function withoutCode(row: CodedTarget): RedirectTarget {
+  const { code: _code, ...target } = row;
+  return target;
 }

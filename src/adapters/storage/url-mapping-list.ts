@@ -10,7 +10,28 @@ const clickCount = (table: 'url_mappings' | 'anchor') =>
     (SELECT d.delta FROM url_click_deltas AS d WHERE d.url_id = ${sql.ref(`${table}.id`)}), 0)`;
 
 export const CLICK_COUNT = clickCount('url_mappings').as('click_count');
-export const READ_COLUMNS = ['id', 'code', 'url', 'created_at', CLICK_COUNT, 'owner_id as owner'] as const;
+export const READ_COLUMNS = [
+  'id',
+  'code',
+  'url',
+  'created_at',
+  CLICK_COUNT,
+  'owner_id as owner',
+  'expires_at',
+  'max_visits',
+] as const;
+
+/**
+ * A row as the repository answers it: `expires_at` and `max_visits` only when set, so that a
+ * mapping without limits is the same object it always was (its read view is spec §2.1's).
+ */
+export function withLimitsIfSet<R extends UrlMapping>(row: R): R {
+  if (row.expires_at != null && row.max_visits != null) return row;
+  const { expires_at, max_visits, ...rest } = row;
+  if (expires_at != null) return { ...rest, expires_at } as R;
+  if (max_visits != null) return { ...rest, max_visits } as R;
+  return rest as R;
+}
 
 const ID_ORDER: ListSort = { field: 'id', descending: false };
 
@@ -165,6 +186,17 @@ export async function listMappings(
   const sort = options.sort ?? ID_ORDER;
   const query = baseQuery(db, options, sort);
   const limited = (built: ListQuery) => (options.limit === undefined ? built : built.limit(options.limit));
+  return (await findMappings(db, dialect, options, sort, query, limited)).map(withLimitsIfSet);
+}
+
+async function findMappings(
+  db: Kysely<DatabaseSchema>,
+  dialect: Dialect,
+  options: ListOptions,
+  sort: ListSort,
+  query: ListQuery,
+  limited: (built: ListQuery) => ListQuery,
+): Promise<UrlMapping[]> {
   const q = options.q === '' ? undefined : options.q;
   if (q === undefined) return limited(query).execute();
   if (options.limit !== undefined) {

@@ -18,7 +18,7 @@ export const linkRoutes: FastifyPluginAsyncTypebox<LinkRoutesOptions> = async (a
         operationId: 'create_link',
         summary: 'Create a short link from a URL',
         description:
-          'Created now with no clicks; the code is generated (CODE_LENGTH random letters and digits, never a reserved word) unless given. A signed-in caller owns the link. Under LINK_WRITE_POLICY `owned`, anonymous callers get 401.',
+          'Created now with no clicks; the code is generated (CODE_LENGTH random letters and digits, never a reserved word) unless given. Optional `expires_at` (in the future) and `max_visits` (at least 1) limit how long and how often it answers. A signed-in caller owns the link. Under LINK_WRITE_POLICY `owned`, anonymous callers get 401.',
         tags: ['url_mapping'],
         body: ref(LinkCreate),
         response: {
@@ -30,7 +30,9 @@ export const linkRoutes: FastifyPluginAsyncTypebox<LinkRoutesOptions> = async (a
           409: errorResponse('The code given is taken.'),
           413: errorResponse('The body is larger than the limit.'),
           415: errorResponse('The body is not JSON.'),
-          422: errorResponse('The body breaks a field rule, or the code given is reserved.'),
+          422: errorResponse(
+            'The body breaks a field rule (`expires_at` must be in the future), or the code given is reserved.',
+          ),
           503: errorResponse('No free code was found in a few tries (the codes of CODE_LENGTH are running out).'),
         },
       },

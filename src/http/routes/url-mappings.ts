@@ -63,7 +63,7 @@ const shortenSchema = {
     409: errorResponse('The code is taken.'),
     413: errorResponse('The body is larger than the limit.'),
     415: errorResponse('The body is not JSON.'),
-    422: errorResponse('The body breaks a field rule, or the code is reserved.'),
+    422: errorResponse('The body breaks a field rule (`expires_at` must be in the future), or the code is reserved.'),
   },
 };
 
@@ -84,7 +84,8 @@ const listSchema = {
 const resolveSchema = {
   operationId: 'resolve',
   summary: 'Redirect to the target URL',
-  description: 'Answers 302 with `Location`. GET counts a click; HEAD answers the same without counting.',
+  description:
+    'Answers 302 with `Location`. GET counts a click; HEAD answers the same without counting. A link past its `expires_at`, or that has answered its `max_visits`, answers 410 and counts nothing.',
   tags,
   params: CodeParams,
   response: {
@@ -94,6 +95,9 @@ const resolveSchema = {
       type: 'null',
     },
     404: notFound,
+    410: errorResponse(
+      'The link has expired (`This link expired at <time>.`) or reached its visit limit (`This link has reached its limit of <n> visits.`).',
+    ),
     422: invalidCode,
   },
 };
@@ -102,7 +106,7 @@ const updateSchema = {
   operationId: 'update',
   summary: 'Change a mapping',
   description:
-    'Omitted or null fields stay as they are. A new code moves the mapping: the old code answers 404 at once.',
+    'Omitted or null fields stay as they are, except `expires_at` and `max_visits`, which null clears. A new code moves the mapping: the old code answers 404 at once.',
   tags,
   params: CodeParams,
   body: ref(UrlMappingUpdate),
@@ -161,7 +165,7 @@ export const urlMappingRoutes: FastifyPluginAsyncTypebox<UrlMappingRoutesOptions
       const redirect = (target: CachedTarget) => {
         void reply.header('cache-control', cacheControl).redirect(target.location, 302);
       };
-      const target = service.resolve(request.params.code, request.method === 'GET');
+      const target = service.resolve(request.params.code, request.method === 'GET', request.raw.rawHeaders, request.ip);
       if (target instanceof Promise) return target.then(redirect);
       redirect(target);
     },

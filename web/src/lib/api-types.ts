@@ -104,7 +104,7 @@ export interface paths {
         };
         /**
          * Redirect to the target URL
-         * @description Answers 302 with `Location`. GET counts a click; HEAD answers the same without counting.
+         * @description Answers 302 with `Location`. GET counts a click; HEAD answers the same without counting. A link past its `expires_at`, or that has answered its `max_visits`, answers 410 and counts nothing.
          */
         get: operations["resolve"];
         put?: never;
@@ -115,7 +115,7 @@ export interface paths {
         head?: never;
         /**
          * Change a mapping
-         * @description Omitted or null fields stay as they are. A new code moves the mapping: the old code answers 404 at once.
+         * @description Omitted or null fields stay as they are, except `expires_at` and `max_visits`, which null clears. A new code moves the mapping: the old code answers 404 at once.
          */
         patch: operations["update"];
         trace?: never;
@@ -240,9 +240,89 @@ export interface paths {
         put?: never;
         /**
          * Create a short link from a URL
-         * @description Created now with no clicks; the code is generated (CODE_LENGTH random letters and digits, never a reserved word) unless given. A signed-in caller owns the link. Under LINK_WRITE_POLICY `owned`, anonymous callers get 401.
+         * @description Created now with no clicks; the code is generated (CODE_LENGTH random letters and digits, never a reserved word) unless given. Optional `expires_at` (in the future) and `max_visits` (at least 1) limit how long and how often it answers. A signed-in caller owns the link. Under LINK_WRITE_POLICY `owned`, anonymous callers get 401.
          */
         post: operations["create_link"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/links/{code}/stats": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A link's visit statistics
+         * @description Totals, a time series and the top referrers, countries, browsers, operating systems and device classes, from rollups kept as visits are written (visits show up within CLICK_FLUSH_INTERVAL_MS). For the owner and administrators.
+         */
+        get: operations["link_stats"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/links/{code}/visits": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A link's visits, newest first
+         * @description One page of the raw visits (`Link: <…>; rel="next"` while more exist). With `Accept: text/csv`: CSV with the header row `visited_at,referrer_host,browser,os,device,bot,country`, every visit in the range streamed when no `limit` is given. For the owner and administrators.
+         */
+        get: operations["link_visits"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/links/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Export the caller's links (all of them for administrators) as CSV or JSON
+         * @description Streamed in id order, read a page at a time. CSV: a header row `code,url,created_at,click_count,expires_at,max_visits`, then a link a row; JSON: an array of objects with the keys code, url, created_at, click_count, expires_at, max_visits. The format is `format`'s, else `Accept: text/csv` asks for CSV; JSON by default.
+         */
+        get: operations["export_links"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/links/import": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Import links from CSV or JSON (up to 100,000 rows), owned by the caller
+         * @description Body `text/csv` (a header row naming the columns, `code` and `url` required, the others of code, url, created_at, click_count, expires_at, max_visits optional) or `application/json` (an array of objects with those keys). Each row is checked by the rules of the create routes; a code taken (in the database, or by an earlier row of the file) is `taken`. `created_at` (default now) and `click_count` (default 0) are kept as given. Written in batches, each created link with its `url.created` event. `dry_run=true` checks every row and writes nothing.
+         */
+        post: operations["import_links"];
         delete?: never;
         options?: never;
         head?: never;
@@ -503,6 +583,10 @@ export interface components {
             /** Format: date-time */
             created_at: string;
             click_count: number;
+            /** @description When the link stops answering (RFC 3339; in the future); after it, `GET /{code}` answers 410. Null: never. */
+            expires_at?: string | null;
+            /** @description How many redirects (GET answered 302, bots included) the link answers at most; then `GET /{code}` answers 410. Null: no limit. */
+            max_visits?: number | null;
         };
         UrlMappingRead: {
             id: number;
@@ -513,18 +597,33 @@ export interface components {
             click_count: number;
             /** @description The id of the user who created the mapping: shown to that user and to administrators only, and absent for a mapping created anonymously. */
             owner?: number;
+            /**
+             * Format: date-time
+             * @description When the link stops answering; absent when it has no expiry.
+             */
+            expires_at?: string;
+            /** @description How many redirects the link answers at most; absent when it has no limit. */
+            max_visits?: number;
         };
         UrlMappingUpdate: {
             code?: string | null;
             url?: string | null;
             created_at?: string | null;
             click_count?: number | null;
+            /** @description When the link stops answering (RFC 3339; a time already past stops the link at once; null clears the expiry); after it, `GET /{code}` answers 410. Null: never. */
+            expires_at?: string | null;
+            /** @description How many redirects (GET answered 302, bots included) the link answers at most; then `GET /{code}` answers 410. Null: no limit. */
+            max_visits?: number | null;
         };
         LinkCreate: {
             /** @description The absolute http(s) URL to redirect to. */
             url: string;
             /** @description The short code; generated (CODE_LENGTH characters) when omitted. */
             code?: string;
+            /** @description When the link stops answering (RFC 3339; in the future); after it, `GET /{code}` answers 410. Null: never. */
+            expires_at?: string | null;
+            /** @description How many redirects (GET answered 302, bots included) the link answers at most; then `GET /{code}` answers 410. Null: no limit. */
+            max_visits?: number | null;
         };
         ErrorResponse: {
             /** @description Human-readable error description. */
@@ -533,6 +632,82 @@ export interface components {
         HealthResponse: {
             /** @enum {string} */
             status: "ok";
+        };
+        Visit: {
+            /** Format: date-time */
+            visited_at: string;
+            /** @description The referrer's host only; null: none sent (direct) or not an http(s) URL. */
+            referrer_host: string | null;
+            /** @description The browser named by the User-Agent; null: unknown. */
+            browser: string | null;
+            /** @description The operating system named by the User-Agent; null: unknown. */
+            os: string | null;
+            /**
+             * @description The device class derived from the User-Agent.
+             * @enum {string}
+             */
+            device: "desktop" | "mobile" | "tablet" | "bot" | "other";
+            /** @description The User-Agent is a known bot, crawler or tool (isbot). */
+            bot: boolean;
+            /** @description ISO 3166-1 alpha-2, from VISIT_COUNTRY_HEADER; null: unknown or not configured. */
+            country: string | null;
+        };
+        VisitPage: {
+            /** @description Newest first. */
+            items: components["schemas"]["Visit"][];
+            /** @description Give as `cursor` for the next page; null on the last one. */
+            next_cursor: string | null;
+        };
+        LinkStats: {
+            code: string;
+            /** Format: date-time */
+            from: string;
+            /** Format: date-time */
+            to: string;
+            /** @enum {string} */
+            interval: "hour" | "day" | "week";
+            totals: {
+                visits: number;
+                bots: number;
+                humans: number;
+                /** @description Distinct visitors per UTC day (a daily salted hash of address and User-Agent), summed over the days of the range. */
+                unique_visitors: number;
+            };
+            /** @description One entry per interval from the one holding `from` up to `to`, zeros included. */
+            series: {
+                /** Format: date-time */
+                start: string;
+                visits: number;
+                bots: number;
+            }[];
+            /** @description Most visits first, over the whole UTC days the range touches. */
+            top: {
+                referrers: {
+                    /** @description null: unknown / direct. */
+                    value: string | null;
+                    visits: number;
+                }[];
+                countries: {
+                    /** @description null: unknown / direct. */
+                    value: string | null;
+                    visits: number;
+                }[];
+                browsers: {
+                    /** @description null: unknown / direct. */
+                    value: string | null;
+                    visits: number;
+                }[];
+                os: {
+                    /** @description null: unknown / direct. */
+                    value: string | null;
+                    visits: number;
+                }[];
+                devices: {
+                    /** @description null: unknown / direct. */
+                    value: string | null;
+                    visits: number;
+                }[];
+            };
         };
     };
     responses: never;
@@ -696,7 +871,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description The body breaks a field rule, or the code is reserved. */
+            /** @description The body breaks a field rule (`expires_at` must be in the future), or the code is reserved. */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -795,6 +970,15 @@ export interface operations {
             };
             /** @description No mapping has this code (also what an anonymous caller gets for a mapping a user owns). */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The link has expired (`This link expired at <time>.`) or reached its visit limit (`This link has reached its limit of <n> visits.`). */
+            410: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -1519,7 +1703,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
-            /** @description The body breaks a field rule, or the code given is reserved. */
+            /** @description The body breaks a field rule (`expires_at` must be in the future), or the code given is reserved. */
             422: {
                 headers: {
                     [name: string]: unknown;
@@ -1539,6 +1723,326 @@ export interface operations {
             };
             /** @description No free code was found in a few tries (the codes of CODE_LENGTH are running out). */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    link_stats: {
+        parameters: {
+            query?: {
+                /** @description Start (inclusive); default: 30 days before `to`. */
+                from?: string;
+                /** @description End (exclusive); default: now. */
+                to?: string;
+                /** @description The series step (weeks start on Monday, UTC); default `day`. */
+                interval?: "hour" | "day" | "week";
+                /** @description Entries per top list, 1 to 50; default 10. */
+                top?: number;
+            };
+            header?: never;
+            path: {
+                code: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The statistics. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["LinkStats"];
+                };
+            };
+            /** @description `Not authenticated`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description A CSRF failure (cookie sessions only). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No link has this code, or the caller is neither its owner nor an administrator. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description A query parameter breaks its rule, or `from` is not before `to`. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    link_visits: {
+        parameters: {
+            query?: {
+                /** @description Start (inclusive); default: 30 days before `to`. */
+                from?: string;
+                /** @description End (exclusive); default: now. */
+                to?: string;
+                /** @description Page size, 1 to 1000; default 100 (JSON). CSV without a limit streams every visit in the range. */
+                limit?: number;
+                /** @description The `next_cursor` of the previous page. */
+                cursor?: string;
+            };
+            header?: never;
+            path: {
+                code: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The visits (JSON `VisitPage`, or CSV). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["VisitPage"];
+                    "text/csv": string;
+                };
+            };
+            /** @description `Not authenticated`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                    "text/csv": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description A CSRF failure (cookie sessions only). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                    "text/csv": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description No link has this code, or the caller is neither its owner nor an administrator. */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                    "text/csv": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description A query parameter breaks its rule, or `from` is not before `to`. */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                    "text/csv": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                    "text/csv": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    export_links: {
+        parameters: {
+            query?: {
+                format?: "csv" | "json";
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The links (CSV or JSON). */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description 6 to 10 letters and digits. */
+                        code: string;
+                        url: string;
+                        /** Format: date-time */
+                        created_at: string;
+                        click_count: number;
+                        expires_at: string | null;
+                        max_visits: number | null;
+                    }[];
+                    "text/csv": string;
+                };
+            };
+            /** @description `Not authenticated`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                    "text/csv": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                    "text/csv": components["schemas"]["ErrorResponse"];
+                };
+            };
+        };
+    };
+    import_links: {
+        parameters: {
+            query?: {
+                dry_run?: boolean;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description 6 to 10 letters and digits. */
+                    code: string;
+                    url: string;
+                    /** Format: date-time */
+                    created_at?: string;
+                    click_count?: number;
+                    expires_at?: string | null;
+                    max_visits?: number | null;
+                }[];
+                "text/csv": string;
+            };
+        };
+        responses: {
+            /** @description The report: one outcome per row. */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        dry_run: boolean;
+                        totals: {
+                            rows: number;
+                            created: number;
+                            taken: number;
+                            refused: number;
+                        };
+                        /** @description One outcome per data row, in row order. */
+                        rows: {
+                            /** @description The data row, counted from 1 (the CSV header row is not one). */
+                            row: number;
+                            /** @description The code the row gives; null when it gives none. */
+                            code: string | null;
+                            status: "created" | "taken" | "refused";
+                            /** @description Why the row was not created. */
+                            detail?: string;
+                        }[];
+                        /** @description Only when the database failed part-way: where the import stopped. Rows reported `created` are stored; the rows after them were not written (refused, `not imported`). */
+                        detail?: string;
+                    };
+                };
+            };
+            /** @description `Not authenticated`. */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description A CSRF failure (cookie sessions only). */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description More than 100000 rows, or a body over IMPORT_BODY_LIMIT: nothing was imported. */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The body is neither `text/csv` nor `application/json`. */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description The file cannot be read as its format (malformed JSON, a CSV header without `code`…). */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
+            /** @description `Rate limit exceeded`; `Retry-After` gives the seconds to wait. */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };

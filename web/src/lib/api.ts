@@ -1,6 +1,9 @@
 import type { components, operations } from './api-types';
 import { ApiError, errorDetail } from './auth-store';
+import { fileNameFrom } from './download';
+import { EXPORT_TYPES, type ExportFormat, type ImportReport } from './link-import';
 import { auth } from './session';
+import type { StatsInterval } from './stats';
 
 export { isMissingRoute, messageOf } from './failures';
 
@@ -12,11 +15,8 @@ type JsonBody<T> = T extends { content: { 'application/json': infer B } } ? B : 
 export type RegisterBody = JsonBody<operations['register']['requestBody']>;
 /** The runtime settings named in the API document, and any others the server adds (integers, or words). */
 export type Settings = JsonBody<operations['get_settings']['responses'][200]> & Record<string, number | string>;
-/** `POST /api/v1/links`: the URL, and a code unless the server is to generate one. */
-export interface LinkCreate {
-  url: string;
-  code?: string;
-}
+/** `POST /api/v1/links`: the URL, a code unless the server is to generate one, and the optional limits. */
+export type LinkCreate = Schemas['LinkCreate'];
 /** How `GET /urls` orders: a field, `-` first for descending. */
 export type LinkSort = 'created_at' | '-created_at' | 'click_count' | '-click_count';
 /** What `GET /urls` finds: only the caller's own (`owner: 'me'`), a substring, an order. */
@@ -40,6 +40,15 @@ export type DeadLetterStatus = DeadLetter['status'];
 export type ApiKey = Ok<'list_api_keys'>[number] & { key?: string };
 export type AdminUser = Ok<'list_users'>[number];
 export type AdminUserChange = JsonBody<operations['update_user']['requestBody']>;
+
+/** `GET /api/v1/links/{code}/stats`: totals, one series entry per interval (zeros included), the top N of each kind. */
+export type LinkStats = Schemas['LinkStats'];
+
+/** A file the server sent, and the name it gave it (or the one the caller chose). */
+export interface Download {
+  readonly blob: Blob;
+  readonly name: string;
+}
 
 export const FINAL_STATUSES: ReadonlySet<ExecutionStatus> = new Set(['completed', 'failed', 'timed_out']);
 
@@ -70,6 +79,14 @@ const query = (params: Record<string, string | number | undefined>) => {
 
 const { requestJson } = auth;
 
+async function download(path: string, accept: string, fallbackName: string): Promise<Download> {
+  const response = await auth.request('GET', path, { accept });
+  if (!response.ok) throw new ApiError(response.status, await errorDetail(response));
+  return { blob: await response.blob(), name: fileNameFrom(response.headers.get('content-disposition'), fallbackName) };
+}
+
+const linkPath = (code: string) => `/api/v1/links/${encodeURIComponent(code)}`;
+
 export const api = {
   register: (body: RegisterBody) => requestJson<unknown>('POST', '/api/v1/auth/register', { json: body }),
 
@@ -80,6 +97,26 @@ export const api = {
   updateUrl: (code: string, body: UrlMappingUpdate) =>
     requestJson<UrlMapping>('PATCH', `/${encodeURIComponent(code)}`, { json: body }),
   deleteUrl: (code: string) => requestJson<void>('DELETE', `/${encodeURIComponent(code)}`),
+
+  linkStats: (code: string, range: { from: Date; to: Date; interval: StatsInterval }, signal?: AbortSignal) =>
+    requestJson<LinkStats>(
+      'GET',
+      `${linkPath(code)}/stats${query({ from: range.from.toISOString(), to: range.to.toISOString(), interval: range.interval })}`,
+      signal ? { signal } : {},
+    ),
+  /** Every visit of the range as CSV (all pages: no limit given). */
+  visitsCsv: (code: string, range: { from: Date; to: Date }, fallbackName: string) =>
+    download(
+      `${linkPath(code)}/visits${query({ from: range.from.toISOString(), to: range.to.toISOString() })}`,
+      'text/csv',
+      fallbackName,
+    ),
+  exportLinks: (format: ExportFormat, fallbackName: string) =>
+    download(`/api/v1/links/export${query({ format })}`, EXPORT_TYPES[format], fallbackName),
+  importLinks: (file: Blob, type: string, dryRun: boolean) =>
+    requestJson<ImportReport>('POST', `/api/v1/links/import${query({ dry_run: String(dryRun) })}`, {
+      body: { content: file, type },
+    }),
 
   apiKeys: () => requestJson<ApiKey[]>('GET', '/api/v1/auth/api-keys'),
   createApiKey: (body: { name: string; expires_at?: string }) =>

@@ -51,6 +51,10 @@ export interface AuthStoreOptions {
 export interface RequestOptions {
   /** Sent as JSON. */
   readonly json?: unknown;
+  /** Sent as it is (a file the user picked), with its media type. */
+  readonly body?: { readonly content: BodyInit; readonly type: string };
+  /** The media type asked for (`Accept`); JSON unless told. */
+  readonly accept?: string;
   readonly signal?: AbortSignal;
 }
 
@@ -135,9 +139,14 @@ export function createAuthStore(options: AuthStoreOptions): AuthStore {
     if (here.split('?')[0] !== LOGIN_PATH) options.navigate(loginAddress(here));
   };
 
-  async function request(method: string, path: string, { json, signal }: RequestOptions = {}): Promise<Response> {
-    const headers: Record<string, string> = { accept: 'application/json' };
+  async function request(
+    method: string,
+    path: string,
+    { json, body, accept = 'application/json', signal }: RequestOptions = {},
+  ): Promise<Response> {
+    const headers: Record<string, string> = { accept };
     if (json !== undefined) headers['content-type'] = 'application/json';
+    else if (body) headers['content-type'] = body.type;
     const upper = method.toUpperCase();
     if (upper !== 'GET' && current.csrfToken) headers['x-csrf-token'] = current.csrfToken;
     let response: Response;
@@ -146,7 +155,7 @@ export function createAuthStore(options: AuthStoreOptions): AuthStore {
         method: upper,
         headers,
         credentials: 'same-origin',
-        ...(json !== undefined ? { body: JSON.stringify(json) } : {}),
+        ...(json !== undefined ? { body: JSON.stringify(json) } : body ? { body: body.content } : {}),
         ...(signal ? { signal } : {}),
       });
     } catch (error) {

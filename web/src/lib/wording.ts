@@ -1,4 +1,5 @@
 import type { DeadLetterStatus, ExecutionStatus } from './api';
+import { linkStatsCode } from './routes';
 
 /** What people read for an execution's status (the API's names stay in `data-status`). */
 const EXECUTION_STATUS: Record<ExecutionStatus, string> = {
@@ -39,6 +40,8 @@ const PAGE_NAMES: Record<string, string> = {
 /** "your links" for `/app/links?after=3`; "the page you asked for" for anything else. */
 export function pageNameOf(address: string): string {
   const path = address.split(/[?#]/, 1)[0]!.replace(/\/$/, '');
+  const code = linkStatsCode(path);
+  if (code !== null) return `the statistics of ${code}`;
   return PAGE_NAMES[path] ?? 'the page you asked for';
 }
 

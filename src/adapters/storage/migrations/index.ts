@@ -15,6 +15,11 @@ import { urlMappingSearch } from './0061-url-mapping-search.js';
 import { userDisabled } from './0065-user-disabled.js';
 import { apiKeys } from './0066-api-keys.js';
 import { userSessionsNotBefore } from './0067-user-sessions-not-before.js';
+import { visits } from './0070-visits.js';
+import { visitRollups } from './0071-visit-rollups.js';
+import { visitorHashes } from './0072-visitor-hashes.js';
+import { urlMappingLifecycle } from './0073-url-mapping-lifecycle.js';
+import { urlMappingExpiryIndex } from './0074-url-mapping-expiry-index.js';
 import { dialectColumns } from './columns.js';
 import type { SchemaMigration } from './migration.js';
 
@@ -35,6 +40,11 @@ const MIGRATIONS: readonly SchemaMigration[] = [
   userDisabled,
   apiKeys,
   userSessionsNotBefore,
+  visits,
+  visitRollups,
+  visitorHashes,
+  urlMappingLifecycle,
+  urlMappingExpiryIndex,
 ];
 
 /** The migrations as Kysely's migrator takes them, by name, for one dialect. */

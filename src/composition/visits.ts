@@ -1,0 +1,79 @@
+import type { Database } from '../adapters/storage/database.js';
+import { KyselyVisitRepository } from '../adapters/storage/kysely-visit-repository.js';
+import { DAY_MS, dayOf } from '../domain/visit.js';
+import type { UrlMappingRepository } from '../ports/url-mapping-repository.js';
+import { VisitStatsService } from '../services/visit-stats-service.js';
+import { PeriodicTask } from '../support/periodic-task.js';
+import { UserAgentClassifier } from '../support/user-agents.js';
+import { VisitBuffer } from '../support/visit-buffer.js';
+import type { CompositionContext } from './context.js';
+
+/** How often retention runs, and how many visits each of its deletes takes (at most RETENTION_CHUNKS a run). */
+const RETENTION_INTERVAL_MS = 60_000;
+const RETENTION_CHUNK = 5_000;
+const RETENTION_CHUNKS = 20;
+/** Batch ids are kept this long: far longer than any flush is retried. */
+const BATCH_IDS_KEPT_MS = DAY_MS;
+
+export interface Visits {
+  /** Undefined when VISIT_RECORDING is false. */
+  readonly buffer: VisitBuffer | undefined;
+  readonly repository: KyselyVisitRepository;
+  readonly stats: VisitStatsService;
+  /** COUNT_BOTS=false: the bot test the redirect path leaves bots out of `click_count` by. */
+  readonly isBot: ((userAgent: string | undefined) => boolean) | undefined;
+  /** One retention run now (tests): what VISIT_RETENTION_DAYS drops, in chunks. */
+  prune(): Promise<number>;
+}
+
+/**
+ * Visit recording (the buffer, flushed with the clicks every CLICK_FLUSH_INTERVAL_MS, its last
+ * visits written when the service stops), retention, and the statistics service.
+ */
+export function composeVisits(
+  { config, stack, logger }: CompositionContext,
+  database: Database,
+  mappings: Pick<UrlMappingRepository, 'findByCode'>,
+): Visits {
+  const settings = config.visits;
+  // Visits are stamped by the system clock, not a test's manual one: their times are real.
+  const repository = new KyselyVisitRepository(database.db, database.dialect);
+  const classifier = new UserAgentClassifier();
+  let buffer: VisitBuffer | undefined;
+  if (settings.recording && config.role !== 'worker') {
+    buffer = new VisitBuffer(repository, {
+      flushIntervalMs: config.redirect.clickFlushIntervalMs,
+      countryHeader: settings.countryHeader,
+      classifier,
+    });
+    buffer.start(logger);
+    const started = buffer;
+    stack.defer('visit flush', () => started.stop());
+  }
+  const prune = async () => {
+    const now = Date.now();
+    let deleted = 0;
+    for (let chunk = 0; chunk < RETENTION_CHUNKS; chunk++) {
+      const n = await repository.prune({
+        before: now - settings.retentionDays * DAY_MS,
+        hashesBefore: dayOf(now) - 1,
+        batchesBefore: now - BATCH_IDS_KEPT_MS,
+        limit: RETENTION_CHUNK,
+      });
+      deleted += n;
+      if (n < RETENTION_CHUNK) break;
+      await new Promise((resolve) => setImmediate(resolve)); // requests get the writer in between
+    }
+    return deleted;
+  };
+  const retention = new PeriodicTask('visit retention', RETENTION_INTERVAL_MS, prune, logger);
+  retention.start();
+  stack.defer('visit retention', () => retention.stop());
+  return {
+    buffer,
+    repository,
+    stats: new VisitStatsService(mappings, repository, settings.retentionDays),
+    isBot: settings.countBots ? undefined : (userAgent) => classifier.isBot(userAgent),
+    prune,
+  };
+}

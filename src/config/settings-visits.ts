@@ -1,0 +1,38 @@
+/** The settings of visit recording and statistics (issue 15), spread into SETTINGS after the click settings. */
+
+import { boolean, integer, type Parser } from './parsers.js';
+import type { SettingDeclaration } from './setting-declaration.js';
+
+/** A request header name (lower-cased, as Node gives them), or undefined when empty. */
+const optionalHeaderName: Parser<string | undefined> = (raw) => {
+  const name = raw.trim().toLowerCase();
+  if (name === '') return undefined;
+  return /^[!#$%&'*+.^_`|~0-9a-z-]+$/.test(name) ? name : { problem: 'must be a header name, or empty' };
+};
+
+export const VISIT_SETTINGS = {
+  VISIT_RECORDING: {
+    default: 'true',
+    description:
+      '`true`: every counted redirect records a visit (time, referrer host, browser, OS, device class, bot flag, country), buffered and written with the click flush; statistics come from them. `false`: nothing is recorded (the redirect path does what it did before).',
+    parse: boolean,
+  },
+  VISIT_RETENTION_DAYS: {
+    default: '365',
+    description:
+      'Visits older than this many days are deleted in the background (in batches, every minute), and with them the statistics of the days they fall in: the statistics always match the visits kept.',
+    parse: integer(1, 36_500),
+  },
+  VISIT_COUNTRY_HEADER: {
+    default: '',
+    description:
+      "The request header a trusted proxy in front of the service sets to the client's ISO 3166-1 country code (`CF-IPCountry` behind Cloudflare, `CloudFront-Viewer-Country` behind CloudFront). Empty: no country is recorded. Set it only when every request passes that proxy, as a client could send the header itself.",
+    parse: optionalHeaderName,
+  },
+  COUNT_BOTS: {
+    default: 'true',
+    description:
+      '`true`: redirects for bots (by the `User-Agent`, through `isbot`) count in `click_count` as any other. `false`: they do not (their visits are still recorded, flagged as bots).',
+    parse: boolean,
+  },
+} satisfies Record<string, SettingDeclaration>;

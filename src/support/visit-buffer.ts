@@ -1,0 +1,201 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { countryCode, dayOf, referrerHost, type VisitRecord } from '../domain/visit.js';
+import type { VisitBatch, VisitorSighting, VisitRepository } from '../ports/visit-repository.js';
+import { UserAgentClassifier } from './user-agents.js';
+import { rawHeader } from './raw-headers.js';
+
+/** Visits per flush transaction: one holds SQLite's writer (and the event loop) for a few ms only. */
+const BATCH_VISITS = 5_000;
+/**
+ * Visits held while the database is away, beyond which new ones are dropped (and counted in the
+ * log) rather than growing memory without end: ~200 bytes each.
+ */
+const MAX_HELD_VISITS = 2_000_000;
+
+export interface VisitBufferLogger {
+  error(object: unknown, message: string): void;
+  warn(object: unknown, message: string): void;
+}
+
+export interface VisitBufferOptions {
+  /** How often captured visits are written (CLICK_FLUSH_INTERVAL_MS: with the clicks). */
+  readonly flushIntervalMs: number;
+  /** VISIT_COUNTRY_HEADER, lower-case; none read when undefined. */
+  readonly countryHeader?: string | undefined;
+  readonly classifier?: UserAgentClassifier;
+  /** Unix ms now (tests give their own). */
+  readonly now?: () => number;
+}
+
+const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
+
+/**
+ * Captures visits on the redirect path (a few array pushes: the request's raw header values and
+ * address, never parsed there) and writes them in batches every flush interval. At flush time
+ * each visit's `User-Agent` is classified (cached), its referrer cut to the host, its country
+ * checked, and its visitor hashed with the day's salt; the address and the `User-Agent` are
+ * dropped then and never leave memory. A batch that fails is kept, with its id, and written
+ * first at the next flush: the repository skips a batch id it already has, so a batch whose
+ * commit went through but whose answer was lost is not written twice.
+ */
+export class VisitBuffer {
+  private ids: number[] = [];
+  private times: number[] = [];
+  private headers: (readonly string[])[] = [];
+  private addresses: (string | undefined)[] = [];
+  /** Prepared batches not yet written (oldest first). */
+  private held: VisitBatch[] = [];
+  private heldVisits = 0;
+  private dropped = 0;
+  private flushing: Promise<void> | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private readonly salts = new Map<number, string>();
+  private readonly classifier: UserAgentClassifier;
+  private readonly now: () => number;
+  private logger: VisitBufferLogger = { error: () => undefined, warn: () => undefined };
+
+  constructor(
+    private readonly repository: Pick<VisitRepository, 'writeBatch' | 'daySalt'>,
+    private readonly options: VisitBufferOptions,
+  ) {
+    this.classifier = options.classifier ?? new UserAgentClassifier();
+    this.now = options.now ?? Date.now;
+  }
+
+  start(logger: VisitBufferLogger): void {
+    this.logger = logger;
+    this.timer ??= setInterval(() => void this.flush(), this.options.flushIntervalMs);
+    this.timer.unref();
+  }
+
+  /** Stops the timer and writes what is captured (one more try for what fails). */
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    await this.flush();
+    if (this.size > 0) await this.flush();
+  }
+
+  /** Visits captured or prepared and not yet written. */
+  get size(): number {
+    return this.ids.length + this.heldVisits;
+  }
+
+  /**
+   * The redirect path's part: the request's raw header list (Node's `[name, value, …]`, already
+   * there; reading `headers` would build an object) and address, kept as they are until the flush.
+   */
+  record(urlId: number, rawHeaders: readonly string[], address: string | undefined): void {
+    if (this.ids.length + this.heldVisits >= MAX_HELD_VISITS) {
+      this.dropped++;
+      return;
+    }
+    this.ids.push(urlId);
+    this.times.push(this.now());
+    this.headers.push(rawHeaders);
+    this.addresses.push(address);
+  }
+
+  /** Whether `userAgent` is a bot's (COUNT_BOTS=false asks on the redirect path; cached). */
+  isBot(userAgent: string | undefined): boolean {
+    return this.classifier.isBot(userAgent);
+  }
+
+  /** Writes what is held, then what was captured; concurrent calls share the write under way. */
+  flush(): Promise<void> {
+    this.flushing ??= this.writeAll()
+      .catch((error: unknown) => {
+        this.logger.error({ err: error, visits: this.heldVisits }, 'visit flush failed; will retry');
+      })
+      .finally(() => {
+        this.flushing = undefined;
+      });
+    return this.flushing;
+  }
+
+  private async writeAll(): Promise<void> {
+    if (this.dropped > 0) {
+      this.logger.warn({ dropped: this.dropped }, 'visits dropped: too many held while the database was away');
+      this.dropped = 0;
+    }
+    await this.prepare();
+    while (this.held.length > 0) {
+      const batch = this.held[0]!;
+      await this.repository.writeBatch(batch);
+      this.held.shift();
+      this.heldVisits -= batch.visits.length;
+      if (this.held.length > 0) await nextTurn();
+    }
+  }
+
+  /** Turns the captured visits into batches: classified, hashed, the raw values dropped. */
+  private async prepare(): Promise<void> {
+    if (this.ids.length === 0) return;
+    const { ids, times, headers, addresses } = this;
+    const count = ids.length;
+    this.ids = [];
+    this.times = [];
+    this.headers = [];
+    this.addresses = [];
+    // The salts first (the one step that can fail): on failure the capture is put back as it was.
+    const salts = new Map<number, string>();
+    try {
+      for (const time of times) {
+        const day = dayOf(time);
+        if (!salts.has(day)) salts.set(day, await this.salt(day));
+      }
+    } catch (error) {
+      this.ids = ids.concat(this.ids);
+      this.times = times.concat(this.times);
+      this.headers = headers.concat(this.headers);
+      this.addresses = addresses.concat(this.addresses);
+      throw error;
+    }
+    this.heldVisits += count;
+    for (let start = 0; start < count; start += BATCH_VISITS) {
+      const end = Math.min(start + BATCH_VISITS, count);
+      const visits: VisitRecord[] = [];
+      const visitors = new Map<string, VisitorSighting>();
+      for (let i = start; i < end; i++) {
+        const urlId = ids[i]!;
+        const visitedAt = times[i]!;
+        const raw = headers[i]!;
+        const agent = rawHeader(raw, 'user-agent');
+        const countryHeader = this.options.countryHeader;
+        const { browser, os, device, bot } = this.classifier.classify(agent);
+        visits.push({
+          urlId,
+          visitedAt,
+          referrerHost: referrerHost(rawHeader(raw, 'referer')),
+          browser,
+          os,
+          device,
+          bot,
+          country: countryHeader === undefined ? null : countryCode(rawHeader(raw, countryHeader)),
+        });
+        const day = dayOf(visitedAt);
+        const hash = visitorHash(salts.get(day)!, addresses[i], agent);
+        visitors.set(`${urlId}:${day}:${hash}`, { urlId, day, hash });
+      }
+      this.held.push({ id: randomUUID(), visits, visitors: [...visitors.values()] });
+    }
+  }
+
+  private async salt(day: number): Promise<string> {
+    let salt = this.salts.get(day);
+    if (salt === undefined) {
+      salt = await this.repository.daySalt(day);
+      for (const known of this.salts.keys()) if (known < day - 1) this.salts.delete(known);
+      this.salts.set(day, salt);
+    }
+    return salt;
+  }
+}
+
+/** 48 bits of SHA-256(salt, address, User-Agent): a visitor of one day, unrecognisable once the salt is gone. */
+export function visitorHash(salt: string, address: string | undefined, userAgent: string | undefined): number {
+  return createHash('sha256')
+    .update(`${salt}\u0000${address ?? ''}\u0000${userAgent ?? ''}`)
+    .digest()
+    .readUIntBE(0, 6);
+}
