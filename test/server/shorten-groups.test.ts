@@ -70,7 +70,18 @@ describe.each(BACKENDS)('POST /shorten from concurrent writers into two processe
     if (!backend.available) return;
     database = await backend.create();
     if (backend.name === 'sqlite') {
-      const server = await startServer({ ...CENSUS_ENV, DATABASE_URL: database.databaseUrl, WORKERS: '2' });
+      // A process waiting for the SQLite write lock waits synchronously (the busy timeout), so the
+      // requests meanwhile on its connections would take longer than the default 10 s to arrive
+      // (408): these runs are about writes, not slow clients.
+      const server = await startServer({
+        ...CENSUS_ENV,
+        DATABASE_URL: database.databaseUrl,
+        WORKERS: '2',
+        REQUEST_TIMEOUT_MS: '120000',
+        HEADERS_TIMEOUT_MS: '120000',
+        // Idle keep-alive connections closed after a blocked stretch race the client's next request on them.
+        KEEP_ALIVE_TIMEOUT_MS: '120000',
+      });
       await eventually(() => server.output().split('Server listening at').length - 1 === 2, { timeoutMs: 20_000 });
       servers = [server];
     } else {
@@ -146,13 +157,18 @@ describe.each(BACKENDS)('POST /shorten from concurrent writers into two processe
       await sleep(500);
       let fault: string;
       if (backend.name === 'sqlite') {
-        // Past the busy timeout (5 s) twice over: a group's transaction and its retry both fail.
+        // Held until a create is refused for it: the busy timeout (5 s) passes for every write
+        // transaction that waits, and a group commit tries again (with savepoints) once.
         const holder = new SQLite(new URL(database.databaseUrl.replace(/^sqlite:/, 'file://')).pathname);
         holder.exec('BEGIN IMMEDIATE');
-        await sleep(12_000);
+        const since = performance.now();
+        await eventually(() => [...outcomes.values()].some(({ status }) => status === 503), {
+          timeoutMs: 120_000,
+          intervalMs: 100,
+        });
         holder.exec('ROLLBACK');
         holder.close();
-        fault = 'another process held the write lock for 12 s';
+        fault = `another process held the write lock for ${((performance.now() - since) / 1000).toFixed(0)} s`;
       } else {
         const ended: number[] = [];
         for (let round = 0; round < 3; round++) {
@@ -176,7 +192,8 @@ describe.each(BACKENDS)('POST /shorten from concurrent writers into two processe
 
       const statuses = new Map<number, number>();
       for (const { status } of outcomes.values()) statuses.set(status, (statuses.get(status) ?? 0) + 1);
-      expect([...statuses.keys()].filter((status) => status !== 201 && status !== 503)).toEqual([]);
+      const others = [...outcomes.values()].filter(({ status }) => status !== 201 && status !== 503);
+      expect(others.slice(0, 3)).toEqual([]); // (a few, with their messages, when there are any)
       expect(statuses.get(503) ?? 0).toBeGreaterThan(0);
       const refused = [...outcomes].filter(([, a]) => a.status === 503);
       for (const [, answer] of refused) expect(answer.text).toBe(UNAVAILABLE);
@@ -196,6 +213,6 @@ describe.each(BACKENDS)('POST /shorten from concurrent writers into two processe
           `every 201 stored with one event; 503s stored anyway (commit whose answer was lost): ${refusedButStored.length}`,
       );
     },
-    120_000,
+    240_000,
   );
 });
