@@ -11,14 +11,21 @@
  */
 import { randomBytes } from 'node:crypto';
 import SQLite from 'better-sqlite3';
-import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/adapters/storage/database.js';
 import { BACKENDS, type TestDatabase, testConfig } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
-import { CENSUS_ENV, census, createdInLog, createdInStore, logHoles, shortenLoad } from '../helpers/outbox-census.js';
+import {
+  CENSUS_ENV,
+  census,
+  createdInLog,
+  createdInStore,
+  logHoles,
+  postCode,
+  shortenLoad,
+  terminateConnections,
+} from '../helpers/outbox-census.js';
 import { type ServerProcess, startServer } from '../helpers/server-process.js';
-import { POSTGRES_URL } from '../helpers/services.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const UNAVAILABLE = JSON.stringify({ detail: 'Database unavailable' });
@@ -33,32 +40,7 @@ async function storedCodes(databaseUrl: string): Promise<Set<string>> {
   }
 }
 
-const post = (target: string, code: string) =>
-  fetch(`${target}/shorten`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({
-      code,
-      url: `https://example.com/${code}`,
-      created_at: '2024-01-01T00:00:00Z',
-      click_count: 0,
-    }),
-  }).then(async (response) => ({ status: response.status, text: await response.text() }));
-
-/** Ends every connection of `applicationName` (this test's service processes' only); how many. */
-async function terminate(applicationName: string): Promise<number> {
-  const admin = new pg.Client({ connectionString: POSTGRES_URL });
-  await admin.connect();
-  try {
-    const { rows } = await admin.query<{ ended: string }>(
-      'SELECT count(pg_terminate_backend(pid)) AS ended FROM pg_stat_activity WHERE application_name = $1',
-      [applicationName],
-    );
-    return Number(rows[0]!.ended);
-  } finally {
-    await admin.end();
-  }
-}
+const post = postCode;
 
 describe.each(BACKENDS)('POST /shorten from concurrent writers into two processes on $name', (backend) => {
   let database: TestDatabase;
@@ -173,7 +155,7 @@ describe.each(BACKENDS)('POST /shorten from concurrent writers into two processe
         const ended: number[] = [];
         for (let round = 0; round < 3; round++) {
           await sleep(700);
-          ended.push(await terminate(applicationName));
+          ended.push(await terminateConnections(applicationName));
         }
         expect(ended.reduce((a, b) => a + b, 0)).toBeGreaterThan(3);
         fault = `pg_terminate_backend x3 (${ended.join('+')} connections)`;
