@@ -13,6 +13,7 @@ import { compose, type Service } from '../../src/composition/compose.js';
 import { postgres, type TestDatabase, testConfig } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
 import { codeMaker, newMapping, postShorten } from '../helpers/http.js';
+import { terminateConnections } from '../helpers/outbox-census.js';
 import { type ServerProcess, startServer } from '../helpers/server-process.js';
 import { POSTGRES_URL } from '../helpers/services.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
@@ -20,21 +21,6 @@ import { type Answer, send } from '../helpers/http-client.js';
 
 const UNAVAILABLE = JSON.stringify({ detail: 'Database unavailable' });
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** Ends every connection of `applicationName` from an admin connection; returns how many. */
-async function terminateConnections(applicationName: string): Promise<number> {
-  const admin = new pg.Client({ connectionString: POSTGRES_URL });
-  await admin.connect();
-  try {
-    const { rows } = await admin.query<{ ended: string }>(
-      'SELECT count(pg_terminate_backend(pid)) AS ended FROM pg_stat_activity WHERE application_name = $1',
-      [applicationName],
-    );
-    return Number(rows[0]!.ended);
-  } finally {
-    await admin.end();
-  }
-}
 
 async function storedCodes(databaseUrl: string): Promise<Set<string>> {
   const client = new pg.Client({ connectionString: databaseUrl });

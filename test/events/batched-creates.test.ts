@@ -4,15 +4,22 @@
  * recorded fails only its own create, and every stored mapping has exactly one event, in the
  * outbox table or appended to the embedded log at offsets without gaps.
  */
+import { randomBytes } from 'node:crypto';
+import SQLite from 'better-sqlite3';
 import type { Kysely } from 'kysely';
+import pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { EmbeddedLogEventBus } from '../../src/adapters/event-bus/embedded-log/embedded-log-event-bus.js';
 import { TransactionalOutbox } from '../../src/adapters/event-bus/outbox.js';
+import { openDatabase } from '../../src/adapters/storage/database.js';
 import { KyselyUrlMappingRepository } from '../../src/adapters/storage/kysely-url-mapping-repository.js';
-import type { EventTables } from '../../src/adapters/storage/schema.js';
+import type { DatabaseSchema, EventTables } from '../../src/adapters/storage/schema.js';
 import type { UrlMapping } from '../../src/domain/url-mapping.js';
 import { urlEvents } from '../../src/domain/url-events.js';
-import { BACKENDS } from '../helpers/backends.js';
+import { toAppError } from '../../src/http/error-handler.js';
+import { BACKENDS, testConfig } from '../helpers/backends.js';
+import { eventually } from '../helpers/eventually.js';
+import { POSTGRES_URL } from '../helpers/services.js';
 import { useOpenDatabase } from '../helpers/storage.js';
 
 const MAX_EVENT_BYTES = 1000;
@@ -26,7 +33,7 @@ const mapping = (code: string, url = `https://example.com/${code}`) => ({
 });
 
 describe.each(BACKENDS)('creates made at once, with their events, on $name', (backend) => {
-  const { database } = useOpenDatabase(backend);
+  const { database, testDatabase } = useOpenDatabase(backend);
 
   /** 20 creates at once, one of them with an event over the size limit and two of one code. */
   async function createAtOnce(repo: KyselyUrlMappingRepository, prefix: string) {
@@ -103,4 +110,116 @@ describe.each(BACKENDS)('creates made at once, with their events, on $name', (ba
       await log.close();
     },
   );
+
+  /**
+   * A batch whose transaction fails as a whole: every create of it is refused as the database
+   * being unavailable (503), none of them is stored and none has an event; the same creates
+   * succeed once the database takes writes again. SQLite: another connection holds the write
+   * lock past the busy timeout. PostgreSQL: the batch's own connection is ended while the batch
+   * waits inside its transaction (another client holds the log partition's counter).
+   */
+  it.skipIf(!backend.available)(
+    'a batch that fails as a whole: all 503, none stored, no event',
+    async () => {
+      const applicationName = `btf_${randomBytes(4).toString('hex')}`;
+      const url = new URL(testDatabase.databaseUrl);
+      if (backend.name === 'postgres') url.searchParams.set('application_name', applicationName);
+      const own = openDatabase(testConfig(url.toString()).database);
+      const log = new EmbeddedLogEventBus(own.db, {
+        partitions: 1,
+        leaseMs: 10_000,
+        pollMs: 1_000,
+        retryDelayMs: 100,
+        batchSize: 100,
+        dialect: own.dialect,
+      });
+      const repo = new KyselyUrlMappingRepository(own.db, own.dialect, new TransactionalOutbox('test', { log }));
+      const createAll = (codes: readonly string[]) =>
+        Promise.allSettled(codes.map((code) => repo.create(mapping(code), (row) => [events.created(row)])));
+      const codes = Array.from({ length: 20 }, (_, i) => `btf${String(i).padStart(3, '0')}`);
+      try {
+        await repo.create(mapping('btfwarm'), (row) => [events.created(row)]); // the partition's counter exists
+        const failed =
+          backend.name === 'sqlite'
+            ? await whileSqliteLocked(url, () => createAll(codes))
+            : await whilePostgresConnectionEnded(testDatabase.databaseUrl, applicationName, () => createAll(codes));
+        expect(failed.map((s) => s.status)).toEqual(codes.map(() => 'rejected'));
+        for (const s of failed) {
+          const answer = toAppError((s as PromiseRejectedResult).reason as Error, {
+            bodyLimit: 1,
+            contentType: undefined,
+          });
+          expect(answer).toMatchObject({ statusCode: 503, detail: 'Database unavailable' });
+        }
+        for (const code of codes) expect(await repo.findByCode(code)).toBeUndefined();
+        expect(await loggedCodes(database.db)).toEqual(['btfwarm']);
+
+        const again = await createAll(codes);
+        expect(again.map((s) => s.status)).toEqual(codes.map(() => 'fulfilled'));
+        expect(await loggedCodes(database.db)).toEqual(['btfwarm', ...codes].sort());
+      } finally {
+        await log.close();
+        await own.close();
+      }
+    },
+    30_000,
+  );
 });
+
+/** The codes starting `btf` of the `url.created` events in the embedded log, sorted. */
+async function loggedCodes(db: Kysely<DatabaseSchema>): Promise<string[]> {
+  const rows = await (db as unknown as Kysely<EventTables>)
+    .selectFrom('event_log')
+    .select('envelope')
+    .where('topic', '=', 'url_events')
+    .execute();
+  return rows
+    .map((r) => (JSON.parse(r.envelope) as { payload: { code: string } }).payload.code)
+    .filter((code) => code.startsWith('btf'))
+    .sort();
+}
+
+/** Runs `work` while another connection holds the SQLite file's write lock (so past the busy timeout). */
+async function whileSqliteLocked<T>(url: URL, work: () => Promise<T>): Promise<T> {
+  const holder = new SQLite(url.pathname);
+  holder.exec('BEGIN IMMEDIATE');
+  try {
+    return await work();
+  } finally {
+    holder.exec('ROLLBACK');
+    holder.close();
+  }
+}
+
+/**
+ * Runs `work` while another client holds the log partitions' counters, and once a connection of
+ * `applicationName` (the code under test's own, no one else's) waits for them, ends it.
+ */
+async function whilePostgresConnectionEnded<T>(
+  databaseUrl: string,
+  applicationName: string,
+  work: () => Promise<T>,
+): Promise<T> {
+  const holder = new pg.Client({ connectionString: databaseUrl });
+  const admin = new pg.Client({ connectionString: POSTGRES_URL });
+  await holder.connect();
+  await admin.connect();
+  try {
+    await holder.query('BEGIN');
+    await holder.query('SELECT * FROM event_partitions FOR UPDATE');
+    const outcome = work();
+    await eventually(async () => {
+      const { rows } = await admin.query<{ ended: boolean }>(
+        `SELECT pg_terminate_backend(pid) AS ended FROM pg_stat_activity
+         WHERE application_name = $1 AND wait_event_type = 'Lock'`,
+        [applicationName],
+      );
+      if (rows.length === 0) throw new Error('the batch does not wait for the counters yet');
+    });
+    return await outcome;
+  } finally {
+    await holder.query('ROLLBACK').catch(() => undefined);
+    await holder.end();
+    await admin.end();
+  }
+}

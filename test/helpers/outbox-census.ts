@@ -10,6 +10,7 @@ import pg from 'pg';
 import type { EventTables } from '../../src/adapters/storage/schema.js';
 import { openDatabase } from '../../src/adapters/storage/database.js';
 import { testConfig } from './backends.js';
+import { POSTGRES_URL } from './services.js';
 import { storedCreatedByCode } from './event-store.js';
 
 /**
@@ -51,18 +52,7 @@ export async function shortenLoad(targets: readonly string[], total: number, con
       const target = targets[n % targets.length]!;
       let status: string;
       try {
-        const response = await fetch(`${target}/shorten`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body: JSON.stringify({
-            code,
-            url: `https://example.com/${code}`,
-            created_at: '2024-01-01T00:00:00Z',
-            click_count: 0,
-          }),
-        });
-        await response.arrayBuffer();
-        status = String(response.status);
+        status = String((await postCode(target, code)).status);
       } catch (error) {
         status = `error: ${(error as Error).message}`;
       }
@@ -72,6 +62,39 @@ export async function shortenLoad(targets: readonly string[], total: number, con
   };
   await Promise.all(Array.from({ length: concurrency }, worker));
   return { acknowledged, refused };
+}
+
+/** `POST /shorten` of a new mapping with `code` to `target`: its status and body. */
+export async function postCode(target: string, code: string): Promise<{ status: number; text: string }> {
+  const response = await fetch(`${target}/shorten`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({
+      code,
+      url: `https://example.com/${code}`,
+      created_at: '2024-01-01T00:00:00Z',
+      click_count: 0,
+    }),
+  });
+  return { status: response.status, text: await response.text() };
+}
+
+/**
+ * Ends every PostgreSQL connection whose `application_name` is `applicationName` (set it in the
+ * DATABASE_URL of the processes under test, so that no one else's connection is touched); how many.
+ */
+export async function terminateConnections(applicationName: string): Promise<number> {
+  const admin = new pg.Client({ connectionString: POSTGRES_URL });
+  await admin.connect();
+  try {
+    const { rows } = await admin.query<{ ended: string }>(
+      'SELECT count(pg_terminate_backend(pid)) AS ended FROM pg_stat_activity WHERE application_name = $1',
+      [applicationName],
+    );
+    return Number(rows[0]!.ended);
+  } finally {
+    await admin.end();
+  }
 }
 
 /** The event ids of the `url.created` events found, per short code. */

@@ -23,7 +23,11 @@ import { RootSampling, rootSampling } from '../../src/adapters/telemetry/root-sa
 import { AdaptiveSampler, RatioSampler, traceIdFraction, withParent } from '../../src/adapters/telemetry/samplers.js';
 import { injectedHeaders } from '../../src/adapters/telemetry/message-tracing.js';
 import { compose, type Service } from '../../src/composition/compose.js';
+import type { Kysely } from 'kysely';
+import { openDatabase } from '../../src/adapters/storage/database.js';
+import type { EventTables } from '../../src/adapters/storage/schema.js';
 import { BACKENDS, type TestDatabase } from '../helpers/backends.js';
+import { eventually } from '../helpers/eventually.js';
 import { codeMaker, newMapping } from '../helpers/http.js';
 
 const nextCode = codeMaker('hds');
@@ -294,5 +298,36 @@ describe('requests with tracing at a rate that keeps no new trace', () => {
     await tracing.forceFlush();
     // Nothing of this trace is recorded (consumer spans of an earlier test's trace may still end now).
     expect(exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId)).toEqual([]);
+  });
+
+  it('POST /shorten whose new trace is dropped: its event carries the drop, and no span is made for it anywhere', async () => {
+    const body = newMapping(nextCode);
+    const created = await service.app.inject({ method: 'POST', url: '/shorten', payload: body });
+    expect(created.statusCode, created.body).toBe(201);
+    const reader = openDatabase(testConfig(database.databaseUrl).database);
+    try {
+      const db = reader.db as unknown as Kysely<EventTables>;
+      const entries = await db.selectFrom('event_log').select(['headers', 'envelope']).execute();
+      const entry = entries.find(
+        (e) => (JSON.parse(e.envelope) as { payload: { code: string } }).payload.code === body.code,
+      );
+      // The request's own (non-recording) context goes on as it is: its trace, "not sampled".
+      const { traceparent } = JSON.parse(entry!.headers) as { traceparent: string };
+      expect(traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-00$/);
+      const traceId = traceparent.split('-')[1]!;
+      // Consumed (the event store has it) in that same dropped trace: no producer nor consumer span.
+      await eventually(async () => {
+        const stored = await db
+          .selectFrom('event_store')
+          .select('event_id')
+          .where('event_type', '=', 'url.created')
+          .execute();
+        return stored.length > 0 && stored.some((row) => entries.some((e) => e.envelope.includes(row.event_id)));
+      });
+      await tracing.forceFlush();
+      expect(exporter.getFinishedSpans().filter((s) => s.spanContext().traceId === traceId)).toEqual([]);
+    } finally {
+      await reader.close();
+    }
   });
 });

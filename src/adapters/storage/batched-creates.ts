@@ -1,11 +1,49 @@
 import { type Context, context } from '@opentelemetry/api';
-import { type Kysely, sql } from 'kysely';
-import { errors } from '../../domain/errors.js';
+import { type Kysely, type RawBuilder, sql } from 'kysely';
+import { BackendUnavailableError, errors } from '../../domain/errors.js';
 import type { EventsFor } from '../../domain/events.js';
 import { type NewUrlMapping, storedInstant, type UrlMapping } from '../../domain/url-mapping.js';
 import type { EncodedMessage, TransactionalOutbox } from '../event-bus/outbox.js';
-import { isDatabaseUnavailable } from './connection-errors.js';
+import { isDatabaseUnavailable, isSqliteFileFailure } from './connection-errors.js';
+import type { Dialect } from './database.js';
 import type { DatabaseSchema } from './schema.js';
+
+/**
+ * The columns a batch inserts, each with its PostgreSQL type and its value in a create: a new
+ * column of `url_mappings` that creates set is one more entry here (and in RETURNING_COLUMNS).
+ */
+const INSERTED: readonly { column: string; pgType: string; value: (m: NewUrlMapping) => unknown }[] = [
+  { column: 'code', pgType: 'TEXT', value: (m) => m.code },
+  { column: 'url', pgType: 'TEXT', value: (m) => m.url },
+  { column: 'created_at', pgType: 'TIMESTAMPTZ', value: (m) => m.created_at },
+  { column: 'click_count', pgType: 'BIGINT', value: (m) => m.click_count },
+  { column: 'owner_id', pgType: 'BIGINT', value: (m) => m.owner ?? null },
+  { column: 'expires_at', pgType: 'TIMESTAMPTZ', value: (m) => (m.expiresAt ? storedInstant(m.expiresAt) : null) },
+  { column: 'max_visits', pgType: 'BIGINT', value: (m) => m.maxVisits ?? null },
+];
+/** What PostgreSQL answers for each inserted row: the mapping as read (its timestamps as stored). */
+const RETURNING_COLUMNS = 'id, code, url, created_at, click_count, owner_id AS owner, expires_at, max_visits';
+const COLUMN_LIST = sql.raw(INSERTED.map((c) => c.column).join(', '));
+/** PostgreSQL: one array parameter per column, unnested into rows. */
+const PG_ROWS = (batch: readonly NewUrlMapping[]) =>
+  sql.join(INSERTED.map((c) => sql`CAST(${batch.map((m) => c.value(m) ?? null)} AS ${sql.raw(c.pgType)}[])`));
+/** SQLite: one JSON parameter, an array of rows, each an array of the columns' values. */
+const SQLITE_VALUES = sql.raw(INSERTED.map((_, i) => `value ->> ${i}`).join(', '));
+
+/** The batch's multi-row insert, its text the same whatever the batch's size (a prepared statement each). */
+function insertAll(dialect: Dialect, batch: readonly NewUrlMapping[]): RawBuilder<UrlMapping> {
+  if (dialect === 'postgres') {
+    return sql<UrlMapping>`
+      INSERT INTO url_mappings (${COLUMN_LIST}) SELECT * FROM unnest(${PG_ROWS(batch)})
+      ON CONFLICT (code) DO NOTHING RETURNING ${sql.raw(RETURNING_COLUMNS)}`;
+  }
+  // The row is what was written, with the id it got: only those two are read back. `WHERE true`:
+  // without it SQLite would read ON CONFLICT as a join constraint.
+  const rows = JSON.stringify(batch.map((m) => INSERTED.map((c) => c.value(m) ?? null)));
+  return sql<UrlMapping>`
+    INSERT INTO url_mappings (${COLUMN_LIST}) SELECT ${SQLITE_VALUES} FROM json_each(${rows}) WHERE true
+    ON CONFLICT (code) DO NOTHING RETURNING id, code`;
+}
 
 interface PendingCreate {
   readonly mapping: NewUrlMapping;
@@ -20,7 +58,7 @@ interface PendingCreate {
 export type CreateOne = (mapping: NewUrlMapping, events: EventsFor<UrlMapping> | undefined) => Promise<UrlMapping>;
 
 /**
- * PostgreSQL: the creates that arrive during one turn of the event loop, or while the previous
+ * The creates that arrive during one turn of the event loop, or while the previous
  * batch commits, share one transaction: one multi-row `INSERT … ON CONFLICT (code) DO NOTHING
  * RETURNING`, their events appended together (each partition's offsets in one statement), one
  * commit. Concurrent creates otherwise queue one by one on the log partitions' counters, each
@@ -38,6 +76,7 @@ export class BatchedCreates {
 
   constructor(
     private readonly db: Kysely<DatabaseSchema>,
+    private readonly dialect: Dialect,
     private readonly outbox: TransactionalOutbox | undefined,
     private readonly createOne: CreateOne,
     /** Most creates one transaction takes; the rest wait for the next. */
@@ -71,7 +110,13 @@ export class BatchedCreates {
   private async run(batch: readonly PendingCreate[]): Promise<void> {
     if (batch.length > 1) return this.commitBatch(batch);
     const [only] = batch as [PendingCreate];
-    await context.with(only.context, () => this.createOne(only.mapping, only.events)).then(only.resolve, only.reject);
+    await this.createAlone(only);
+  }
+
+  private createAlone(p: PendingCreate): Promise<void> {
+    return context
+      .with(p.context, () => this.createOne(p.mapping, p.events))
+      .then(p.resolve, (error: unknown) => p.reject(unavailable(error) ?? error));
   }
 
   private async commitBatch(batch: readonly PendingCreate[]): Promise<void> {
@@ -81,15 +126,15 @@ export class BatchedCreates {
         ? await this.outbox.transactAll(this.db, (trx, record) => this.insert(trx, batch, record))
         : await this.db.transaction().execute((trx) => this.insert(trx, batch, () => undefined));
     } catch (error) {
-      // The database away: every create of the batch answers so at once (503), none retried.
-      if (isDatabaseUnavailable(error)) {
-        for (const p of batch) p.reject(error);
+      // The database away: every create of the batch answers so at once (503), none retried
+      // (the transaction did not commit, so none of them was written).
+      const away = unavailable(error);
+      if (away) {
+        for (const p of batch) p.reject(away);
         return;
       }
       // Each on its own: the one whose error it was sees it, the others commit.
-      for (const p of batch) {
-        await context.with(p.context, () => this.createOne(p.mapping, p.events)).then(p.resolve, p.reject);
-      }
+      for (const p of batch) await this.createAlone(p);
       return;
     }
     batch.forEach((p, i) => {
@@ -105,18 +150,14 @@ export class BatchedCreates {
     batch: readonly PendingCreate[],
     record: (messages: readonly EncodedMessage[]) => void,
   ): Promise<(UrlMapping | undefined)[]> {
-    const column = <K extends keyof NewUrlMapping>(key: K) => batch.map((p) => p.mapping[key] ?? null);
-    const expiresAt = batch.map((p) => (p.mapping.expiresAt ? storedInstant(p.mapping.expiresAt) : null));
-    const { rows } = await sql<UrlMapping>`
-      INSERT INTO url_mappings (code, url, created_at, click_count, owner_id, expires_at, max_visits)
-      SELECT * FROM unnest(CAST(${column('code')} AS TEXT[]), CAST(${column('url')} AS TEXT[]),
-        CAST(${column('created_at')} AS TIMESTAMPTZ[]), CAST(${column('click_count')} AS BIGINT[]),
-        CAST(${column('owner')} AS BIGINT[]), CAST(${expiresAt} AS TIMESTAMPTZ[]), CAST(${column('maxVisits')} AS BIGINT[]))
-      ON CONFLICT (code) DO NOTHING
-      RETURNING id, code, url, created_at, click_count, owner_id AS owner, expires_at, max_visits`.execute(trx);
+    const { rows } = await insertAll(
+      this.dialect,
+      batch.map((p) => p.mapping),
+    ).execute(trx);
     const byCode = new Map(rows.map((row) => [row.code, row]));
     return batch.map((p) => {
-      const row = byCode.get(p.mapping.code);
+      const returned = byCode.get(p.mapping.code);
+      const row = returned && this.dialect === 'sqlite' ? asWritten(p.mapping, returned.id) : returned;
       // The first create of a code in the batch got the row; a later one of the same code did not.
       byCode.delete(p.mapping.code);
       if (row && p.events && this.outbox) {
@@ -127,4 +168,29 @@ export class BatchedCreates {
       return row;
     });
   }
+}
+
+/** SQLite: the mapping as written, with the id it got (RETURNING every column costs as much as the insert). */
+function asWritten(mapping: NewUrlMapping, id: number): UrlMapping {
+  const { code, url, created_at, click_count } = mapping;
+  const expires_at = mapping.expiresAt ? storedInstant(mapping.expiresAt) : null;
+  return {
+    id,
+    code,
+    url,
+    created_at,
+    click_count,
+    owner: mapping.owner ?? null,
+    expires_at,
+    max_visits: mapping.maxVisits ?? null,
+  };
+}
+
+/**
+ * The error to answer when `error` says the database cannot take writes now (503): PostgreSQL's
+ * lost connections as they are, an SQLite file that cannot be written as BACKEND_UNAVAILABLE.
+ */
+function unavailable(error: unknown): unknown {
+  if (isDatabaseUnavailable(error)) return error;
+  return isSqliteFileFailure(error) ? new BackendUnavailableError('database', { cause: error }) : undefined;
 }

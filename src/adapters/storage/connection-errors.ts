@@ -47,3 +47,17 @@ export function isDatabaseUnavailable(error: unknown, depth = 0): boolean {
   if (Array.isArray(errors) && errors.some((inner) => isDatabaseUnavailable(inner, depth + 1))) return true;
   return cause !== undefined && isDatabaseUnavailable(cause, depth + 1);
 }
+
+/** SQLite result codes (primary, or extended: they start the same) of a file that cannot take a write now. */
+const SQLITE_FILE_FAILURE = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|CANTOPEN|PROTOCOL)(_|$)/;
+
+/**
+ * Whether an SQLite error is the file's rather than the statement's: locked by another process
+ * past the busy timeout, the disk full or failing, the file read-only or gone. The write path of
+ * `POST /shorten` answers these 503 (worth a retry) for every create of the failed transaction.
+ */
+export function isSqliteFileFailure(error: unknown): boolean {
+  if (typeof error !== 'object' || error === null || !('code' in error)) return false;
+  const { code } = error as { code: unknown };
+  return typeof code === 'string' && SQLITE_FILE_FAILURE.test(code);
+}

@@ -66,8 +66,11 @@ export class KyselyUrlMappingRepository implements UrlMappingRepository {
   private readonly insert: PreparedQuery<DatabaseSchema, UrlMapping, InsertParams>;
   /** The redirect path's lookup when no recording span wants its statement (see `findTarget`). */
   private readonly targets: SqliteTargetLookup | BatchedTargetLookup | undefined;
-  /** PostgreSQL: concurrent creates share a transaction (SQLite's writes share one by group commit). */
-  private readonly creates: BatchedCreates | undefined;
+  /**
+   * Concurrent creates share a transaction and one insert (on SQLite that transaction is in turn
+   * one unit of the group commit of the service's writes).
+   */
+  private readonly creates: BatchedCreates;
 
   /**
    * @param reader SQLite: a read-only connection to the same file (`Database.reader`), for the
@@ -96,16 +99,11 @@ export class KyselyUrlMappingRepository implements UrlMappingRepository {
       // SQLite answers no row, only the id it gave (see `create`).
       return dialect === 'sqlite' ? (insert as unknown as Compilable<UrlMapping>) : insert.returning(COLUMNS);
     });
-    this.creates =
-      dialect === 'postgres'
-        ? new BatchedCreates(db, outbox, (mapping, events) => this.createOne(mapping, events))
-        : undefined;
+    this.creates = new BatchedCreates(db, dialect, outbox, (mapping, events) => this.createOne(mapping, events));
   }
 
   async create(mapping: NewUrlMapping, events?: EventsFor<UrlMapping>): Promise<UrlMapping> {
-    return withLimitsIfSet(
-      await (this.creates ? this.creates.create(mapping, events) : this.createOne(mapping, events)),
-    );
+    return withLimitsIfSet(await this.creates.create(mapping, events));
   }
 
   private createOne(mapping: NewUrlMapping, events?: EventsFor<UrlMapping>): Promise<UrlMapping> {

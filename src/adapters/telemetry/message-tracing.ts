@@ -1,12 +1,15 @@
 import {
   type Attributes,
+  type Context,
   context,
   INVALID_SPAN_CONTEXT,
+  isSpanContextValid,
   propagation,
   type Span,
   SpanKind,
   SpanStatusCode,
   trace,
+  TraceFlags,
 } from '@opentelemetry/api';
 import {
   ATTR_MESSAGING_CONSUMER_GROUP_NAME,
@@ -35,6 +38,17 @@ import { incomingContext, tracing } from './context-propagation.js';
  */
 const tracer = trace.getTracer('urlshortener.events');
 const NO_SPAN = trace.wrapSpanContext(INVALID_SPAN_CONTEXT);
+
+/**
+ * Whether `ctx` carries a trace its sampler dropped: the service's sampler is parent-based
+ * (samplers.ts), so every span started under it would be dropped too, and making one (a span
+ * id, attributes, the sampler asked, a context) is work for nothing. Such a message or event
+ * carries the parent's context on as it is, flags 00: the "drop" still reaches what follows.
+ */
+function dropped(ctx: Context): boolean {
+  const parent = trace.getSpanContext(ctx);
+  return parent !== undefined && isSpanContextValid(parent) && (parent.traceFlags & TraceFlags.SAMPLED) === 0;
+}
 
 /** Attributes of message spans that the conventions do not name (spec §6.2 rule 4: event id and type, offset). */
 export const MESSAGE_SPAN_ATTRIBUTES = {
@@ -71,7 +85,7 @@ function producerAttributes(message: PublishedMessage, system: string): Attribut
  * sent later (the outbox); returns the message headers carrying the span.
  */
 export function producerHeaders(message: PublishedMessage, service: string, system: string): MessageHeaders {
-  if (!tracing()) return injectedHeaders(message.eventType, service);
+  if (!tracing() || dropped(context.active())) return injectedHeaders(message.eventType, service);
   const span = tracer.startSpan(`${PUBLISH_OPERATION} ${message.topic}`, {
     kind: SpanKind.PRODUCER,
     attributes: producerAttributes(message, system),
@@ -131,6 +145,7 @@ export function inMessageSpan<T>(
 ): Promise<T> {
   const parent = extractedContext(message.headers);
   if (!tracing()) return context.with(parent, () => work(NO_SPAN));
+  if (dropped(parent)) return context.with(parent, () => work(trace.getSpan(parent) ?? NO_SPAN));
   const attributes: Attributes = {
     [ATTR_MESSAGING_SYSTEM]: system,
     [ATTR_MESSAGING_OPERATION_NAME]: PROCESS_OPERATION,
