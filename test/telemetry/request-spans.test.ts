@@ -151,12 +151,24 @@ for (const [backend, fastPath] of BACKENDS.flatMap((b) => [[b, 'true'] as const,
         expect(resolved.status).toBe(302);
         const redirect = await serverSpanFor(`/${body.code}`);
         expect(redirect.name).toBe('GET /:code');
+        // The same attributes whether the fast path (which starts the span itself) or the route answers.
         expect(redirect.attributes).toMatchObject({
           'http.route': '/:code',
+          'http.request.method': 'GET',
           'http.response.status_code': 302,
+          'url.scheme': 'http',
+          'url.path': `/${body.code}`,
+          'server.address': '127.0.0.1',
+          'server.port': port,
+          'client.address': '127.0.0.1',
+          'network.peer.address': '127.0.0.1',
+          'network.protocol.version': '1.1',
           'ratelimit.allowed': true,
           'ratelimit.policy': 'redirects',
+          'ratelimit.algorithm': 'token_bucket',
         });
+        expect(redirect.parentSpanContext).toBeUndefined();
+        expect(redirect.ended).toBe(true);
         expect(spans().filter((s) => s.name === 'GET /:code')).toHaveLength(1);
         expect(childrenOf(redirect).map((s) => s.name)).toContain('SELECT url_mappings');
         const select = childrenOf(redirect).find((s) => s.name === 'SELECT url_mappings')!;
@@ -168,6 +180,16 @@ for (const [backend, fastPath] of BACKENDS.flatMap((b) => [[b, 'true'] as const,
           'db.response.returned_rows': 1,
         });
         expect(String(select.attributes['db.query.text'])).toMatch(/^select .*url_mappings.* where .*code.* = \?|\$1/i);
+        // A code nobody stored: the route's 404, under the same span.
+        const missing = await rawRequest(port, 'GET', '/nobody0sto');
+        expect(missing.status).toBe(404);
+        const notFound = await serverSpanFor('/nobody0sto');
+        expect(notFound.name).toBe('GET /:code');
+        expect(notFound.attributes).toMatchObject({
+          'http.route': '/:code',
+          'http.response.status_code': 404,
+          'ratelimit.policy': 'redirects',
+        });
       },
     );
 
