@@ -218,6 +218,47 @@ for (const [backend, fastPath] of BACKENDS.flatMap((b) => [[b, 'true'] as const,
   });
 }
 
+// Behind a trusted proxy the fast path hands a sampled redirect to the route, which reads X-Forwarded-*.
+describe('a sampled redirect behind a trusted proxy (TRUST_PROXY=true)', () => {
+  let service: Service;
+  let database: TestDatabase;
+  let port: number;
+  const sqliteBackend = BACKENDS.find((b) => b.name === 'sqlite')!;
+
+  beforeAll(async () => {
+    database = await sqliteBackend.create();
+    service = await compose(testConfig(database.databaseUrl, { ...TRACING_ENV, TRUST_PROXY: 'true' }), {
+      logger: false,
+    });
+    await service.app.listen({ host: '127.0.0.1', port: 0 });
+    port = (service.app.server.address() as AddressInfo).port;
+  });
+
+  afterAll(async () => {
+    exporter.reset(); // its spans are not the next suite's
+    await service.close();
+    await database.drop();
+  });
+
+  beforeEach(() => exporter.reset());
+
+  it("takes the scheme and host the proxy forwarded, as the route's span does", async () => {
+    const body = newMapping(nextCode);
+    expect((await rawRequest(port, 'POST', '/shorten', {}, JSON.stringify(body))).status).toBe(201);
+    const forwarded = { 'X-Forwarded-Host': 'short.example', 'X-Forwarded-Proto': 'https' };
+    expect((await rawRequest(port, 'GET', `/${body.code}`, forwarded)).status).toBe(302);
+    const redirect = await serverSpanFor(`/${body.code}`);
+    expect(redirect.name).toBe('GET /:code');
+    expect(redirect.attributes).toMatchObject({
+      'http.route': '/:code',
+      'http.response.status_code': 302,
+      'url.scheme': 'https',
+      'server.address': 'short.example',
+    });
+    expect(spans().filter((s) => s.name === 'GET /:code')).toHaveLength(1);
+  });
+});
+
 describe('trace context', () => {
   let service: Service;
   let database: TestDatabase;
