@@ -218,20 +218,22 @@ for (const [backend, fastPath] of BACKENDS.flatMap((b) => [[b, 'true'] as const,
   });
 }
 
+/** A service on a SQLite database of its own, with `env` over the tracing settings, listening on a free port. */
+async function listeningOnSqlite(env: Record<string, string>) {
+  const database = await BACKENDS.find((b) => b.name === 'sqlite')!.create();
+  const service = await compose(testConfig(database.databaseUrl, { ...TRACING_ENV, ...env }), { logger: false });
+  await service.app.listen({ host: '127.0.0.1', port: 0 });
+  return { database, service, port: (service.app.server.address() as AddressInfo).port };
+}
+
 // Behind a trusted proxy the fast path hands a sampled redirect to the route, which reads X-Forwarded-*.
 describe('a sampled redirect behind a trusted proxy (TRUST_PROXY=true)', () => {
   let service: Service;
   let database: TestDatabase;
   let port: number;
-  const sqliteBackend = BACKENDS.find((b) => b.name === 'sqlite')!;
 
   beforeAll(async () => {
-    database = await sqliteBackend.create();
-    service = await compose(testConfig(database.databaseUrl, { ...TRACING_ENV, TRUST_PROXY: 'true' }), {
-      logger: false,
-    });
-    await service.app.listen({ host: '127.0.0.1', port: 0 });
-    port = (service.app.server.address() as AddressInfo).port;
+    ({ service, database, port } = await listeningOnSqlite({ TRUST_PROXY: 'true' }));
   });
 
   afterAll(async () => {
@@ -263,13 +265,9 @@ describe('trace context', () => {
   let service: Service;
   let database: TestDatabase;
   let port: number;
-  const sqliteBackend = BACKENDS.find((b) => b.name === 'sqlite')!;
 
   beforeAll(async () => {
-    database = await sqliteBackend.create();
-    service = await compose(testConfig(database.databaseUrl, TRACING_ENV), { logger: false });
-    await service.app.listen({ host: '127.0.0.1', port: 0 });
-    port = (service.app.server.address() as AddressInfo).port;
+    ({ service, database, port } = await listeningOnSqlite({}));
   });
 
   afterAll(async () => {
