@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { context, SpanKind, trace } from '@opentelemetry/api';
+import { context, SpanKind } from '@opentelemetry/api';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { rootSampling } from '../adapters/telemetry/root-sampling.js';
 import { CODE_MAX_LENGTH, CODE_MIN_LENGTH } from '../domain/url-mapping.js';
@@ -135,8 +135,9 @@ export class FastRedirect {
    */
   broke(req: IncomingMessage, res: ServerResponse, error: unknown): void {
     this.options.logger.error({ err: error }, 'redirect fast path failed; the route answers');
-    if (res.headersSent) res.destroy();
-    else this.fastify(req, res);
+    if (!res.headersSent) return this.fastify(req, res); // it continues the span, if one was started
+    res.destroy();
+    if (this.options.tracing) this.traced(res, res.statusCode);
   }
 
   /**
@@ -169,7 +170,7 @@ export class FastRedirect {
       RateLimitHooks.handOn(req, decision);
       return this.fastify(req, res);
     }
-    if (this.options.tracing) describeDecision(trace.getActiveSpan(), policy, decision);
+    if (this.options.tracing) describeDecision(tracedBeforeRouting(req)?.span, policy, decision);
     const headers = [
       'ratelimit-policy',
       limit.policyHeader(policy),
