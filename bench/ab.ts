@@ -2,7 +2,8 @@
  * `node --import tsx bench/ab.ts`: a quick A/B of service variants on one workload, without the
  * baseline, for investigating a budget. Each variant runs as its own process on its own copy of
  * one loaded SQLite dataset, pinned like the bench's targets (BENCH_GENERATOR_CORES,
- * BENCH_TARGET_CORES); wrk drives them alternately and the median of the rounds is printed.
+ * BENCH_TARGET_CORES); wrk drives them in rounds whose order rotates (as the bench's) and the
+ * median of the rounds is printed.
  * Optionally one variant runs under `node --cpu-prof`.
  *
  *   AB_VARIANTS    comma-separated names from SERVICE_VARIANTS (default: all of them), and
@@ -24,6 +25,7 @@ import { cleanUpAll, cleanUpOnSignals, registerCleanup } from './lib/cleanup.js'
 import { shortenTag } from './lib/codes.js';
 import { sqliteBackend } from './lib/datasets.js';
 import { type ChildServer, cpuSeconds, node, startServer } from './lib/processes.js';
+import { rotated } from './lib/scenarios.js';
 import { DATASET_SIZES, loadSettings } from './lib/settings.js';
 import { median } from './lib/stats.js';
 import { baselineArgs, SERVICE_ARGS } from './lib/targets.js';
@@ -143,7 +145,7 @@ async function main(): Promise<void> {
     tallies.get(server.name)!.requests += (await measure(server, settings.warmupS, 0)).requests;
   for (let round = 1; round <= rounds; round++) {
     const line: string[] = [];
-    for (const server of servers) {
+    for (const server of rotated(servers, round - 1)) {
       const tally = tallies.get(server.name)!;
       const cpuBefore = cpuSeconds(server.pid);
       const m = await measure(server, durationS, round);

@@ -1,6 +1,6 @@
 /**
  * `npm run bench`: the service against a bare node:http baseline and a generator-ceiling server,
- * driven alternately by wrk on 127.0.0.1 with the generator and the servers pinned to different
+ * driven by wrk on 127.0.0.1 in rounds whose target order rotates, with the generator and the servers pinned to different
  * cores, and checked against the budgets of design.md §4. Settings: see HELP in lib/settings.ts.
  * Results: printed, written to bench/results/latest.json with a chart (latest.svg), and, after a
  * run of every scenario, summarised in bench/README.md (`node --import tsx bench/readme.ts`
@@ -53,8 +53,10 @@ function printPlan(
   settings: BenchSettings,
   tools: Tools,
 ): void {
-  const targets = variants.length + 2;
-  const seconds = scenarios.length * targets * (settings.warmupS + settings.rounds * settings.durationS);
+  // Main groups: the ceiling, the baseline and every variant; "workers": the ceiling and 1 and 2 processes.
+  const targets = (s: Scenario) => (s.group === 'main' ? variants.length + 2 : 3);
+  const perTarget = settings.warmupS + settings.rounds * settings.durationS;
+  const seconds = scenarios.reduce((sum, s) => sum + targets(s) * perTarget, 0);
   for (const note of tools.notes) say(note);
   say(
     settings.generatorCores.length > 0

@@ -25,6 +25,8 @@ export interface Check {
   readonly op: '>=' | '<=';
   readonly limit: number;
   readonly verdict: Verdict;
+  /** The lowest and highest value over the measured rounds (the value is their median). */
+  readonly spread?: readonly [number, number];
   readonly note?: string;
 }
 
@@ -77,15 +79,38 @@ function passes(value: number, op: Check['op'], limit: number): boolean {
   return op === '>=' ? value >= limit : value <= limit;
 }
 
+/** A ratio over the measured rounds: each round's own ratio (both sides ran in that round). */
+export interface RoundRatios {
+  readonly median: number;
+  readonly min: number;
+  readonly max: number;
+  readonly n: number;
+}
+
 /**
- * The median of the ratios of each round (`a` and `b` were measured in the same round, a few
- * seconds apart): less sensitive than the ratio of medians to load that changes between rounds.
+ * `a`'s figure over `b`'s, round by round (`a` and `b` were measured in the same round, a few
+ * seconds apart, in rotating order): less sensitive than the ratio of medians to load that
+ * changes between rounds, and its spread shows how far a single round can be trusted.
  */
-function pairedNote(a: TargetResult, b: TargetResult, figure: 'rps' | 'p99Ms'): string | undefined {
+export function roundRatios(
+  a: TargetResult,
+  b: TargetResult,
+  figure: 'rps' | 'p99Ms' | 'cpu',
+): RoundRatios | undefined {
+  const of = (t: TargetResult, i: number) => (figure === 'cpu' ? t.cpuUsRounds?.[i] : t.rounds[i]?.[figure]);
   const n = Math.min(a.rounds.length, b.rounds.length);
-  if (n < 2) return undefined;
-  const ratios = Array.from({ length: n }, (_, i) => a.rounds[i]![figure] / b.rounds[i]![figure]);
-  return `median of round ratios ${median(ratios).toFixed(2)}`;
+  const ratios = Array.from({ length: n }, (_, i) => of(a, i)! / of(b, i)!).filter((r) => Number.isFinite(r));
+  if (ratios.length === 0) return undefined;
+  return { median: median(ratios), min: Math.min(...ratios), max: Math.max(...ratios), n: ratios.length };
+}
+
+/** The value is a median of rounds: how many (their spread is the check's `spread`). */
+const roundsText = (r: RoundRatios | undefined) => (r === undefined || r.n < 2 ? undefined : `median of ${r.n} rounds`);
+
+/** CPU time per request of `a` against `b`, round by round: the figure least moved by a busy machine. */
+function cpuNote(a: TargetResult, b: TargetResult): string | undefined {
+  const r = roundRatios(a, b, 'cpu');
+  return r === undefined ? undefined : `CPU/req ${r.median.toFixed(2)}x (${r.min.toFixed(2)}-${r.max.toFixed(2)})`;
 }
 
 const joinNotes = (...notes: (string | undefined)[]) => notes.filter(Boolean).join('; ') || undefined;
@@ -97,9 +122,11 @@ function baselineChecks(result: ScenarioResult): Check[] {
   return BASELINE_BUDGETS.filter(
     (budget) => budget.kind === result.kind && (budget.backends?.includes(result.backend) ?? true),
   ).map((budget) => {
-    const value = budget.value(service, baseline);
+    const figure = budget.measure.startsWith('p99') ? 'p99Ms' : 'rps';
+    const rounds = roundRatios(service, baseline, figure);
+    // The median of the rounds' own ratios when there are rounds, else the ratio of the medians.
+    const value = rounds?.median ?? budget.value(service, baseline);
     const { verdict, note } = verdictOf(result, baseline, [service, baseline], passes(value, budget.op, budget.limit));
-    const paired = pairedNote(service, baseline, budget.measure.startsWith('p99') ? 'p99Ms' : 'rps');
     return {
       scenario: result.id,
       target: service.name,
@@ -108,7 +135,13 @@ function baselineChecks(result: ScenarioResult): Check[] {
       op: budget.op,
       limit: budget.limit,
       verdict,
-      note: joinNotes(note, paired),
+      ...(rounds === undefined || rounds.n < 2 ? {} : { spread: [rounds.min, rounds.max] as const }),
+      note: joinNotes(
+        note,
+        roundsText(rounds),
+        `ratio of medians ${budget.value(service, baseline).toFixed(2)}`,
+        figure === 'rps' ? cpuNote(service, baseline) : undefined,
+      ),
     };
   });
 }
@@ -126,11 +159,13 @@ export function featureChecks(result: ScenarioResult, variants: readonly Service
     const max = cost?.max[result.kind];
     if (cost === undefined || max === undefined || target === undefined || target === reference) return [];
     const [withFeature, without] = cost.feature === 'on' ? [target, reference] : [reference, target];
-    const value = 1 - withFeature.rps / without.rps;
+    const rounds = roundRatios(withFeature, without, 'rps');
+    const value = 1 - (rounds?.median ?? withFeature.rps / without.rps);
     const { verdict, note } = verdictOf(result, without, [withFeature, without], value <= max);
     const detail = joinNotes(
-      `${withFeature.name} = ${(withFeature.rps / without.rps).toFixed(3)} x ${without.name}`,
-      pairedNote(withFeature, without, 'rps'),
+      roundsText(rounds),
+      `${withFeature.name} = ${(withFeature.rps / without.rps).toFixed(3)} x ${without.name} (medians)`,
+      cpuNote(withFeature, without),
       `p99 ${withFeature.p99Ms.toFixed(2)} vs ${without.p99Ms.toFixed(2)} ms`,
     );
     return [
@@ -142,6 +177,7 @@ export function featureChecks(result: ScenarioResult, variants: readonly Service
         op: '<=' as const,
         limit: max,
         verdict,
+        ...(rounds === undefined || rounds.n < 2 ? {} : { spread: [1 - rounds.max, 1 - rounds.min] as const }),
         note: note === undefined ? detail : `${note}; ${detail}`,
       },
     ];

@@ -84,7 +84,8 @@ function targetLine(r: ScenarioResult, t: TargetResult): string {
 function checkLine(c: Check): string {
   const percent = c.measure.endsWith('cost');
   const show = (v: number) => (percent ? `${num(v * 100, 1)}%` : num(v));
-  return `| ${c.verdict} | ${c.scenario} | ${c.target} | ${c.measure} | ${show(c.value)} | ${c.op} ${show(c.limit)} | ${(c.note ?? '').replace(/\|/g, '/')} |`;
+  const spread = c.spread === undefined ? '' : ` (${show(c.spread[0])}–${show(c.spread[1])})`;
+  return `| ${c.verdict} | ${c.scenario} | ${c.target} | ${c.measure} | ${show(c.value)}${spread} | ${c.op} ${show(c.limit)} | ${(c.note ?? '').replace(/\|/g, '/')} |`;
 }
 
 export function sectionOf(run: RunJson, chartPath: string): string {
@@ -111,7 +112,7 @@ export function sectionOf(run: RunJson, chartPath: string): string {
     '| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
     ...run.scenarios.flatMap((r) => r.targets.map((t) => targetLine(r, t))),
     '',
-    '| verdict | scenario | target | measure | value | budget | note |',
+    '| verdict | scenario | target | measure | value (rounds: lowest–highest) | budget | note |',
     '| --- | --- | --- | --- | ---: | --- | --- |',
     ...run.checks.map(checkLine),
     '',

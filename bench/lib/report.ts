@@ -72,7 +72,8 @@ function warnings(result: ScenarioResult): string[] {
 }
 
 export function checkLine(c: Check, percent: boolean): string {
-  const value = percent ? `${(c.value * 100).toFixed(1)}%` : decimal(c.value);
+  const show = (v: number) => (percent ? `${(v * 100).toFixed(1)}%` : decimal(v));
+  const value = `${show(c.value)}${c.spread === undefined ? '' : ` [${show(c.spread[0])}..${show(c.spread[1])}]`}`;
   const limit = percent ? `${(c.limit * 100).toFixed(0)}%` : decimal(c.limit);
   return `${c.verdict.padEnd(15)} ${c.target}: ${c.measure} = ${value} (budget ${c.op} ${limit})${c.note ? `; ${c.note}` : ''}`;
 }

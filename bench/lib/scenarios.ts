@@ -2,7 +2,8 @@
  * A scenario is one workload at one table size on one backend. Scenarios that share a backend
  * and a size form a group: its targets (ceiling server, baseline, service variants) are started
  * once and driven through each of its scenarios in turn. For each scenario every target is
- * probed, warmed up (with exact status counts), then measured in alternating rounds; after each
+ * probed, warmed up (with exact status counts), then measured in rounds whose target order rotates
+ * (`rotated`); after each
  * run the bench waits until every target is idle again, so one's leftover work never lands in
  * another's measurement. The median of each figure is kept.
  */
@@ -43,6 +44,8 @@ export interface TargetResult {
    * work, much less sensitive to what else runs on the machine than its requests/s.
    */
   readonly cpuUsPerRequest: number;
+  /** The same figure of each measured round, in round order (paired with the other targets' rounds). */
+  readonly cpuUsRounds?: readonly number[];
   /** Socket errors and wrong statuses, summed over warm-up and rounds. */
   readonly unexpected: number;
   /** Exact statuses of the warm-up. */
@@ -192,7 +195,7 @@ async function drive(
   const before = await cacheCounts();
   for (let round = 1; round <= settings.rounds; round++) {
     process.stdout.write(`  round ${round}/${settings.rounds}:`);
-    for (const d of all) {
+    for (const d of rotated(all, round - 1)) {
       const cpuBefore = cpuSeconds(d.target.server.pid);
       const m = await load(d, scenario, stored, settings, {
         round,
@@ -211,6 +214,18 @@ async function drive(
   }
   const after = await cacheCounts();
   all.forEach((d, i) => (d.cache = [before[i], after[i]]));
+}
+
+/**
+ * The targets in the order of round `shift`: A B C, then B C A, then C A B, ... so that no target
+ * always runs right after the same other one, or always first or last in a round (the machine's
+ * load and a previous target's leftover work land on every target alike over the rounds).
+ */
+export function rotated<T>(items: readonly T[], shift: number): T[] {
+  const n = items.length;
+  if (n === 0) return [];
+  const k = ((shift % n) + n) % n;
+  return [...items.slice(k), ...items.slice(0, k)];
 }
 
 /** A uniform mix over more codes than the cache holds that still hits it measures the cache, not the database. */
@@ -243,6 +258,7 @@ async function summarise(d: Driven, scenario: Scenario, settings: BenchSettings)
     p50Ms: median(d.rounds.map((m) => m.p50Ms)),
     p99Ms: median(d.rounds.map((m) => m.p99Ms)),
     cpuUsPerRequest: median(d.cpuUs),
+    cpuUsRounds: [...d.cpuUs],
     unexpected: all.reduce((sum, m) => sum + m.unexpected, 0),
     statuses: d.warmup?.statuses ?? {},
     problems: [...new Set(d.problems)],

@@ -8,7 +8,7 @@ export interface BenchSettings {
   readonly durationS: number;
   /** Seconds of the warm-up run of each target before the rounds (with exact status counts). */
   readonly warmupS: number;
-  /** Rounds of (every target), alternating; the median round is reported. */
+  /** Rounds of (every target), the order rotating each round; medians and spreads are reported. */
   readonly rounds: number;
   readonly connections: number;
   /** How many stored codes the popular-codes mix cycles over. */
@@ -47,9 +47,16 @@ export const HELP = `npm run bench: the service against a bare node:http baselin
 driven by wrk (pinned with taskset), checked against design.md §4.
 
 Environment:
-  BENCH_DURATION_S     seconds per measured run (default 5)
-  BENCH_WARMUP_S       seconds of warm-up per target and scenario (default 2)
-  BENCH_ROUNDS         alternating rounds per scenario; medians are reported (default 3)
+  BENCH_DURATION_S     seconds per measured run (default 4; quick 3)
+  BENCH_WARMUP_S       seconds of warm-up per target and scenario (default 2; quick 1)
+  BENCH_ROUNDS         rounds per scenario, every target once per round, the order rotating each
+                       round (A B C, B C A, C A B, ...); each ratio is the median of the rounds'
+                       own ratios, with its spread (default 5; quick 2). Every scenario with the
+                       defaults is about 24 min of load (the plan printed first says how much),
+                       plus start-up, settling and, the first time, loading 10M mappings; quick
+                       about 8 min
+  BENCH_QUICK          1: the quick defaults above, for trying something out (too few rounds for
+                       the feature costs, whose spread then goes unreported)
   BENCH_CONNECTIONS    concurrent connections (default 64)
   BENCH_POPULAR_CODES  stored codes the popular-codes mix cycles over, drawn with a fixed seed;
                        all of them when the table is smaller (default 10000)
@@ -119,10 +126,11 @@ function extraVariants(env: Env): BenchSettings['extraVariants'] {
 export function loadSettings(env: Env = process.env): BenchSettings {
   const databaseUrl = env.DATABASE_URL?.trim() ?? '';
   const postgresFromEnv = /^postgres(ql)?:\/\//.test(databaseUrl);
+  const quick = env.BENCH_QUICK === '1' || env.BENCH_QUICK === 'true';
   return {
-    durationS: positiveNumber(env, 'BENCH_DURATION_S', 5, false),
-    warmupS: positiveNumber(env, 'BENCH_WARMUP_S', 2, false),
-    rounds: positiveNumber(env, 'BENCH_ROUNDS', 3, true),
+    durationS: positiveNumber(env, 'BENCH_DURATION_S', quick ? 3 : 4, false),
+    warmupS: positiveNumber(env, 'BENCH_WARMUP_S', quick ? 1 : 2, false),
+    rounds: positiveNumber(env, 'BENCH_ROUNDS', quick ? 2 : 5, true),
     connections: positiveNumber(env, 'BENCH_CONNECTIONS', 64, true),
     popularCodes: positiveNumber(env, 'BENCH_POPULAR_CODES', 10_000, true),
     scenarios: list(env, 'BENCH_SCENARIOS'),

@@ -4,7 +4,7 @@ import type { WorkloadKind } from './workloads.js';
 
 /**
  * The service configurations a run compares. Each runs as its own process next to the baseline
- * and the ceiling server, in the same alternating rounds, so their numbers are comparable.
+ * and the ceiling server, in the same rounds (their order rotating), so their numbers are comparable.
  *
  * The first variant is the reference: every default on (rate limiting, metrics, click counting,
  * tracing as installed by default). The baseline budgets apply to it, and every other variant

@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { SpanKind } from '@opentelemetry/api';
+import { context, SpanKind } from '@opentelemetry/api';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { rootSampling } from '../adapters/telemetry/root-sampling.js';
 import { CODE_MAX_LENGTH, CODE_MIN_LENGTH } from '../domain/url-mapping.js';
@@ -9,9 +9,14 @@ import type { UrlMappingService } from '../services/url-mapping-service.js';
 import type { CachedTarget } from '../support/redirect-cache.js';
 import type { RequestSeries } from '../adapters/telemetry/request-metrics.js';
 import type { RouteSeries } from './plugins/http-metrics.js';
-import { RateLimitHooks } from './plugins/rate-limit.js';
+import { describeDecision, RateLimitHooks } from './plugins/rate-limit.js';
 import { logsAt } from './plugins/request-logger.js';
-import { markSampledBeforeRouting } from './plugins/request-tracing.js';
+import {
+  endTraceBeforeRouting,
+  markSampledBeforeRouting,
+  startTraceBeforeRouting,
+  tracedBeforeRouting,
+} from './plugins/request-tracing.js';
 import { NOSNIFF } from './plugins/security-headers.js';
 
 /** The error handler's `nosniff`, on the fast path's 404 as on the route's. */
@@ -50,9 +55,13 @@ const JSON_TYPE = 'application/json; charset=utf-8';
  * decision, a sampled new trace) so that nothing is decided or counted twice:
  * - another method or path, a code the route would reject or that another route owns;
  * - a request that needs more than the fast path knows: logging at debug level, `X-Forwarded-For`
- *   behind a trusted proxy, an incoming `traceparent` or `baggage`, a new trace that is sampled;
+ *   behind a trusted proxy, an incoming `traceparent` or `baggage`, a new trace that is sampled
+ *   behind a trusted proxy (`TRUST_PROXY` set: the route describes scheme, host and client);
  * - a refusal (429), a lookup that failed with anything but "not found", a rate-limit store away;
  * - the app closing (Fastify answers 503).
+ * A new trace that is sampled (no trusted proxy) gets its server span here, described as the
+ * route's hook would (`startTraceBeforeRouting`), with the rate-limit decision's attributes and as
+ * the active span of its lookup; handed on, the route continues that span.
  * A request it answers touches no header but the ones it reads, and allocates little more than
  * its answer's header list.
  */
@@ -74,13 +83,23 @@ export class FastRedirect {
       code === undefined ||
       options.reservedCodes().has(code) ||
       logsAt(options.logger, 'debug') ||
-      (options.trustProxy && req.headers['x-forwarded-for'] !== undefined) ||
-      (options.tracing && !this.sampledOut(req, method))
+      (options.trustProxy && req.headers['x-forwarded-for'] !== undefined)
     ) {
       return this.fastify(req, res);
     }
+    if (!options.tracing) return this.admit(req, res, code, method);
+    const sampling = this.sampling(req, method);
+    if (sampling === 'dropped') return this.admit(req, res, code, method);
+    if (sampling === 'route' || options.trustProxy) return this.fastify(req, res);
+    // A new trace that is kept: its server span here, as the route's hook would make it.
+    const started = startTraceBeforeRouting(req, SPAN_NAMES[method], REDIRECT_ROUTE);
+    context.with(started.context, () => this.admit(req, res, code, method));
+  }
+
+  /** The rate-limit decision, then the lookup: the part of `handle` after the request is known to be ours. */
+  private admit(req: IncomingMessage, res: ServerResponse, code: string, method: 'GET' | 'HEAD'): void {
     const start = performance.now();
-    const limit = options.rateLimit;
+    const limit = this.options.rateLimit;
     const key = req.socket.remoteAddress;
     if (limit === undefined) return this.resolve(req, res, code, method, start, NO_HEADERS, undefined);
     if (key === undefined) return this.fastify(req, res);
@@ -116,19 +135,25 @@ export class FastRedirect {
    */
   broke(req: IncomingMessage, res: ServerResponse, error: unknown): void {
     this.options.logger.error({ err: error }, 'redirect fast path failed; the route answers');
-    if (res.headersSent) res.destroy();
-    else this.fastify(req, res);
+    if (!res.headersSent) return this.fastify(req, res); // it continues the span, if one was started
+    res.destroy();
+    if (this.options.tracing) this.traced(res, res.statusCode);
   }
 
-  /** True when this request's new trace is dropped, as the route's tracing hook would decide. */
-  private sampledOut(req: IncomingMessage, method: 'GET' | 'HEAD'): boolean {
+  /**
+   * The route's tracing hook's decision for this request, made here once: `dropped` (a new trace
+   * not kept: no span), `sampled` (a new trace kept: the next root span started gets it) or
+   * `route` (an incoming `traceparent` or `baggage`, which the route's hook follows).
+   */
+  private sampling(req: IncomingMessage, method: 'GET' | 'HEAD'): 'dropped' | 'sampled' | 'route' {
     const { headers } = req;
-    if (headers.traceparent !== undefined || headers.baggage !== undefined) return false;
+    if (headers.traceparent !== undefined || headers.baggage !== undefined) return 'route';
     const roots = rootSampling();
-    if (roots === undefined) return false;
-    if (!roots.sampleNewTrace(SPAN_NAMES[method], SpanKind.SERVER)) return true;
-    markSampledBeforeRouting(req);
-    return false;
+    if (roots === undefined) return 'route';
+    if (!roots.sampleNewTrace(SPAN_NAMES[method], SpanKind.SERVER)) return 'dropped';
+    // Behind a trusted proxy the route describes the span (its scheme, host and client): it starts it.
+    if (this.options.trustProxy) markSampledBeforeRouting(req);
+    return 'sampled';
   }
 
   private decided(
@@ -145,6 +170,7 @@ export class FastRedirect {
       RateLimitHooks.handOn(req, decision);
       return this.fastify(req, res);
     }
+    if (this.options.tracing) describeDecision(tracedBeforeRouting(req)?.span, policy, decision);
     const headers = [
       'ratelimit-policy',
       limit.policyHeader(policy),
@@ -209,6 +235,7 @@ export class FastRedirect {
     );
     res.end();
     (this.redirects[method] ??= this.options.series(method, 302)).observe((performance.now() - start) / 1000);
+    if (this.options.tracing) this.traced(res, 302);
   }
 
   /**
@@ -240,6 +267,13 @@ export class FastRedirect {
     ]);
     res.end(body);
     this.options.series(method, status).observe((performance.now() - start) / 1000);
+    if (this.options.tracing) this.traced(res, status);
+  }
+
+  /** Ends the server span this path started for the request it just answered, if it started one. */
+  private traced(res: ServerResponse, status: number): void {
+    const started = tracedBeforeRouting(res.req);
+    if (started !== undefined) endTraceBeforeRouting(started, status);
   }
 }
 

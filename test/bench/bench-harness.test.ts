@@ -7,7 +7,14 @@ import { describe, expect, it } from 'vitest';
 import { renderChart } from '../../bench/lib/chart.js';
 import { evaluate, GENERATOR_BOUND_FRACTION } from '../../bench/lib/checks.js';
 import { createdPrefix, seedCodeOfKey, seedKeysSorted, seedMapping, shortenTag } from '../../bench/lib/codes.js';
-import { allScenarios, type ScenarioResult, selectScenarios, type TargetResult } from '../../bench/lib/scenarios.js';
+import {
+  allScenarios,
+  rotated,
+  type ScenarioResult,
+  selectScenarios,
+  type TargetResult,
+} from '../../bench/lib/scenarios.js';
+import type { Measurement } from '../../bench/lib/wrk.js';
 import { SERVICE_VARIANTS } from '../../bench/lib/variants.js';
 import { parseWrkOutput, wrkArgv } from '../../bench/lib/wrk.js';
 import { sampleProblems } from '../../bench/lib/workloads.js';
@@ -243,5 +250,45 @@ describe('renderChart', () => {
     // The axis ends near the baseline's bar (with room for its label), far below the ceiling's.
     expect(svg).toContain('>25k</text>');
     expect(svg).not.toContain('>500k</text>');
+  });
+});
+
+/** A target measured in rounds with these req/s and CPU µs per request. */
+function measured(name: string, kind: TargetResult['kind'], rps: number[], cpuUs: number[]): TargetResult {
+  const rounds = rps.map((r) => ({ rps: r, p99Ms: 2 }) as Measurement);
+  const sorted = [...rps].sort((a, b) => a - b);
+  return { ...target(name, kind, sorted[Math.floor(sorted.length / 2)]!), rounds, cpuUsRounds: cpuUs };
+}
+
+describe('rounds', () => {
+  it('rotate the order of the targets, so each runs first, in the middle and last in turn', () => {
+    const orders = [0, 1, 2, 3].map((round) => rotated(['A', 'B', 'C'], round).join(''));
+    expect(orders).toEqual(['ABC', 'BCA', 'CAB', 'ABC']);
+    expect(rotated([], 3)).toEqual([]);
+  });
+
+  it("judge a budget by the median of each round's own ratio and report their spread", () => {
+    const checks = evaluate(
+      [
+        scenario('redirect', [
+          measured('ceiling', 'ceiling', [200_000, 200_000, 200_000], [5, 5, 5]),
+          // The machine got busier from round to round; within each round the ratio stays near 0.9.
+          measured('baseline', 'baseline', [60_000, 40_000, 20_000], [10, 10, 10]),
+          measured('default', 'service', [55_000, 37_000, 17_000], [11, 11, 12]),
+          measured('tracing', 'service', [50_000, 35_000, 16_000], [12, 12, 13]),
+        ]),
+      ],
+      SERVICE_VARIANTS.slice(0, 2),
+    );
+    const rps = checks.find((c) => c.measure === 'rps / baseline rps')!;
+    expect(rps.value).toBeCloseTo(55 / 60, 5);
+    expect(rps.spread).toEqual([17 / 20, 37 / 40]);
+    expect(rps.verdict).toBe('PASS');
+    expect(rps.note).toContain('median of 3 rounds');
+    expect(rps.note).toContain('CPU/req 1.10x');
+    const tracing = checks.find((c) => c.measure.endsWith('cost'))!;
+    expect(tracing.value).toBeCloseTo(1 - 16 / 17, 5);
+    expect(tracing.spread![0]).toBeCloseTo(1 - 35 / 37, 5);
+    expect(tracing.spread![1]).toBeCloseTo(1 - 50 / 55, 5);
   });
 });

@@ -151,12 +151,24 @@ for (const [backend, fastPath] of BACKENDS.flatMap((b) => [[b, 'true'] as const,
         expect(resolved.status).toBe(302);
         const redirect = await serverSpanFor(`/${body.code}`);
         expect(redirect.name).toBe('GET /:code');
+        // The same attributes whether the fast path (which starts the span itself) or the route answers.
         expect(redirect.attributes).toMatchObject({
           'http.route': '/:code',
+          'http.request.method': 'GET',
           'http.response.status_code': 302,
+          'url.scheme': 'http',
+          'url.path': `/${body.code}`,
+          'server.address': '127.0.0.1',
+          'server.port': port,
+          'client.address': '127.0.0.1',
+          'network.peer.address': '127.0.0.1',
+          'network.protocol.version': '1.1',
           'ratelimit.allowed': true,
           'ratelimit.policy': 'redirects',
+          'ratelimit.algorithm': 'token_bucket',
         });
+        expect(redirect.parentSpanContext).toBeUndefined();
+        expect(redirect.ended).toBe(true);
         expect(spans().filter((s) => s.name === 'GET /:code')).toHaveLength(1);
         expect(childrenOf(redirect).map((s) => s.name)).toContain('SELECT url_mappings');
         const select = childrenOf(redirect).find((s) => s.name === 'SELECT url_mappings')!;
@@ -168,6 +180,16 @@ for (const [backend, fastPath] of BACKENDS.flatMap((b) => [[b, 'true'] as const,
           'db.response.returned_rows': 1,
         });
         expect(String(select.attributes['db.query.text'])).toMatch(/^select .*url_mappings.* where .*code.* = \?|\$1/i);
+        // A code nobody stored: the route's 404, under the same span.
+        const missing = await rawRequest(port, 'GET', '/nobody0sto');
+        expect(missing.status).toBe(404);
+        const notFound = await serverSpanFor('/nobody0sto');
+        expect(notFound.name).toBe('GET /:code');
+        expect(notFound.attributes).toMatchObject({
+          'http.route': '/:code',
+          'http.response.status_code': 404,
+          'ratelimit.policy': 'redirects',
+        });
       },
     );
 
@@ -196,17 +218,56 @@ for (const [backend, fastPath] of BACKENDS.flatMap((b) => [[b, 'true'] as const,
   });
 }
 
+/** A service on a SQLite database of its own, with `env` over the tracing settings, listening on a free port. */
+async function listeningOnSqlite(env: Record<string, string>) {
+  const database = await BACKENDS.find((b) => b.name === 'sqlite')!.create();
+  const service = await compose(testConfig(database.databaseUrl, { ...TRACING_ENV, ...env }), { logger: false });
+  await service.app.listen({ host: '127.0.0.1', port: 0 });
+  return { database, service, port: (service.app.server.address() as AddressInfo).port };
+}
+
+// Behind a trusted proxy the fast path hands a sampled redirect to the route, which reads X-Forwarded-*.
+describe('a sampled redirect behind a trusted proxy (TRUST_PROXY=true)', () => {
+  let service: Service;
+  let database: TestDatabase;
+  let port: number;
+
+  beforeAll(async () => {
+    ({ service, database, port } = await listeningOnSqlite({ TRUST_PROXY: 'true' }));
+  });
+
+  afterAll(async () => {
+    exporter.reset(); // its spans are not the next suite's
+    await service.close();
+    await database.drop();
+  });
+
+  beforeEach(() => exporter.reset());
+
+  it("takes the scheme and host the proxy forwarded, as the route's span does", async () => {
+    const body = newMapping(nextCode);
+    expect((await rawRequest(port, 'POST', '/shorten', {}, JSON.stringify(body))).status).toBe(201);
+    const forwarded = { 'X-Forwarded-Host': 'short.example', 'X-Forwarded-Proto': 'https' };
+    expect((await rawRequest(port, 'GET', `/${body.code}`, forwarded)).status).toBe(302);
+    const redirect = await serverSpanFor(`/${body.code}`);
+    expect(redirect.name).toBe('GET /:code');
+    expect(redirect.attributes).toMatchObject({
+      'http.route': '/:code',
+      'http.response.status_code': 302,
+      'url.scheme': 'https',
+      'server.address': 'short.example',
+    });
+    expect(spans().filter((s) => s.name === 'GET /:code')).toHaveLength(1);
+  });
+});
+
 describe('trace context', () => {
   let service: Service;
   let database: TestDatabase;
   let port: number;
-  const sqliteBackend = BACKENDS.find((b) => b.name === 'sqlite')!;
 
   beforeAll(async () => {
-    database = await sqliteBackend.create();
-    service = await compose(testConfig(database.databaseUrl, TRACING_ENV), { logger: false });
-    await service.app.listen({ host: '127.0.0.1', port: 0 });
-    port = (service.app.server.address() as AddressInfo).port;
+    ({ service, database, port } = await listeningOnSqlite({}));
   });
 
   afterAll(async () => {

@@ -1,4 +1,4 @@
-import { trace } from '@opentelemetry/api';
+import { type Span, trace } from '@opentelemetry/api';
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction, RouteOptions } from 'fastify';
 import { Counter } from 'prom-client';
 import type { Metrics } from '../../adapters/telemetry/metrics.js';
@@ -213,7 +213,11 @@ export class RateLimitHooks {
 
 /** The decision on the request span, when it is recording (spec §6.2 rule 9). */
 function traceDecision(request: FastifyRequest, policy: RateLimitPolicy, decision: RateLimitDecision): void {
-  const span = request.requestTrace?.span ?? trace.getActiveSpan();
+  describeDecision(request.requestTrace?.span ?? trace.getActiveSpan(), policy, decision);
+}
+
+/** The decision's attributes on `span`, when it is recording (also the redirect fast path's). */
+export function describeDecision(span: Span | undefined, policy: RateLimitPolicy, decision: RateLimitDecision): void {
   if (!span?.isRecording()) return;
   span.setAttributes({
     [RATE_LIMIT_ATTRIBUTES.allowed]: decision.allowed,

@@ -25,6 +25,7 @@ import {
   ATTR_URL_SCHEME,
   ATTR_USER_AGENT_ORIGINAL,
 } from '@opentelemetry/semantic-conventions';
+import type { IncomingMessage } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify';
 import { rootSampling } from '../../adapters/telemetry/root-sampling.js';
 import { SPAN_ATTRIBUTES } from '../../adapters/telemetry/span-attributes.js';
@@ -32,7 +33,7 @@ import { signedInUserId } from '../request-identity.js';
 import { addRouteHook } from './route-hooks.js';
 
 /** The server span of a request and the context it runs in. */
-interface RequestTrace {
+export interface RequestTrace {
   readonly span: Span;
   readonly context: Context;
 }
@@ -49,12 +50,18 @@ declare module 'fastify' {
  * which then hands it on): its decision is primed, so the span is started without asking again.
  */
 export const SAMPLED_BEFORE_ROUTING = Symbol('new trace sampled before routing');
-type MaybeSampled = { [SAMPLED_BEFORE_ROUTING]?: true };
+/**
+ * Set on a request whose server span the redirect fast path already started (and described)
+ * before handing it on: the route's hooks continue that span instead of starting one.
+ */
+const TRACED_BEFORE_ROUTING = Symbol('request traced before routing');
+type MaybeSampled = { [SAMPLED_BEFORE_ROUTING]?: true; [TRACED_BEFORE_ROUTING]?: RequestTrace };
 
 const BODY_METHODS = new Set(['POST', 'PUT', 'PATCH', 'DELETE', 'OPTIONS']);
 /** Methods whose handlers in this service publish no events and make no calls on the request's behalf. */
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
 const SERVER: SpanOptions = Object.freeze({ kind: SpanKind.SERVER });
+const TRACER_NAME = 'urlshortener.http';
 
 /**
  * The server span of every request (spec §6.2 rule 1), made here rather than by the HTTP
@@ -85,7 +92,7 @@ const SERVER: SpanOptions = Object.freeze({ kind: SpanKind.SERVER });
  * Register only when tracing is on, before any route is registered.
  */
 export function registerRequestTracing(app: FastifyInstance): void {
-  const tracer = new RequestTracer(trace.getTracer('urlshortener.http'));
+  const tracer = new RequestTracer(trace.getTracer(TRACER_NAME));
   app.decorateRequest('requestTrace', null);
 
   app.addHook('onRoute', (route) => {
@@ -125,6 +132,59 @@ export function markSampledBeforeRouting(raw: object): void {
   (raw as MaybeSampled)[SAMPLED_BEFORE_ROUTING] = true;
 }
 
+/** The trace the redirect fast path started for `raw`, if any. */
+export function tracedBeforeRouting(raw: object): RequestTrace | undefined {
+  return (raw as MaybeSampled)[TRACED_BEFORE_ROUTING];
+}
+
+/**
+ * The server span of a new trace `RootSampling.sampleNewTrace` just chose to record, started
+ * before Fastify sees the request (the redirect fast path) and described as the route's hook
+ * would describe it: the fast path answers it and ends it with `endTraceBeforeRouting`, or hands
+ * the request on and the route's hooks continue and end it. Only for a request no trusted proxy
+ * speaks for (`TRUST_PROXY` off): its scheme, host and client are the socket's.
+ */
+export function startTraceBeforeRouting(raw: IncomingMessage, name: string, route: string): RequestTrace {
+  const span = trace.getTracer(TRACER_NAME).startSpan(name, SERVER, ROOT_CONTEXT);
+  if (span.isRecording()) {
+    const host = raw.headers.host ?? '';
+    describeRequest(
+      span,
+      {
+        method: raw.method!,
+        protocol: (raw.socket as { encrypted?: boolean }).encrypted === true ? 'https' : 'http',
+        hostname: hostnameOf(host),
+        port: portOf(host),
+        ip: raw.socket.remoteAddress,
+        raw,
+        headers: raw.headers,
+      },
+      route,
+    );
+  }
+  const started: RequestTrace = { span, context: trace.setSpan(ROOT_CONTEXT, span) };
+  (raw as MaybeSampled)[TRACED_BEFORE_ROUTING] = started;
+  return started;
+}
+
+/** Ends a span of `startTraceBeforeRouting` whose request the fast path answered with `status`. */
+export function endTraceBeforeRouting(started: RequestTrace, status: number): void {
+  // No session on the redirect path: no `enduser.id`; and the fast path answers no 5xx.
+  if (started.span.isRecording()) started.span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, status);
+  started.span.end();
+}
+
+/** Fastify's `request.hostname` without a trusted proxy: the `Host` header without its port. */
+function hostnameOf(host: string): string {
+  return host[0] === '[' ? host.slice(0, host.indexOf(']') + 1) : host.split(':', 1)[0]!;
+}
+
+/** Fastify's `request.port` without a trusted proxy: the `Host` header's port, else null. */
+function portOf(host: string): number | null {
+  const match = /:(\d+)$/.exec(host);
+  return match === null ? null : Number.parseInt(match[1]!, 10);
+}
+
 /** The hooks' work: a span started (or not) per request, re-entered, ended. */
 class RequestTracer {
   constructor(private readonly tracer: Tracer) {}
@@ -136,6 +196,12 @@ class RequestTracer {
     safe: boolean,
     done: HookHandlerDoneFunction,
   ) {
+    const early = (request.raw as MaybeSampled)[TRACED_BEFORE_ROUTING];
+    if (early !== undefined) {
+      request.requestTrace = early;
+      context.with(early.context, done);
+      return;
+    }
     const { headers } = request;
     let parent = ROOT_CONTEXT;
     let span: Span;
@@ -207,16 +273,23 @@ function describeAnswer(span: Span, request: FastifyRequest, status: number): vo
   }
 }
 
+/** What `describeRequest` reads of a request: a Fastify request, or the fast path's view of a raw one. */
+type DescribedRequest = Pick<FastifyRequest, 'method' | 'protocol' | 'hostname' | 'headers'> & {
+  readonly ip: string | undefined;
+  readonly port?: number | null;
+  readonly raw: IncomingMessage;
+};
+
 /** `server.port`: the `Host` header's port, else the scheme's default when it names a host, else the socket's. */
-function serverPort(request: FastifyRequest): number | undefined {
-  const port = (request as { port?: number | null }).port;
+function serverPort(request: DescribedRequest): number | undefined {
+  const port = request.port;
   if (typeof port === 'number') return port;
   if (request.hostname !== '') return request.protocol === 'https' ? 443 : 80;
   return request.raw.socket.localPort;
 }
 
 /** The request attributes of a recording server span (HTTP server semantic conventions). */
-function describeRequest(span: Span, request: FastifyRequest, route: string | undefined): void {
+function describeRequest(span: Span, request: DescribedRequest, route: string | undefined): void {
   const { raw } = request;
   const query = raw.url?.indexOf('?') ?? -1;
   span.setAttributes({
