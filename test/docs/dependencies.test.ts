@@ -17,6 +17,8 @@ interface Manifest {
 
 const SOURCE = /\.(ts|js|mjs|cjs|svelte)$/;
 const SPECIFIER = /(?:\bfrom\s*|\bimport\s*\(\s*|^\s*import\s+)['"]([^'"]+)['"]/gm;
+/** What a module specifier can be: a package name with an optional subpath, a relative path, or `node:…`. */
+const MODULE_SPECIFIER = /^[@\w.][\w.@/:-]*$/;
 
 const PACKAGES = [
   { root: '.', code: ['src', 'bench', 'scripts', 'test', 'vitest.config.ts', 'eslint.config.js'] },
@@ -25,6 +27,8 @@ const PACKAGES = [
 
 /** The package a module specifier names, or undefined for relative paths and Node's own modules. */
 function packageOf(specifier: string): string | undefined {
+  // Text that only looks like an import (a template's `>From<`, a string after the word "from").
+  if (!MODULE_SPECIFIER.test(specifier)) return undefined;
   if (specifier.startsWith('.') || specifier.startsWith('/') || specifier.startsWith('node:')) return undefined;
   const name = specifier
     .split('/')
