@@ -134,7 +134,11 @@ describe.each(BACKENDS)('visits and statistics on $name', (backend) => {
     const stats = response.json();
     expect(stats).toMatchObject({ code: link.code, from, to, interval: 'day' });
     // Bots: Googlebot, curl, and light-my-request's default User-Agent (sent when none is given).
-    expect(stats.totals).toEqual({ visits: 12, bots: 6, humans: 6, unique_visitors: 6 });
+    const { unique_visitors: unique, ...counts } = stats.totals;
+    expect(counts).toEqual({ visits: 12, bots: 6, humans: 6 });
+    // Six User-Agents from one address: the sketch's estimate (two of 512 registers may coincide).
+    expect(unique).toBeGreaterThanOrEqual(5);
+    expect(unique).toBeLessThanOrEqual(6);
     expect(stats.series.length).toBe(4);
     expect(stats.series.reduce((n: number, s: { visits: number }) => n + s.visits, 0)).toBe(12);
     expect(stats.series.filter((s: { visits: number }) => s.visits === 0).length).toBe(3);
@@ -265,6 +269,7 @@ describe.each(BACKENDS)('visits and statistics on $name', (backend) => {
     expect(await repository.writeBatch({ id: `new-${link.code}`, visits: [record(Date.now())], visitors: [] })).toBe(
       false,
     );
+    await repository.daySalt(Math.floor(old / 86_400_000));
     expect(await t.service.visits.prune()).toBeGreaterThanOrEqual(2);
     const db = t.service.database.db;
     expect((await db.selectFrom('visits').select('visited_at_ms').where('url_id', '=', link.id).execute()).length).toBe(
@@ -272,7 +277,13 @@ describe.each(BACKENDS)('visits and statistics on $name', (backend) => {
     );
     const { recount, stored } = await rollupsAndRecount(db, link.id);
     expect(stored).toEqual(recount);
-    expect(await db.selectFrom('visit_visitors').selectAll().where('url_id', '=', link.id).execute()).toEqual([]);
+    expect(
+      await db
+        .selectFrom('visit_salts')
+        .selectAll()
+        .where('day', '<', Math.floor(old / 86_400_000) + 1)
+        .execute(),
+    ).toEqual([]);
     const stats = (
       await get(
         `/api/v1/links/${link.code}/stats?from=${new Date(old - 86_400_000).toISOString()}&interval=week`,
