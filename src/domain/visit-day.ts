@@ -93,14 +93,38 @@ export function estimateVisitors(sketch: Uint8Array): number {
   return Math.round(raw <= 2.5 * m && zeros > 0 ? m * Math.log(m / zeros) : raw);
 }
 
-/** The stored text: JSON, the sketch in base64 (`h` hours, `b` bots, `v` values, `u` sketch). */
+/**
+ * The sketch as stored: its non-zero registers as 16-bit `index << 6 | rank` (most days of most
+ * links have few visitors), or all SKETCH_REGISTERS bytes once that is shorter.
+ */
+function packSketch(sketch: Uint8Array): Buffer {
+  let used = 0;
+  for (const register of sketch) if (register !== 0) used++;
+  if (used * 2 >= SKETCH_REGISTERS) return Buffer.from(sketch);
+  const packed = Buffer.allocUnsafe(used * 2);
+  let at = 0;
+  for (let i = 0; i < SKETCH_REGISTERS; i++) {
+    if (sketch[i] !== 0) at = packed.writeUInt16BE((i << 6) | sketch[i]!, at);
+  }
+  return packed;
+}
+
+function unpackSketch(packed: Buffer): Uint8Array {
+  if (packed.length === SKETCH_REGISTERS) return new Uint8Array(packed);
+  const sketch = new Uint8Array(SKETCH_REGISTERS);
+  for (let at = 0; at < packed.length; at += 2) {
+    const entry = packed.readUInt16BE(at);
+    sketch[entry >> 6] = entry & 63;
+  }
+  return sketch;
+}
+
+/** The stored text: JSON (`h` hours, `b` bots, `v` values, `u` the packed sketch in base64). */
 export function encodeVisitDay(day: VisitDay): string {
-  return JSON.stringify({ h: day.hours, b: day.bots, v: day.values, u: Buffer.from(day.sketch).toString('base64') });
+  return JSON.stringify({ h: day.hours, b: day.bots, v: day.values, u: packSketch(day.sketch).toString('base64') });
 }
 
 export function decodeVisitDay(text: string): VisitDay {
   const { h, b, v, u } = JSON.parse(text) as { h: number[]; b: number[]; v: VisitDay['values']; u: string };
-  const sketch = new Uint8Array(SKETCH_REGISTERS);
-  sketch.set(Buffer.from(u, 'base64'));
-  return { hours: h, bots: b, values: v, sketch };
+  return { hours: h, bots: b, values: v, sketch: unpackSketch(Buffer.from(u, 'base64')) };
 }

@@ -2,7 +2,6 @@ import { errors } from '../domain/errors.js';
 import type { UrlMapping } from '../domain/url-mapping.js';
 import {
   DAY_MS,
-  dayOf,
   HOUR_MS,
   hourOf,
   intervalLength,
@@ -66,7 +65,7 @@ export class VisitStatsService {
   constructor(
     private readonly mappings: Pick<UrlMappingRepository, 'findByCode'>,
     private readonly visits: VisitRepository,
-    /** VISIT_RETENTION_DAYS: top lists and visitors read no day before it (their blocks may hold pruned days). */
+    /** VISIT_RETENTION_DAYS: statistics read nothing before it (its day row may hold pruned visits). */
     private readonly retentionDays: number = Number.POSITIVE_INFINITY,
     private readonly clock: Clock = { now: () => Date.now() },
   ) {}
@@ -83,13 +82,14 @@ export class VisitStatsService {
         `The range holds more than ${MAX_SERIES} intervals of one ${interval}; pick a longer interval.`,
       );
     }
-    const days = await this.visits.days({ urlId: mapping.id, from, to });
-    // Nothing before the retention cutoff: the day rows of the cutoff's day still count its pruned visits.
-    const kept = Math.max(from, this.clock.now() - this.retentionDays * DAY_MS);
+    // Nothing before the retention cutoff (the row of the cutoff's day still counts its pruned
+    // visits), and no day after tomorrow (no visit is stamped then, whatever an instance's clock).
+    const now = this.clock.now();
+    const kept = Math.max(from, now - this.retentionDays * DAY_MS);
+    const days = await this.visits.days({ urlId: mapping.id, from: kept, to: Math.min(to, now + 2 * DAY_MS) });
     const { series, visits, bots } = seriesOf(days, { from: kept, to, first, step, interval });
-    const keptDays = kept < to ? days.filter((d) => d.day >= dayOf(kept)) : [];
     let unique = 0;
-    for (const { data } of keptDays) unique += estimateVisitors(data.sketch);
+    for (const { data } of days) unique += estimateVisitors(data.sketch);
     return {
       code: mapping.code,
       from: new Date(from).toISOString(),
@@ -97,7 +97,7 @@ export class VisitStatsService {
       interval,
       totals: { visits, bots, humans: visits - bots, unique_visitors: unique },
       series,
-      top: topLists(keptDays, top),
+      top: topLists(days, top),
     };
   }
 

@@ -69,7 +69,7 @@ export interface VisitDayDelta {
   readonly data: VisitDay;
 }
 
-/** What a batch adds to each (mapping, UTC day) it touches, in key order (every writer locks rows in that order). */
+/** What a batch adds to each (mapping, UTC day) it touches, in key order (day, mapping: every writer locks rows in that order). */
 export function visitDaysOf({ visits, visitors }: Pick<VisitBatch, 'visits' | 'visitors'>): VisitDayDelta[] {
   const days = new Map<string, VisitDayDelta>();
   const dayOfKey = (url_id: number, day: number) => {
@@ -80,7 +80,7 @@ export function visitDaysOf({ visits, visitors }: Pick<VisitBatch, 'visits' | 'v
   };
   for (const v of visits) addVisit(dayOfKey(v.urlId, dayOf(v.visitedAt)), v);
   for (const v of visitors) addVisitor(dayOfKey(v.urlId, v.day), v.hash);
-  return [...days.values()].sort((a, b) => a.url_id - b.url_id || a.day - b.day);
+  return [...days.values()].sort((a, b) => a.day - b.day || a.url_id - b.url_id);
 }
 
 const DAY_COLUMNS: readonly Column[] = [
@@ -191,12 +191,19 @@ export class KyselyVisitRepository implements VisitRepository {
   }
 
   async days({ urlId, from, to }: StatsRange): Promise<StoredVisitDay[]> {
+    const days: number[] = [];
+    for (let day = dayOf(from); day < Math.ceil(to / DAY_MS); day++) days.push(day);
+    if (days.length === 0) return [];
+    // One key lookup a day (the key is day first).
+    const list =
+      this.dialect === 'sqlite'
+        ? sql<number>`(SELECT value FROM json_each(${JSON.stringify(days)}))`
+        : sql<number>`(SELECT unnest(CAST(${days} AS BIGINT[])))`;
     const rows = await this.db
       .selectFrom('visit_days')
       .select(['day', 'data'])
       .where('url_id', '=', urlId)
-      .where('day', '>=', dayOf(from))
-      .where('day', '<', Math.ceil(to / DAY_MS))
+      .where('day', 'in', list)
       .orderBy('day')
       .execute();
     return rows.map((r) => ({ day: Number(r.day), data: decodeVisitDay(r.data) }));

@@ -15,12 +15,13 @@ export const visitRollups: SchemaMigration = {
       .createTable('visit_days')
       .$call(required(bigint, 'url_id', 'day'))
       .addColumn('data', 'text', (c) => c.notNull())
-      .addPrimaryKeyConstraint('visit_days_pk', ['url_id', 'day'])
-      // SQLite: the rows in key order (no rowid), so that a range of one mapping's days is read in place.
+      // Day first: a flush adds to today's rows of many links, which are then side by side (a few
+      // pages written, not one per link); statistics read a link's days one key each; retention
+      // deletes a prefix.
+      .addPrimaryKeyConstraint('visit_days_pk', ['day', 'url_id'])
+      // SQLite: the rows in key order (no rowid).
       .modifyEnd(bigint === 'integer' ? sql`WITHOUT ROWID` : sql``)
       .execute();
-    // Retention deletes by day across mappings.
-    await db.schema.createIndex('visit_days_day').on('visit_days').column('day').execute();
   },
   down: dropTables('visit_days'),
 };
