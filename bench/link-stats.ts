@@ -23,7 +23,7 @@ import { KyselyUrlMappingRepository } from '../src/adapters/storage/kysely-url-m
 import { KyselyVisitRepository } from '../src/adapters/storage/kysely-visit-repository.js';
 import { migrateToLatest } from '../src/adapters/storage/migrations.js';
 import { DAY_MS, dayOf, HOUR_MS, hourOf, type StatsInterval } from '../src/domain/visit.js';
-import { addVisitor, emptyVisitDay } from '../src/domain/visit-day.js';
+import { addValues, addVisitor, emptyVisitDay } from '../src/domain/visit-day.js';
 import { VisitStatsService } from '../src/services/visit-stats-service.js';
 import { withClient } from './lib/datasets.js';
 import { TEST_DATABASE_URL } from './lib/settings.js';
@@ -51,26 +51,26 @@ async function seed(repository: KyselyVisitRepository, urlId: number, now: numbe
   const firstHour = hourOf(now) - DAYS * 24 + 1;
   const perHour = skewed(VISITS, DAYS * 24).reverse(); // busier lately
   const start = performance.now();
+  const days = new Map<number, ReturnType<typeof emptyVisitDay>>();
+  perHour.forEach((visits, i) => {
+    const hour = firstHour + i;
+    const day = dayOf(hour * HOUR_MS);
+    let data = days.get(day);
+    if (data === undefined) days.set(day, (data = emptyVisitDay()));
+    data.hours[hour % 24]! += visits;
+    data.bots[hour % 24]! += Math.floor(visits / 10);
+  });
   let visitor = 0;
-  for (let day = 0; day < DAYS; day++) {
-    const data = emptyVisitDay();
-    let dayVisits = 0;
-    const dayNumber = dayOf((firstHour + day * 24) * HOUR_MS);
-    for (let h = 0; h < 24; h++) {
-      const hour = firstHour + day * 24 + h;
-      const visits = perHour[day * 24 + h]!;
-      dayVisits += visits;
-      data.hours[hour - dayNumber * 24]! += visits;
-      data.bots[hour - dayNumber * 24]! += Math.floor(visits / 10);
-    }
+  for (const [day, data] of days) {
+    const dayVisits = data.hours.reduce((a, b) => a + b, 0);
     for (const [dimension, count] of Object.entries(VALUES) as [keyof typeof VALUES, number][]) {
       skewed(dayVisits, count).forEach((visits, i) => {
-        if (visits > 0) data.values[dimension][i === 0 ? '' : `${dimension}-${i}`] = visits;
+        if (visits > 0) addValues(data.values[dimension], i === 0 ? '' : `${dimension}-${i}`, visits);
       });
     }
     // A full sketch: a few thousand distinct visitors a day.
     for (let i = 0; i < 5_000; i++) addVisitor(data, (visitor++ * 2_654_435_761) % 2 ** 48);
-    await repository.addVisitDays([{ url_id: urlId, day: dayNumber, data }]);
+    await repository.addVisitDays([{ url_id: urlId, day, data }]);
   }
   log(
     `seeded the day rows of ${VISITS.toLocaleString('en')} visits over ${DAYS} days in ${((performance.now() - start) / 1000).toFixed(1)} s`,

@@ -36,7 +36,8 @@ export function emptyVisitDay(): VisitDay {
   };
 }
 
-function addValue(counts: Record<string, number>, value: string, visits: number): void {
+/** Adds `visits` to `value`, or to OTHER_VALUE once VALUES_PER_DAY other values are there. */
+export function addValues(counts: Record<string, number>, value: string, visits: number): void {
   const known = counts[value];
   if (known !== undefined) counts[value] = known + visits;
   else if (Object.keys(counts).length < VALUES_PER_DAY + (OTHER_VALUE in counts ? 1 : 0)) counts[value] = visits;
@@ -49,11 +50,11 @@ export function addVisit(day: VisitDay, v: VisitRecord): void {
   day.hours[hour]!++;
   if (v.bot) day.bots[hour]!++;
   const { values } = day;
-  addValue(values.referrer, v.referrerHost ?? '', 1);
-  addValue(values.country, v.country ?? '', 1);
-  addValue(values.browser, v.browser ?? '', 1);
-  addValue(values.os, v.os ?? '', 1);
-  addValue(values.device, v.device, 1);
+  addValues(values.referrer, v.referrerHost ?? '', 1);
+  addValues(values.country, v.country ?? '', 1);
+  addValues(values.browser, v.browser ?? '', 1);
+  addValues(values.os, v.os ?? '', 1);
+  addValues(values.device, v.device, 1);
 }
 
 /** Adds a visitor (48 bits of the day's salted hash) to the sketch. */
@@ -74,7 +75,7 @@ export function mergeVisitDay(into: VisitDay, delta: VisitDay): VisitDay {
   }
   for (const dimension of DIMENSIONS) {
     const counts = into.values[dimension];
-    for (const [value, visits] of Object.entries(delta.values[dimension])) addValue(counts, value, visits);
+    for (const [value, visits] of Object.entries(delta.values[dimension])) addValues(counts, value, visits);
   }
   for (let i = 0; i < SKETCH_REGISTERS; i++) if (delta.sketch[i]! > into.sketch[i]!) into.sketch[i] = delta.sketch[i]!;
   return into;
