@@ -99,15 +99,16 @@ export function estimateVisitors(sketch: Uint8Array): number {
  * links have few visitors), or all SKETCH_REGISTERS bytes once that is shorter.
  */
 function packSketch(sketch: Uint8Array): Buffer {
-  let used = 0;
-  for (const register of sketch) if (register !== 0) used++;
-  if (used * 2 >= SKETCH_REGISTERS) return Buffer.from(sketch);
-  const packed = Buffer.allocUnsafe(used * 2);
+  const packed = Buffer.allocUnsafe(SKETCH_REGISTERS);
   let at = 0;
   for (let i = 0; i < SKETCH_REGISTERS; i++) {
-    if (sketch[i] !== 0) at = packed.writeUInt16BE((i << 6) | sketch[i]!, at);
+    const rank = sketch[i]!;
+    if (rank === 0) continue;
+    if (at + 2 >= SKETCH_REGISTERS) return Buffer.from(sketch); // half or more set: dense is shorter
+    packed[at++] = (i << 6) >> 8;
+    packed[at++] = ((i << 6) | rank) & 0xff;
   }
-  return packed;
+  return packed.subarray(0, at);
 }
 
 function unpackSketch(packed: Buffer): Uint8Array {

@@ -52,7 +52,7 @@ describe('visit day rows', () => {
   });
 
   it('estimate distinct visitors within the sketch error, merged sketches as the union', () => {
-    for (const n of [1, 10, 100, 1_000, 10_000, 100_000]) {
+    for (const n of [1, 10, 100, 250, 300, 1_000, 10_000, 100_000]) {
       const day = emptyVisitDay();
       const half = emptyVisitDay();
       for (let i = 0; i < n; i++) {
@@ -63,6 +63,7 @@ describe('visit day rows', () => {
       const estimate = estimateVisitors(day.sketch);
       expect(Math.abs(estimate - n)).toBeLessThanOrEqual(Math.max(1, n * 0.14)); // 3 standard errors
       expect(estimateVisitors(mergeVisitDay(half, day).sketch)).toBe(estimate);
+      expect(decodeVisitDay(encodeVisitDay(day)).sketch).toEqual(day.sketch); // sparse or dense, as stored
     }
     expect(estimateVisitors(emptyVisitDay().sketch)).toBe(0);
   });
