@@ -155,7 +155,8 @@ export class VisitBuffer {
     for (let start = 0; start < count; start += BATCH_VISITS) {
       const end = Math.min(start + BATCH_VISITS, count);
       const visits: VisitRecord[] = [];
-      const visitors = new Map<string, VisitorSighting>();
+      // Not deduplicated: a sketch counts a visitor seen twice once.
+      const visitors: VisitorSighting[] = [];
       for (let i = start; i < end; i++) {
         const urlId = ids[i]!;
         const visitedAt = times[i]!;
@@ -174,10 +175,9 @@ export class VisitBuffer {
           country: countryHeader === undefined ? null : countryCode(rawHeader(raw, countryHeader)),
         });
         const day = dayOf(visitedAt);
-        const hash = visitorHash(salts.get(day)!, addresses[i], agent);
-        visitors.set(`${urlId}:${day}:${hash}`, { urlId, day, hash });
+        visitors.push({ urlId, day, hash: visitorHash(salts.get(day)!, addresses[i], agent) });
       }
-      this.held.push({ id: randomUUID(), visits, visitors: [...visitors.values()] });
+      this.held.push({ id: randomUUID(), visits, visitors });
     }
   }
 
