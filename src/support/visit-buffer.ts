@@ -165,12 +165,17 @@ export class VisitBuffer {
       throw error;
     }
     this.heldVisits += count;
+    // By link (in time order within one): a link's visits of the capture are then in one batch (or
+    // two next to each other), so its day row is read and written about once a flush rather than
+    // once a batch, and the visits' index is written link by link.
+    const order = Array.from({ length: count }, (_, i) => i).sort((a, b) => ids[a]! - ids[b]!);
     for (let start = 0; start < count; start += BATCH_VISITS) {
       const end = Math.min(start + BATCH_VISITS, count);
       const visits: VisitRecord[] = [];
       // Not deduplicated: a sketch counts a visitor seen twice once.
       const visitors: VisitorSighting[] = [];
-      for (let i = start; i < end; i++) {
+      for (let at = start; at < end; at++) {
+        const i = order[at]!;
         const urlId = ids[i]!;
         const visitedAt = times[i]!;
         const agent = agents[i];
