@@ -246,6 +246,32 @@ describe.each(BACKENDS)('visits and statistics on $name', (backend) => {
     expect(stored).toEqual(recount);
   });
 
+  test('a day keeps 100 values per dimension, the rest as (other), across batches; totals stay exact', async () => {
+    const link = await createLink();
+    const now = Date.now();
+    const record = (i: number) => ({
+      urlId: link.id,
+      visitedAt: now - (i % 3),
+      referrerHost: `r${i}.example`,
+      browser: 'Chrome',
+      os: null,
+      device: 'desktop' as const,
+      bot: false,
+      country: null,
+    });
+    const repository = t.service.visits.repository;
+    // Two batches: values 0-79 (and 0-9 again) first, then 80-149.
+    const first = Array.from({ length: 90 }, (_, i) => record(i % 80));
+    const second = Array.from({ length: 70 }, (_, i) => record(80 + i));
+    await repository.writeBatch({ id: `cap1-${link.code}`, visits: first, visitors: [] });
+    await repository.writeBatch({ id: `cap2-${link.code}`, visits: second, visitors: [] });
+    const stats = (await get(`/api/v1/links/${link.code}/stats?top=50`, owner.session)).json();
+    expect(stats.totals.visits).toBe(160);
+    expect(stats.top.referrers[0]).toEqual({ value: '(other)', visits: 50 });
+    expect(stats.top.referrers.slice(1, 11).map((e: { visits: number }) => e.visits)).toEqual(new Array(10).fill(2));
+    expect(stats.top.browsers).toEqual([{ value: 'Chrome', visits: 160 }]);
+  });
+
   test('retention deletes old visits and the rollups of their days, and keeps the rest', async () => {
     const link = await createLink();
     const repository = t.service.visits.repository;
