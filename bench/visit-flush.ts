@@ -19,10 +19,13 @@ import { VisitBuffer } from '../src/support/visit-buffer.js';
 const MAPPINGS = Number(process.env.FLUSH_BENCH_MAPPINGS ?? 1000);
 const VISITS = Number(process.env.FLUSH_BENCH_VISITS ?? 10_000);
 const ROUNDS = Number(process.env.FLUSH_BENCH_ROUNDS ?? 10);
-const AGENT = 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36';
+const AGENT =
+  'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36';
 
 const dir = mkdtempSync(join(tmpdir(), 'visit-flush-bench-'));
-const database = openDatabase(loadConfig({ DATABASE_URL: `sqlite:${join(dir, 'b.db')}`, LOG_LEVEL: 'silent' }).database);
+const database = openDatabase(
+  loadConfig({ DATABASE_URL: `sqlite:${join(dir, 'b.db')}`, LOG_LEVEL: 'silent' }).database,
+);
 try {
   await migrateToLatest(database.db, database.dialect);
   if (process.env.FLUSH_BENCH_DROP) await sql.raw(process.env.FLUSH_BENCH_DROP).execute(database.db);
