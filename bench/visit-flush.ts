@@ -1,7 +1,9 @@
 /**
- * The CPU a visit costs at flush time, without HTTP: records VISITS visits over MAPPINGS links
- * (a popular-mix skew or uniform) into a VisitBuffer on a fresh SQLite file, then flushes, and
- * prints the flush's CPU µs per visit. Not part of `npm test`.
+ * The CPU a visit costs at flush time, without HTTP: records FLUSH_BENCH_VISITS visits spread
+ * evenly over FLUSH_BENCH_MAPPINGS links (one User-Agent, 250 addresses) into a VisitBuffer on a
+ * fresh SQLite file, then flushes, FLUSH_BENCH_ROUNDS times, and prints the flush's CPU µs per
+ * visit. FLUSH_BENCH_DROP: one SQL statement run after the migrations (an experiment such as
+ * `DROP INDEX visits_url_time`). Not part of `npm test`.
  *
  *   node --import tsx bench/visit-flush.ts
  *   FLUSH_BENCH_MAPPINGS=1000 FLUSH_BENCH_VISITS=20000 FLUSH_BENCH_ROUNDS=10 node --import tsx bench/visit-flush.ts
