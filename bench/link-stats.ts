@@ -1,10 +1,11 @@
 /**
- * `GET /api/v1/links/{code}/stats` for a link with 10,000,000 visits: seeds the rollups of that
- * many visits, spread over the last 365 days, through the repository's own rollup writer
- * (`KyselyVisitRepository.addRollups`, the upsert every visit flush runs), then times the
- * statistics service — the whole answer the route sends: the link's lookup, the three rollup
- * reads, the series and the top lists — for a few ranges and intervals. Statistics read only the
- * rollups, so the raw visit rows are not loaded. Not part of `npm test`.
+ * `GET /api/v1/links/{code}/stats` for a link with 10,000,000 visits: seeds the day rows of that
+ * many visits, spread over the last 365 days (300 referrer hosts a day, so the 100-value cap
+ * applies; a full visitor sketch each), through the repository's own day-row writer
+ * (`KyselyVisitRepository.addVisitDays`, the read-add-write every visit flush runs), then times
+ * the statistics service — the whole answer the route sends: the link's lookup, the read of the
+ * day rows, the series, the top lists and the visitor estimates — for a few ranges and intervals.
+ * Statistics read only the day rows, so the raw visit rows are not loaded. Not part of `npm test`.
  *
  *   node --import tsx bench/link-stats.ts                      # both backends, 10,000,000 visits
  *   STATS_BENCH_VISITS=1000000 STATS_BENCH_BACKENDS=sqlite node --import tsx bench/link-stats.ts
@@ -22,6 +23,7 @@ import { KyselyUrlMappingRepository } from '../src/adapters/storage/kysely-url-m
 import { KyselyVisitRepository } from '../src/adapters/storage/kysely-visit-repository.js';
 import { migrateToLatest } from '../src/adapters/storage/migrations.js';
 import { DAY_MS, dayOf, HOUR_MS, hourOf, type StatsInterval } from '../src/domain/visit.js';
+import { addValues, addVisitor, emptyVisitDay } from '../src/domain/visit-day.js';
 import { VisitStatsService } from '../src/services/visit-stats-service.js';
 import { withClient } from './lib/datasets.js';
 import { TEST_DATABASE_URL } from './lib/settings.js';
@@ -49,26 +51,29 @@ async function seed(repository: KyselyVisitRepository, urlId: number, now: numbe
   const firstHour = hourOf(now) - DAYS * 24 + 1;
   const perHour = skewed(VISITS, DAYS * 24).reverse(); // busier lately
   const start = performance.now();
-  for (let day = 0; day < DAYS; day++) {
-    const hourly = new Map<string, [number, number]>();
-    const daily = new Map<string, number>();
-    let dayVisits = 0;
-    for (let h = 0; h < 24; h++) {
-      const hour = firstHour + day * 24 + h;
-      const visits = perHour[day * 24 + h]!;
-      dayVisits += visits;
-      hourly.set(`${urlId}:${hour}`, [visits, Math.floor(visits / 10)]);
-    }
-    const dayNumber = dayOf((firstHour + day * 24) * HOUR_MS);
-    for (const [dimension, count] of Object.entries(VALUES)) {
+  const days = new Map<number, ReturnType<typeof emptyVisitDay>>();
+  perHour.forEach((visits, i) => {
+    const hour = firstHour + i;
+    const day = dayOf(hour * HOUR_MS);
+    let data = days.get(day);
+    if (data === undefined) days.set(day, (data = emptyVisitDay()));
+    data.hours[hour % 24]! += visits;
+    data.bots[hour % 24]! += Math.floor(visits / 10);
+  });
+  let visitor = 0;
+  for (const [day, data] of days) {
+    const dayVisits = data.hours.reduce((a, b) => a + b, 0);
+    for (const [dimension, count] of Object.entries(VALUES) as [keyof typeof VALUES, number][]) {
       skewed(dayVisits, count).forEach((visits, i) => {
-        if (visits > 0) daily.set(`${urlId}:${dayNumber}:${dimension}:${i === 0 ? '' : `${dimension}-${i}`}`, visits);
+        if (visits > 0) addValues(data.values[dimension], i === 0 ? '' : `${dimension}-${i}`, visits);
       });
     }
-    await repository.addRollups({ hourly, daily });
+    // A full sketch: a few thousand distinct visitors a day.
+    for (let i = 0; i < 5_000; i++) addVisitor(data, (visitor++ * 2_654_435_761) % 2 ** 48);
+    await repository.addVisitDays([{ url_id: urlId, day, data }]);
   }
   log(
-    `seeded the rollups of ${VISITS.toLocaleString('en')} visits over ${DAYS} days in ${((performance.now() - start) / 1000).toFixed(1)} s`,
+    `seeded the day rows of ${VISITS.toLocaleString('en')} visits over ${DAYS} days in ${((performance.now() - start) / 1000).toFixed(1)} s`,
   );
 }
 

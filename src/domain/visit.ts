@@ -91,32 +91,3 @@ export function countryCode(value: string | undefined): string | null {
   if (!/^[A-Z]{2}$/.test(code) || code === 'XX' || code === 'ZZ') return null;
   return code;
 }
-
-/** The block sizes the daily rollups are kept in: 2^span days (see migration 0071). */
-export const ROLLUP_SPANS = [6, 3, 0] as const;
-
-/** Blocks of 2^span days that cover [fromDay, toDay) exactly, as ranges of block starts (`day` in [from, to)). */
-export interface SpanRange {
-  readonly span: number;
-  readonly from: number;
-  readonly to: number;
-}
-
-/**
- * [fromDay, toDay) as the fewest blocks: 64-day blocks wholly inside it, then 8-day blocks in
- * what is left at either end, then single days.
- */
-export function spanRanges(fromDay: number, toDay: number, spans: readonly number[] = ROLLUP_SPANS): SpanRange[] {
-  if (fromDay >= toDay) return [];
-  const [span, ...smaller] = spans;
-  if (span === undefined) return [];
-  if (span === 0) return [{ span, from: fromDay, to: toDay }];
-  const size = 2 ** span;
-  const first = Math.ceil(fromDay / size) * size;
-  const last = Math.floor(toDay / size) * size;
-  if (first >= last) return spanRanges(fromDay, toDay, smaller);
-  return [...spanRanges(fromDay, first, smaller), { span, from: first, to: last }, ...spanRanges(last, toDay, smaller)];
-}
-
-/** The start of the block of 2^span days holding `day`. */
-export const blockStart = (day: number, span: number) => Math.floor(day / 2 ** span) * 2 ** span;

@@ -37,7 +37,10 @@ export const VisitPage = Type.Object(
 
 const TopEntries = Type.Array(
   Type.Object({
-    value: Type.Union([Type.String(), Type.Null()], { description: 'null: unknown / direct.' }),
+    value: Type.Union([Type.String(), Type.Null()], {
+      description:
+        'null: unknown / direct. `(other)`: the visits of the values past the first 100 a dimension had on a day.',
+    }),
     visits: Type.Integer(),
   }),
 );
@@ -54,7 +57,7 @@ export const LinkStats = Type.Object(
       humans: Type.Integer(),
       unique_visitors: Type.Integer({
         description:
-          'Distinct visitors per UTC day (a daily salted hash of address and User-Agent), summed over the days of the range.',
+          'Distinct visitors per UTC day (a daily salted hash of address and User-Agent, counted by a HyperLogLog sketch: an estimate, a visitor or two off for small counts, ±4.6% for large ones), summed over the days of the range.',
       }),
     }),
     series: Type.Array(

@@ -3,16 +3,19 @@ import type { UrlMapping } from '../domain/url-mapping.js';
 import {
   DAY_MS,
   HOUR_MS,
+  hourOf,
   intervalLength,
   intervalStart,
   type StatsInterval,
   toVisitView,
   VISIT_DIMENSIONS,
+  type VisitDimension,
   type VisitView,
 } from '../domain/visit.js';
+import { estimateVisitors } from '../domain/visit-day.js';
 import type { Clock } from '../ports/clock.js';
 import type { UrlMappingRepository } from '../ports/url-mapping-repository.js';
-import type { VisitPageRow, VisitRepository } from '../ports/visit-repository.js';
+import type { StoredVisitDay, VisitPageRow, VisitRepository } from '../ports/visit-repository.js';
 import type { Caller } from './execution-service.js';
 
 /** Intervals a series may have (a year by the hour is 8,760). */
@@ -62,7 +65,7 @@ export class VisitStatsService {
   constructor(
     private readonly mappings: Pick<UrlMappingRepository, 'findByCode'>,
     private readonly visits: VisitRepository,
-    /** VISIT_RETENTION_DAYS: top lists and visitors read no day before it (their blocks may hold pruned days). */
+    /** VISIT_RETENTION_DAYS: statistics read nothing before it (its day row may hold pruned visits). */
     private readonly retentionDays: number = Number.POSITIVE_INFINITY,
     private readonly clock: Clock = { now: () => Date.now() },
   ) {}
@@ -79,38 +82,14 @@ export class VisitStatsService {
         `The range holds more than ${MAX_SERIES} intervals of one ${interval}; pick a longer interval.`,
       );
     }
-    const range = { urlId: mapping.id, from, to };
-    const kept = { ...range, from: Math.max(from, this.clock.now() - this.retentionDays * DAY_MS) };
-    const [hours, dimensions, unique] = await Promise.all([
-      this.visits.hourly(range, interval === 'hour' ? 1 : 24),
-      kept.from < to ? this.visits.dimensions(kept) : [],
-      kept.from < to ? this.visits.uniqueVisitors(kept) : 0,
-    ]);
-    const series: LinkStats['series'] = [];
-    const index = new Map<number, number>();
-    for (let start = first; start < to; start += step) {
-      index.set(start, series.length);
-      series.push({ start: new Date(start).toISOString(), visits: 0, bots: 0 });
-    }
-    let visits = 0;
-    let bots = 0;
-    for (const h of hours) {
-      const entry = series[index.get(intervalStart(h.hour * HOUR_MS, interval))!];
-      if (entry === undefined) continue;
-      entry.visits += h.visits;
-      entry.bots += h.bots;
-      visits += h.visits;
-      bots += h.bots;
-    }
-    const tops = Object.fromEntries(
-      Object.values(VISIT_DIMENSIONS).map((name) => [name, [] as TopEntry[]]),
-    ) as LinkStats['top'];
-    for (const d of dimensions) tops[VISIT_DIMENSIONS[d.dimension]]?.push({ value: d.value, visits: d.visits });
-    for (const name of Object.keys(tops) as (keyof LinkStats['top'])[]) {
-      tops[name] = tops[name]
-        .sort((a, b) => b.visits - a.visits || (a.value ?? '').localeCompare(b.value ?? ''))
-        .slice(0, top);
-    }
+    // Nothing before the retention cutoff (the row of the cutoff's day still counts its pruned
+    // visits), and no day after tomorrow (no visit is stamped then, whatever an instance's clock).
+    const now = this.clock.now();
+    const kept = Math.max(from, now - this.retentionDays * DAY_MS);
+    const days = await this.visits.days({ urlId: mapping.id, from: kept, to: Math.min(to, now + 2 * DAY_MS) });
+    const { series, visits, bots } = seriesOf(days, { from: kept, to, first, step, interval });
+    let unique = 0;
+    for (const { data } of days) unique += estimateVisitors(data.sketch);
     return {
       code: mapping.code,
       from: new Date(from).toISOString(),
@@ -118,7 +97,7 @@ export class VisitStatsService {
       interval,
       totals: { visits, bots, humans: visits - bots, unique_visitors: unique },
       series,
-      top: tops,
+      top: topLists(days, top),
     };
   }
 
@@ -187,4 +166,54 @@ function parseCursor(cursor: string): { visitedAt: number; id: number } {
   const match = /^(\d+):(\d+)$/.exec(Buffer.from(cursor, 'base64url').toString());
   if (match === null) throw errors.validation('`cursor` is not one this service gave.');
   return { visitedAt: Number(match[1]), id: Number(match[2]) };
+}
+
+/** One entry per interval from `first` up to `to`, zeros included, from the hours in [from, to). */
+function seriesOf(
+  days: readonly StoredVisitDay[],
+  range: { from: number; to: number; first: number; step: number; interval: StatsInterval },
+) {
+  const { from, to, first, step, interval } = range;
+  const series: LinkStats['series'] = [];
+  const index = new Map<number, number>();
+  for (let start = first; start < to; start += step) {
+    index.set(start, series.length);
+    series.push({ start: new Date(start).toISOString(), visits: 0, bots: 0 });
+  }
+  let visits = 0;
+  let bots = 0;
+  const firstHour = hourOf(from);
+  const endHour = Math.ceil(to / HOUR_MS);
+  for (const { day, data } of days) {
+    for (let h = 0; h < 24; h++) {
+      const hour = day * 24 + h;
+      const count = data.hours[h]!;
+      if (count === 0 || hour < firstHour || hour >= endHour) continue;
+      const entry = series[index.get(intervalStart(hour * HOUR_MS, interval))!];
+      if (entry === undefined) continue;
+      entry.visits += count;
+      entry.bots += data.bots[h]!;
+      visits += count;
+      bots += data.bots[h]!;
+    }
+  }
+  return { series, visits, bots };
+}
+
+/** The days' value counts added up per dimension, the `top` largest of each (`''` read as null). */
+function topLists(days: readonly StoredVisitDay[], top: number): LinkStats['top'] {
+  const tops = {} as Record<string, TopEntry[]>;
+  for (const [dimension, name] of Object.entries(VISIT_DIMENSIONS) as [VisitDimension, string][]) {
+    const counts = new Map<string, number>();
+    for (const { data } of days) {
+      for (const [value, visits] of Object.entries(data.values[dimension])) {
+        counts.set(value, (counts.get(value) ?? 0) + visits);
+      }
+    }
+    tops[name] = [...counts]
+      .map(([value, visits]) => ({ value: value === '' ? null : value, visits }))
+      .sort((a, b) => b.visits - a.visits || (a.value ?? '').localeCompare(b.value ?? ''))
+      .slice(0, top);
+  }
+  return tops as LinkStats['top'];
 }

@@ -30,7 +30,7 @@ export interface VisitBufferOptions {
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
 
 /**
- * Captures visits on the redirect path (a few array pushes: the request's raw header values and
+ * Captures visits on the redirect path (a few array pushes: three raw header values and the
  * address, never parsed there) and writes them in batches every flush interval. At flush time
  * each visit's `User-Agent` is classified (cached), its referrer cut to the host, its country
  * checked, and its visitor hashed with the day's salt; the address and the `User-Agent` are
@@ -41,7 +41,10 @@ const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
 export class VisitBuffer {
   private ids: number[] = [];
   private times: number[] = [];
-  private headers: (readonly string[])[] = [];
+  /** The `User-Agent`, `Referer` and country header of each visit (the request's other headers can go). */
+  private agents: (string | undefined)[] = [];
+  private referers: (string | undefined)[] = [];
+  private countries: (string | undefined)[] = [];
   private addresses: (string | undefined)[] = [];
   /** Prepared batches not yet written (oldest first). */
   private held: VisitBatch[] = [];
@@ -82,8 +85,11 @@ export class VisitBuffer {
   }
 
   /**
-   * The redirect path's part: the request's raw header list (Node's `[name, value, …]`, already
-   * there; reading `headers` would build an object) and address, kept as they are until the flush.
+   * The redirect path's part: the `User-Agent`, `Referer` and country header values read from the
+   * request's raw header list (Node's `[name, value, …]`, already there; reading `headers` would
+   * build an object) and the address, kept as they are until the flush. Only those strings are
+   * held, not the list: the rest of a request dies young instead of being carried into the old
+   * generation by the thousands of visits a flush interval holds.
    */
   record(urlId: number, rawHeaders: readonly string[], address: string | undefined): void {
     if (this.ids.length + this.heldVisits >= MAX_HELD_VISITS) {
@@ -92,7 +98,10 @@ export class VisitBuffer {
     }
     this.ids.push(urlId);
     this.times.push(this.now());
-    this.headers.push(rawHeaders);
+    this.agents.push(rawHeader(rawHeaders, 'user-agent'));
+    this.referers.push(rawHeader(rawHeaders, 'referer'));
+    const countryHeader = this.options.countryHeader;
+    this.countries.push(countryHeader === undefined ? undefined : rawHeader(rawHeaders, countryHeader));
     this.addresses.push(address);
   }
 
@@ -131,11 +140,13 @@ export class VisitBuffer {
   /** Turns the captured visits into batches: classified, hashed, the raw values dropped. */
   private async prepare(): Promise<void> {
     if (this.ids.length === 0) return;
-    const { ids, times, headers, addresses } = this;
+    const { ids, times, agents, referers, countries, addresses } = this;
     const count = ids.length;
     this.ids = [];
     this.times = [];
-    this.headers = [];
+    this.agents = [];
+    this.referers = [];
+    this.countries = [];
     this.addresses = [];
     // The salts first (the one step that can fail): on failure the capture is put back as it was.
     const salts = new Map<number, string>();
@@ -147,37 +158,42 @@ export class VisitBuffer {
     } catch (error) {
       this.ids = ids.concat(this.ids);
       this.times = times.concat(this.times);
-      this.headers = headers.concat(this.headers);
+      this.agents = agents.concat(this.agents);
+      this.referers = referers.concat(this.referers);
+      this.countries = countries.concat(this.countries);
       this.addresses = addresses.concat(this.addresses);
       throw error;
     }
     this.heldVisits += count;
+    // By link (in time order within one): a link's visits of the capture are then in one batch (or
+    // two next to each other), so its day row is read and written about once a flush rather than
+    // once a batch, and the visits' index is written link by link.
+    const order = Array.from({ length: count }, (_, i) => i).sort((a, b) => ids[a]! - ids[b]!);
     for (let start = 0; start < count; start += BATCH_VISITS) {
       const end = Math.min(start + BATCH_VISITS, count);
       const visits: VisitRecord[] = [];
-      const visitors = new Map<string, VisitorSighting>();
-      for (let i = start; i < end; i++) {
+      // Not deduplicated: a sketch counts a visitor seen twice once.
+      const visitors: VisitorSighting[] = [];
+      for (let at = start; at < end; at++) {
+        const i = order[at]!;
         const urlId = ids[i]!;
         const visitedAt = times[i]!;
-        const raw = headers[i]!;
-        const agent = rawHeader(raw, 'user-agent');
-        const countryHeader = this.options.countryHeader;
+        const agent = agents[i];
         const { browser, os, device, bot } = this.classifier.classify(agent);
         visits.push({
           urlId,
           visitedAt,
-          referrerHost: referrerHost(rawHeader(raw, 'referer')),
+          referrerHost: referrerHost(referers[i]),
           browser,
           os,
           device,
           bot,
-          country: countryHeader === undefined ? null : countryCode(rawHeader(raw, countryHeader)),
+          country: countryCode(countries[i]),
         });
         const day = dayOf(visitedAt);
-        const hash = visitorHash(salts.get(day)!, addresses[i], agent);
-        visitors.set(`${urlId}:${day}:${hash}`, { urlId, day, hash });
+        visitors.push({ urlId, day, hash: visitorHash(salts.get(day)!, addresses[i], agent) });
       }
-      this.held.push({ id: randomUUID(), visits, visitors: [...visitors.values()] });
+      this.held.push({ id: randomUUID(), visits, visitors });
     }
   }
 

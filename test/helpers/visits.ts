@@ -2,6 +2,7 @@ import type { Kysely } from 'kysely';
 import { sql } from 'kysely';
 import type { DatabaseSchema } from '../../src/adapters/storage/schema.js';
 import { DAY_MS, HOUR_MS } from '../../src/domain/visit.js';
+import { decodeVisitDay, estimateVisitors } from '../../src/domain/visit-day.js';
 
 export const CHROME_WINDOWS =
   'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36';
@@ -15,54 +16,54 @@ export const REFERRERS = ['https://news.example.com/a?b=c', 'http://blog.example
 
 /** Every table visits are written to: their rows as text (to look for what must never be stored). */
 export async function visitTablesText(db: Kysely<DatabaseSchema>): Promise<string> {
-  const tables = ['visits', 'visit_hourly', 'visit_daily', 'visit_uniques', 'visit_visitors', 'visit_batches'] as const;
+  const tables = ['visits', 'visit_days', 'visit_batches'] as const;
   const dumps: unknown[] = [];
   for (const table of tables) dumps.push(await db.selectFrom(table).selectAll().execute());
   return JSON.stringify(dumps);
 }
 
+type DayCounts = { hours: number[]; bots: number[]; values: Record<string, Record<string, number>> };
+
 /**
- * The rollups recounted from the raw visits of `urlId`, and as stored: they must be equal.
+ * The day rows recounted from the raw visits of `urlId` (visits and bots per hour, visits per
+ * dimension value), and as stored: they must be equal. `visitors`: the distinct visitors the
+ * stored sketches estimate, added up over the days (to hold against the test's own count).
  * Read straight from the tables.
  */
 export async function rollupsAndRecount(db: Kysely<DatabaseSchema>, urlId: number) {
   const visits = await db.selectFrom('visits').selectAll().where('url_id', '=', urlId).execute();
-  const hourly = new Map<number, { visits: number; bots: number }>();
-  const daily = new Map<string, number>();
+  const recount = new Map<number, DayCounts>();
   for (const v of visits) {
-    const hour = Math.floor(v.visited_at_ms / HOUR_MS);
-    const h = hourly.get(hour) ?? { visits: 0, bots: 0 };
-    h.visits++;
-    h.bots += Number(v.bot);
-    hourly.set(hour, h);
     const day = Math.floor(v.visited_at_ms / DAY_MS);
+    let counts = recount.get(day);
+    if (counts === undefined) {
+      counts = { hours: new Array<number>(24).fill(0), bots: new Array<number>(24).fill(0), values: {} };
+      recount.set(day, counts);
+    }
+    const hour = Math.floor(v.visited_at_ms / HOUR_MS) % 24;
+    counts.hours[hour]!++;
+    counts.bots[hour]! += Number(v.bot);
     for (const [dimension, value] of [
       ['referrer', v.referrer_host],
       ['country', v.country],
       ['browser', v.browser],
       ['os', v.os],
       ['device', v.device],
-    ]) {
-      // Each day counts in its day and in its 8- and 64-day blocks.
-      for (const span of [0, 3, 6]) {
-        const key = `${span}|${Math.floor(day / 2 ** span) * 2 ** span}|${dimension}|${value ?? ''}`;
-        daily.set(key, (daily.get(key) ?? 0) + 1);
-      }
+    ] as const) {
+      const values = (counts.values[dimension] ??= {});
+      values[value ?? ''] = (values[value ?? ''] ?? 0) + 1;
     }
   }
-  const storedHourly = await db.selectFrom('visit_hourly').selectAll().where('url_id', '=', urlId).execute();
-  const storedDaily = await db.selectFrom('visit_daily').selectAll().where('url_id', '=', urlId).execute();
-  const sorted = <T>(map: Map<string | number, T>) => [...map].sort(([a], [b]) => String(a).localeCompare(String(b)));
-  return {
-    count: visits.length,
-    recount: { hourly: sorted(hourly), daily: sorted(daily) },
-    stored: {
-      hourly: sorted(new Map(storedHourly.map((r) => [r.hour, { visits: Number(r.visits), bots: Number(r.bots) }]))),
-      daily: sorted(
-        new Map(storedDaily.map((r) => [`${r.span}|${r.day}|${r.dimension}|${r.value}`, Number(r.visits)])),
-      ),
-    },
-  };
+  const rows = await db.selectFrom('visit_days').selectAll().where('url_id', '=', urlId).execute();
+  const stored = new Map<number, DayCounts>();
+  let visitors = 0;
+  for (const row of rows) {
+    const { hours, bots, values, sketch } = decodeVisitDay(row.data);
+    stored.set(Number(row.day), { hours, bots, values: values as DayCounts['values'] });
+    visitors += estimateVisitors(sketch);
+  }
+  const sorted = (map: Map<number, DayCounts>) => [...map].sort(([a], [b]) => a - b);
+  return { count: visits.length, recount: sorted(recount), stored: sorted(stored), visitors };
 }
 
 /** Visit rows of a mapping, by code. */

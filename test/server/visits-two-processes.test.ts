@@ -67,9 +67,12 @@ describe.each(BACKENDS)('visits from two processes on $name', (backend) => {
         .select('id')
         .where('code', '=', body.code)
         .executeTakeFirstOrThrow();
-      const { count, recount, stored } = await rollupsAndRecount(db.db, id);
+      const { count, recount, stored, visitors } = await rollupsAndRecount(db.db, id);
       expect(count).toBe(acknowledged);
       expect(stored).toEqual(recount);
+      // One address, six User-Agents (fetch sends its own when none is set): six visitors a day.
+      expect(visitors / recount.length).toBeGreaterThanOrEqual(5);
+      expect(visitors / recount.length).toBeLessThanOrEqual(6);
       expect(await storedClicks(db.db, { id })).toBe(acknowledged);
       const batches = await db.db.selectFrom('visit_batches').select('id').execute();
       expect(batches.length).toBeGreaterThanOrEqual(2);

@@ -1,25 +1,22 @@
 import { randomBytes } from 'node:crypto';
 import { type Kysely, type RawBuilder, sql } from 'kysely';
+import { type DeviceClass, DAY_MS, dayOf } from '../../domain/visit.js';
 import {
-  blockStart,
-  type DeviceClass,
-  DAY_MS,
-  dayOf,
-  HOUR_MS,
-  hourOf,
-  ROLLUP_SPANS,
-  spanRanges,
-  type VisitDimension,
-} from '../../domain/visit.js';
+  addVisit,
+  addVisitor,
+  decodeVisitDay,
+  emptyVisitDay,
+  encodeVisitDay,
+  mergeVisitDay,
+  type VisitDay,
+} from '../../domain/visit-day.js';
 import type {
-  DimensionCount,
-  HourlyCount,
   StatsRange,
+  StoredVisitDay,
   VisitBatch,
   VisitPageQuery,
   VisitPageRow,
   VisitRepository,
-  VisitRollups,
 } from '../../ports/visit-repository.js';
 import type { Dialect } from './database.js';
 import type { DatabaseSchema } from './schema.js';
@@ -65,88 +62,32 @@ const VISIT_COLUMNS: readonly Column[] = [
   ['country', 'TEXT'],
 ];
 
-/** The rollup increments of `visits`, keyed so that every writer adds them in the same order. */
-export function rollupsOf(visits: VisitBatch['visits']): VisitRollups {
-  // Alike visits first (one key each; most of a batch repeats a few), then their rollups once a group.
-  const groups = new Map<string, { visit: VisitBatch['visits'][number]; count: number }>();
-  for (const v of visits) {
-    const key = `${v.urlId}\u0000${hourOf(v.visitedAt)}\u0000${v.referrerHost}\u0000${v.country}\u0000${v.browser}\u0000${v.os}\u0000${v.device}`;
-    const group = groups.get(key);
-    if (group) group.count++;
-    else groups.set(key, { visit: v, count: 1 });
-  }
-  const hourly = new Map<string, [number, number]>();
-  const daily = new Map<string, number>();
-  for (const { visit: v, count } of groups.values()) {
-    const hourKey = `${v.urlId}:${hourOf(v.visitedAt)}`;
-    const counts = hourly.get(hourKey) ?? [0, 0];
-    counts[0] += count;
-    // The device class is `bot` exactly when the visit is a bot's, so a group is all bots or none.
-    if (v.bot) counts[1] += count;
-    hourly.set(hourKey, counts);
-    const day = `${v.urlId}:${dayOf(v.visitedAt)}`;
-    for (const [dimension, value] of [
-      ['referrer', v.referrerHost],
-      ['country', v.country],
-      ['browser', v.browser],
-      ['os', v.os],
-      ['device', v.device],
-    ] as const) {
-      const key = `${day}:${dimension}:${value ?? ''}`;
-      daily.set(key, (daily.get(key) ?? 0) + count);
-    }
-  }
-  return { hourly, daily };
+/** A mapping's day row to add to (`data`: what a batch adds to that day). */
+export interface VisitDayDelta {
+  readonly url_id: number;
+  readonly day: number;
+  readonly data: VisitDay;
 }
 
-/** Splits `url:n:rest` keys back into numbers (the rest kept whole: a value may hold ':'). */
-function splitKey(key: string): [number, number, string] {
-  const first = key.indexOf(':');
-  const second = key.indexOf(':', first + 1);
-  const rest = second < 0 ? '' : key.slice(second + 1);
-  return [Number(key.slice(0, first)), Number(key.slice(first + 1, second < 0 ? undefined : second)), rest];
+/** What a batch adds to each (mapping, UTC day) it touches, in key order (day, mapping: every writer locks rows in that order). */
+export function visitDaysOf({ visits, visitors }: Pick<VisitBatch, 'visits' | 'visitors'>): VisitDayDelta[] {
+  const days = new Map<string, VisitDayDelta>();
+  const dayOfKey = (url_id: number, day: number) => {
+    const key = `${url_id}:${day}`;
+    let delta = days.get(key);
+    if (delta === undefined) days.set(key, (delta = { url_id, day, data: emptyVisitDay() }));
+    return delta.data;
+  };
+  for (const v of visits) addVisit(dayOfKey(v.urlId, dayOf(v.visitedAt)), v);
+  for (const v of visitors) addVisitor(dayOfKey(v.urlId, v.day), v.hash);
+  return [...days.values()].sort((a, b) => a.day - b.day || a.url_id - b.url_id);
 }
 
-function byKey<T extends { url_id: number; day?: number; hour?: number; dimension?: string; value?: string }>(
-  a: T,
-  b: T,
-): number {
-  return (
-    a.url_id - b.url_id ||
-    (a.hour ?? 0) - (b.hour ?? 0) ||
-    (a.day ?? 0) - (b.day ?? 0) ||
-    (a.dimension ?? '').localeCompare(b.dimension ?? '') ||
-    (a.value! < b.value! ? -1 : a.value! > b.value! ? 1 : 0)
-  );
-}
-
-/** Each day's counts, for its day and for the 8- and 64-day blocks that hold it, in key order. */
-function blockRows(daily: VisitRollups['daily']) {
-  const blocks = new Map<
-    string,
-    { url_id: number; span: number; day: number; dimension: string; value: string; visits: number }
-  >();
-  for (const [key, visits] of daily) {
-    const [url_id, day, rest] = splitKey(key);
-    const at = rest.indexOf(':');
-    for (const span of ROLLUP_SPANS) {
-      const start = blockStart(day, span);
-      const blockKey = `${url_id}:${span}:${start}:${rest}`;
-      const row = blocks.get(blockKey);
-      if (row) row.visits += visits;
-      else
-        blocks.set(blockKey, {
-          url_id,
-          span,
-          day: start,
-          dimension: rest.slice(0, at),
-          value: rest.slice(at + 1),
-          visits,
-        });
-    }
-  }
-  return [...blocks.values()].sort((a, b) => a.span - b.span || byKey(a, b));
-}
+const DAY_COLUMNS: readonly Column[] = [
+  ['url_id', 'BIGINT'],
+  ['day', 'BIGINT'],
+  ['data', 'TEXT'],
+];
 
 function* chunks<T>(rows: readonly T[]): Generator<T[]> {
   for (let start = 0; start < rows.length; start += ROWS_PER_STATEMENT) {
@@ -155,9 +96,9 @@ function* chunks<T>(rows: readonly T[]): Generator<T[]> {
 }
 
 /**
- * Visits, their rollups and the visitor hashes in SQLite or PostgreSQL. A batch is written in
- * one transaction: its id, its visits, the new visitors, and the rollup increments, each table
- * in key order so that concurrent writers on PostgreSQL lock rows in the same order.
+ * Visits and their day rows in SQLite or PostgreSQL. A batch is written in one transaction: its
+ * id, its visits (one statement per 5,000), and one read, add and write-back of the day rows it
+ * touches (one row per mapping and UTC day, whatever the visits).
  */
 export class KyselyVisitRepository implements VisitRepository {
   constructor(
@@ -187,95 +128,54 @@ export class KyselyVisitRepository implements VisitRepository {
         }));
         await bulkInsert(this.dialect, 'visits', VISIT_COLUMNS, rows, sql``).execute(trx);
       }
-      await this.applyRollups(trx, rollupsOf(batch.visits));
-      await this.addVisitors(trx, batch.visitors);
+      await this.mergeDays(trx, visitDaysOf(batch));
       return true;
     });
   }
 
-  /** Adds rollup increments (a batch's, or the bench's seed) in one transaction. */
-  addRollups(rollups: VisitRollups): Promise<void> {
-    return this.db.transaction().execute((trx) => this.applyRollups(trx, rollups));
+  /** Adds to the day rows (a batch's additions, or the bench's seed) in one transaction. */
+  addVisitDays(deltas: readonly VisitDayDelta[]): Promise<void> {
+    return this.db.transaction().execute((trx) => this.mergeDays(trx, deltas));
   }
 
-  private async applyRollups(trx: Kysely<DatabaseSchema>, { hourly, daily }: VisitRollups): Promise<void> {
-    const hours = [...hourly].map(([key, [visits, bots]]) => {
-      const [url_id, hour] = splitKey(key);
-      return { url_id, hour, visits, bots };
-    });
-    hours.sort(byKey);
-    const hourColumns: Column[] = [
-      ['url_id', 'BIGINT'],
-      ['hour', 'BIGINT'],
-      ['visits', 'BIGINT'],
-      ['bots', 'BIGINT'],
-    ];
-    for (const chunk of chunks(hours)) {
+  /**
+   * Reads the day rows `deltas` add to (one statement), adds to them in memory, writes them back
+   * (one statement). On SQLite the transaction already holds the database's one writer lock (its
+   * first statement wrote the batch id). On PostgreSQL the read is an upsert that locks every row,
+   * new or not, in key order, so two writers wait for each other's rows in one order and never
+   * deadlock, and neither adds to a row the other has not committed yet.
+   */
+  private async mergeDays(trx: Kysely<DatabaseSchema>, deltas: readonly VisitDayDelta[]): Promise<void> {
+    for (const chunk of chunks(deltas)) {
+      const keys = chunk.map(({ url_id, day }) => ({ url_id, day, data: '' }));
+      const current = (
+        this.dialect === 'sqlite'
+          ? sql`SELECT d.url_id, d.day, d.data FROM json_each(${JSON.stringify(keys.map((k) => [k.url_id, k.day]))}) AS k
+              JOIN visit_days AS d ON d.url_id = k.value ->> 0 AND d.day = k.value ->> 1`
+          : bulkInsert(
+              this.dialect,
+              'visit_days',
+              DAY_COLUMNS,
+              keys,
+              sql`ON CONFLICT (url_id, day) DO UPDATE SET data = visit_days.data RETURNING url_id, day, data`,
+            )
+      ) as RawBuilder<{ url_id: number | string; day: number | string; data: string }>;
+      const stored = new Map<string, string>();
+      for (const row of (await current.execute(trx)).rows) stored.set(`${row.url_id}:${row.day}`, row.data);
+      const rows = chunk.map(({ url_id, day, data }) => {
+        const text = stored.get(`${url_id}:${day}`);
+        return {
+          url_id,
+          day,
+          data: encodeVisitDay(text ? mergeVisitDay(decodeVisitDay(text), data) : data),
+        };
+      });
       await bulkInsert(
         this.dialect,
-        'visit_hourly',
-        hourColumns,
-        chunk,
-        sql`ON CONFLICT (url_id, hour) DO UPDATE SET visits = visit_hourly.visits + excluded.visits, bots = visit_hourly.bots + excluded.bots`,
-      ).execute(trx);
-    }
-    const days = blockRows(daily);
-    const dayColumns: Column[] = [
-      ['url_id', 'BIGINT'],
-      ['span', 'BIGINT'],
-      ['day', 'BIGINT'],
-      ['dimension', 'TEXT'],
-      ['value', 'TEXT'],
-      ['visits', 'BIGINT'],
-    ];
-    for (const chunk of chunks(days)) {
-      await bulkInsert(
-        this.dialect,
-        'visit_daily',
-        dayColumns,
-        chunk,
-        sql`ON CONFLICT (url_id, span, day, dimension, value) DO UPDATE SET visits = visit_daily.visits + excluded.visits`,
-      ).execute(trx);
-    }
-  }
-
-  /** Records the visitors; those new to their mapping and day add to its distinct count. */
-  private async addVisitors(trx: Kysely<DatabaseSchema>, visitors: VisitBatch['visitors']): Promise<void> {
-    const rows = visitors.map((v) => ({ url_id: v.urlId, day: v.day, hash: v.hash }));
-    rows.sort((a, b) => a.url_id - b.url_id || a.day - b.day || a.hash - b.hash);
-    const fresh = new Map<string, number>();
-    for (const chunk of chunks(rows)) {
-      const { rows: inserted } = await (
-        bulkInsert(
-          this.dialect,
-          'visit_visitors',
-          [
-            ['url_id', 'BIGINT'],
-            ['day', 'BIGINT'],
-            ['hash', 'BIGINT'],
-          ],
-          chunk,
-          sql`ON CONFLICT (url_id, day, hash) DO NOTHING RETURNING url_id, day`,
-        ) as RawBuilder<{ url_id: number; day: number }>
-      ).execute(trx);
-      for (const { url_id, day } of inserted) fresh.set(`${url_id}:${day}`, (fresh.get(`${url_id}:${day}`) ?? 0) + 1);
-    }
-    const uniques = [...fresh].map(([key, visitors]) => {
-      const [url_id, day] = splitKey(key);
-      return { url_id, day, visitors };
-    });
-    uniques.sort(byKey);
-    for (const chunk of chunks(uniques)) {
-      await bulkInsert(
-        this.dialect,
-        'visit_uniques',
-        [
-          ['url_id', 'BIGINT'],
-          ['day', 'BIGINT'],
-          ['visitors', 'BIGINT'],
-        ],
-        chunk,
-        sql`ON CONFLICT (url_id, day) DO UPDATE SET visitors = visit_uniques.visitors + excluded.visitors`,
+        'visit_days',
+        DAY_COLUMNS,
+        rows,
+        sql`ON CONFLICT (url_id, day) DO UPDATE SET data = excluded.data`,
       ).execute(trx);
     }
   }
@@ -290,52 +190,23 @@ export class KyselyVisitRepository implements VisitRepository {
     return row.salt;
   }
 
-  async hourly({ urlId, from, to }: StatsRange, hoursPerRow: 1 | 24 = 1): Promise<HourlyCount[]> {
-    // Whole days added up in the database: a year by the day is 365 rows to read, not 8,760.
-    const hour = sql<number>`CAST(hour / ${sql.lit(hoursPerRow)} AS BIGINT) * ${sql.lit(hoursPerRow)}`;
-    return this.db
-      .selectFrom('visit_hourly')
-      .select([
-        hour.as('hour'),
-        sql<number>`CAST(SUM(visits) AS BIGINT)`.as('visits'),
-        sql<number>`CAST(SUM(bots) AS BIGINT)`.as('bots'),
-      ])
-      .where('url_id', '=', urlId)
-      .where('hour', '>=', hourOf(from))
-      .where('hour', '<', Math.ceil(to / HOUR_MS))
-      .groupBy(hour)
-      .orderBy(hour)
-      .execute();
-  }
-
-  async dimensions({ urlId, from, to }: StatsRange): Promise<DimensionCount[]> {
-    const ranges = spanRanges(dayOf(from), Math.ceil(to / DAY_MS));
-    if (ranges.length === 0) return [];
+  async days({ urlId, from, to }: StatsRange): Promise<StoredVisitDay[]> {
+    const days: number[] = [];
+    for (let day = dayOf(from); day < Math.ceil(to / DAY_MS); day++) days.push(day);
+    if (days.length === 0) return [];
+    // One key lookup a day (the key is day first).
+    const list =
+      this.dialect === 'sqlite'
+        ? sql<number>`(SELECT value FROM json_each(${JSON.stringify(days)}))`
+        : sql<number>`(SELECT unnest(CAST(${days} AS BIGINT[])))`;
     const rows = await this.db
-      .selectFrom('visit_daily')
-      .select(['dimension', 'value', sql<number>`CAST(SUM(visits) AS BIGINT)`.as('visits')])
+      .selectFrom('visit_days')
+      .select(['day', 'data'])
       .where('url_id', '=', urlId)
-      .where((eb) =>
-        eb.or(ranges.map((r) => eb.and([eb('span', '=', r.span), eb('day', '>=', r.from), eb('day', '<', r.to)]))),
-      )
-      .groupBy(['dimension', 'value'])
+      .where('day', 'in', list)
+      .orderBy('day')
       .execute();
-    return rows.map((r) => ({
-      dimension: r.dimension as VisitDimension,
-      value: r.value === '' ? null : r.value,
-      visits: Number(r.visits),
-    }));
-  }
-
-  async uniqueVisitors({ urlId, from, to }: StatsRange): Promise<number> {
-    const row = await this.db
-      .selectFrom('visit_uniques')
-      .select(sql<number | null>`CAST(SUM(visitors) AS BIGINT)`.as('visitors'))
-      .where('url_id', '=', urlId)
-      .where('day', '>=', dayOf(from))
-      .where('day', '<', Math.ceil(to / DAY_MS))
-      .executeTakeFirst();
-    return Number(row?.visitors ?? 0);
+    return rows.map((r) => ({ day: Number(r.day), data: decodeVisitDay(r.data) }));
   }
 
   async page({ urlId, from, to, limit, before }: VisitPageQuery): Promise<VisitPageRow[]> {
@@ -362,23 +233,20 @@ export class KyselyVisitRepository implements VisitRepository {
     }));
   }
 
+  /**
+   * Retention walks the oldest ids rather than an index of times (one index less for every visit
+   * to keep up): of the `limit` lowest ids, those older than `before` go. Ids follow the visits'
+   * times but for the batches held while the database was away, written late: such a visit goes
+   * once the visits written before it are past the cutoff too.
+   */
   async prune(options: { before: number; hashesBefore: number; batchesBefore: number; limit: number }) {
     const { before, hashesBefore, batchesBefore, limit } = options;
     const deleted = await this.db
       .deleteFrom('visits')
-      .where('id', 'in', (db) => db.selectFrom('visits').select('id').where('visited_at_ms', '<', before).limit(limit))
+      .where('id', 'in', (db) => db.selectFrom('visits').select('id').orderBy('id').limit(limit))
+      .where('visited_at_ms', '<', before)
       .executeTakeFirst();
-    await this.db.deleteFrom('visit_hourly').where('hour', '<', hourOf(before)).execute();
-    // A block goes once all its days are out of retention (statistics read no earlier block).
-    for (const span of ROLLUP_SPANS) {
-      await this.db
-        .deleteFrom('visit_daily')
-        .where('span', '=', span)
-        .where('day', '<=', dayOf(before) - 2 ** span)
-        .execute();
-    }
-    await this.db.deleteFrom('visit_uniques').where('day', '<', dayOf(before)).execute();
-    await this.db.deleteFrom('visit_visitors').where('day', '<', hashesBefore).execute();
+    await this.db.deleteFrom('visit_days').where('day', '<', dayOf(before)).execute();
     await this.db.deleteFrom('visit_salts').where('day', '<', hashesBefore).execute();
     await this.db.deleteFrom('visit_batches').where('written_at_ms', '<', batchesBefore).execute();
     return Number(deleted.numDeletedRows);

@@ -62,45 +62,17 @@ export interface VisitBatchesTable {
   written_at_ms: number;
 }
 
-/** Visits and bots per mapping and hour (`hour`: Unix hours). */
-export interface VisitHourlyTable {
-  url_id: number;
-  hour: number;
-  visits: number;
-  bots: number;
-}
-
-/**
- * Visits per mapping, block of days, dimension and value (`''`: unknown): a block is 2^`span` days
- * (1, 8 or 64) from `day` (Unix days, a multiple of 2^span).
- */
-export interface VisitDailyTable {
-  url_id: number;
-  span: number;
-  day: number;
-  dimension: string;
-  value: string;
-  visits: number;
-}
-
-/** Distinct visitors per mapping and UTC day. */
-export interface VisitUniquesTable {
+/** One mapping's statistics of one UTC day (`day`: Unix days): `data` is src/domain/visit-day.ts's text. */
+export interface VisitDaysTable {
   url_id: number;
   day: number;
-  visitors: number;
+  data: string;
 }
 
-/** The day's salt of the visitor hashes; deleted with the day's hashes once the day is over. */
+/** The day's salt of the visitor hashes; deleted once the day is over. */
 export interface VisitSaltsTable {
   day: number;
   salt: string;
-}
-
-/** Visitors seen per mapping and day: 48 bits of their salted hash. */
-export interface VisitVisitorsTable {
-  url_id: number;
-  day: number;
-  hash: number;
 }
 
 // Accounts and settings
@@ -302,11 +274,8 @@ export interface DatabaseSchema {
   api_keys: ApiKeysTable;
   visits: VisitsTable;
   visit_batches: VisitBatchesTable;
-  visit_hourly: VisitHourlyTable;
-  visit_daily: VisitDailyTable;
-  visit_uniques: VisitUniquesTable;
+  visit_days: VisitDaysTable;
   visit_salts: VisitSaltsTable;
-  visit_visitors: VisitVisitorsTable;
   settings: SettingsTable;
   auth_revocations: AuthRevocationsTable;
   auth_login_failures: AuthLoginFailuresTable;

@@ -670,7 +670,7 @@ export interface components {
                 visits: number;
                 bots: number;
                 humans: number;
-                /** @description Distinct visitors per UTC day (a daily salted hash of address and User-Agent), summed over the days of the range. */
+                /** @description Distinct visitors per UTC day (a daily salted hash of address and User-Agent, counted by a HyperLogLog sketch: an estimate, a visitor or two off for small counts, ±4.6% for large ones), summed over the days of the range. */
                 unique_visitors: number;
             };
             /** @description One entry per interval from the one holding `from` up to `to`, zeros included. */
@@ -683,27 +683,27 @@ export interface components {
             /** @description Most visits first, over the whole UTC days the range touches. */
             top: {
                 referrers: {
-                    /** @description null: unknown / direct. */
+                    /** @description null: unknown / direct. `(other)`: the visits of the values past the first 100 a dimension had on a day. */
                     value: string | null;
                     visits: number;
                 }[];
                 countries: {
-                    /** @description null: unknown / direct. */
+                    /** @description null: unknown / direct. `(other)`: the visits of the values past the first 100 a dimension had on a day. */
                     value: string | null;
                     visits: number;
                 }[];
                 browsers: {
-                    /** @description null: unknown / direct. */
+                    /** @description null: unknown / direct. `(other)`: the visits of the values past the first 100 a dimension had on a day. */
                     value: string | null;
                     visits: number;
                 }[];
                 os: {
-                    /** @description null: unknown / direct. */
+                    /** @description null: unknown / direct. `(other)`: the visits of the values past the first 100 a dimension had on a day. */
                     value: string | null;
                     visits: number;
                 }[];
                 devices: {
-                    /** @description null: unknown / direct. */
+                    /** @description null: unknown / direct. `(other)`: the visits of the values past the first 100 a dimension had on a day. */
                     value: string | null;
                     visits: number;
                 }[];
