@@ -70,7 +70,10 @@ export function composeUrlMappings(
   database: Database,
   backbone: EventBackbone,
   settings: RuntimeSettings,
-  /** `background: false`: SQLite's search index is not kept up here (another process does it). */
+  /**
+   * `background: false` (a command-line run): SQLite's search index, the expiry sweep and visit
+   * retention are not run here (a serving process does them).
+   */
   { background = true }: { background?: boolean } = {},
 ): UrlMappings {
   const { config, stack, metrics } = context;
@@ -88,7 +91,7 @@ export function composeUrlMappings(
     events.clicked,
   );
   stack.defer('click flush', () => clicks.stop());
-  const visits = composeVisits(context, database, repository);
+  const visits = composeVisits(context, database, repository, { background });
   if (database.dialect === 'sqlite' && background) {
     startChunkedTask(
       context,
@@ -111,12 +114,13 @@ export function composeUrlMappings(
   const transfer = composeLinkTransfer(config, database, backbone, { repository, routes, cache, clicks });
   // Who notices expiry by time when nobody visits: every instance sweeps; the claim in the
   // database (expired_event_at) makes each link's url.expired once, whichever instance records it.
-  startChunkedTask(
-    context,
-    'expiry sweep',
-    EXPIRY_SWEEP_INTERVAL_MS,
-    async () => (await service.expireDue(EXPIRY_CHUNK)) === EXPIRY_CHUNK,
-  );
+  if (background)
+    startChunkedTask(
+      context,
+      'expiry sweep',
+      EXPIRY_SWEEP_INTERVAL_MS,
+      async () => (await service.expireDue(EXPIRY_CHUNK)) === EXPIRY_CHUNK,
+    );
   return { service, transfer, routes, cache, clicks, visits };
 }
 

@@ -34,6 +34,7 @@ export function composeVisits(
   { config, stack, logger }: CompositionContext,
   database: Database,
   mappings: Pick<UrlMappingRepository, 'findByCode'>,
+  { background = true }: { background?: boolean } = {},
 ): Visits {
   const settings = config.visits;
   // Visits are stamped by the system clock, not a test's manual one: their times are real.
@@ -66,9 +67,12 @@ export function composeVisits(
     }
     return deleted;
   };
-  const retention = new PeriodicTask('visit retention', RETENTION_INTERVAL_MS, prune, logger);
-  retention.start();
-  stack.defer('visit retention', () => retention.stop());
+  // Not in a command-line run (`background: false`): a serving process prunes.
+  if (background) {
+    const retention = new PeriodicTask('visit retention', RETENTION_INTERVAL_MS, prune, logger);
+    retention.start();
+    stack.defer('visit retention', () => retention.stop());
+  }
   return {
     buffer,
     repository,
