@@ -52,7 +52,8 @@ export async function composeAccounts(
       link_write_policy: config.links.writePolicy,
     },
     repository: new KyselySettingsRepository(database.db),
-    counters: shared.counters,
+    // Counters of this process alone carry no signal to the others: the database's version does.
+    counters: shared.countersShared ? shared.counters : undefined,
     clock,
     pollIntervalMs: settingsPollIntervalMs,
     logger,

@@ -22,6 +22,8 @@ export interface SharedState {
   /** Redis, when configured. */
   readonly redis?: RedisLink;
   readonly counters: Counters;
+  /** Whether every instance sees `counters` (Redis, or the primary of `--workers N`), or only this process. */
+  readonly countersShared: boolean;
   readonly rateLimiter: RateLimiter;
   /** Revocations and lockouts. */
   readonly authState: AuthStateStore;
@@ -72,5 +74,5 @@ export function composeSharedState(context: CompositionContext, database: Databa
   const pruning = new PeriodicTask('auth state pruning', AUTH_STATE_PRUNE_INTERVAL_MS, () => authState.prune(), logger);
   stack.defer('auth state pruning', () => pruning.stop());
   pruning.start();
-  return { redis, counters, rateLimiter, authState };
+  return { redis, counters, countersShared: Boolean(redis) || cluster.isWorker, rateLimiter, authState };
 }

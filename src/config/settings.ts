@@ -156,7 +156,7 @@ export const SETTINGS = named({
   REDIS_URL: {
     default: '',
     description:
-      'Shared Redis (`redis://host:6379`) for state that every instance must agree on (rate limits, the settings-change signal, a fast copy of revocations and lockouts, which the database keeps). Empty: in-process memory. Run it with `maxmemory-policy noeviction`.',
+      'Shared Redis (`redis://host:6379`) for state that every instance must agree on (rate limits, the settings-change signal, a fast copy of revocations and lockouts, which the database keeps). Empty: in-process memory, and settings changes are noticed through a version in the database. Run it with `maxmemory-policy noeviction`.',
     parse: optionalUrl(['redis:', 'rediss:']),
   },
   OTEL_SDK_DISABLED: {

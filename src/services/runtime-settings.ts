@@ -15,7 +15,7 @@ import type { SettingsRepository } from '../ports/settings-repository.js';
 /** The values in force: the account and link settings by their names, and the others'. */
 type InForce = RuntimeSettingValues & AuthSettingValues & Partial<LinkSettingValues>;
 
-/** The counters key whose version announces a settings change to every instance. */
+/** The counters key whose version announces a settings change to every instance sharing the counters. */
 export const SETTINGS_VERSION_KEY = 'settings:version';
 
 /** While the change signal is away, how often the settings are reloaded from the database. */
@@ -31,7 +31,12 @@ export interface RuntimeSettingsOptions {
   /** Values in force until an administrator changes them (from the configuration). */
   readonly defaults: Readonly<Record<string, RuntimeSettingValue>>;
   readonly repository: SettingsRepository;
-  readonly counters: Counters;
+  /**
+   * Counters every instance shares (Redis, or the primary of `--workers N`): a version in them
+   * announces a change. Absent when the counters are this process's own; the version the
+   * repository raises with every change is polled instead.
+   */
+  readonly counters?: Counters;
   readonly clock: Clock;
   /** How often the change signal is polled; keeps every instance within one second of a change. */
   readonly pollIntervalMs: number;
@@ -40,8 +45,9 @@ export interface RuntimeSettingsOptions {
 
 /**
  * The runtime settings in force on this instance: read from memory on every use, persisted in the
- * database, and reloaded when the change signal (a version in the counters) moves, so a change
- * made on any instance applies on all of them within one poll interval.
+ * database, and reloaded when the change signal (a version in the shared counters, or else the
+ * version stored with the settings) moves, so a change made on any instance applies on all of
+ * them within one poll interval.
  */
 export class RuntimeSettings {
   private values: InForce;
@@ -104,39 +110,52 @@ export class RuntimeSettings {
       const problem = settingProblem(definition, value);
       if (problem) throw errors.validation(`body: ${problem}`);
     }
-    const updatedAt = canonicalTimestamp(new Date(this.options.clock.now()).toISOString())!;
-    await this.options.repository.save(changes as Record<string, RuntimeSettingValue>, updatedAt);
-    // Bump after the write, so an instance that sees the new version reads the new values.
-    let version: number | undefined;
-    try {
-      version = await this.options.counters.bump(SETTINGS_VERSION_KEY);
-    } catch (error) {
-      // Saved; the others reload from the database while the signal is away (see refresh).
-      this.signalFailed(error);
-    }
+    const { repository, counters, clock } = this.options;
+    const updatedAt = canonicalTimestamp(new Date(clock.now()).toISOString())!;
+    const stored = await repository.save(changes as Record<string, RuntimeSettingValue>, updatedAt);
+    // Bumped after the write, so an instance that sees the new version reads the new values.
+    const version = counters ? await this.bumpSignal(counters) : stored;
     await this.load();
     if (version !== undefined) this.seenVersion = Math.max(this.seenVersion, version);
     return this.values;
   }
 
   /**
-   * Reloads now if the change signal moved since the last load. While the signal cannot be read
-   * (Redis away), reloads from the database at most once per SIGNAL_LOST_RELOAD_MS instead, and
-   * once more when the signal is back.
+   * Reloads now if the change signal moved since the last load. While the shared counters cannot
+   * be read (Redis away), reloads from the database at most once per SIGNAL_LOST_RELOAD_MS
+   * instead, and once more when the signal is back.
    */
   async refresh(): Promise<void> {
+    const { counters, repository } = this.options;
+    // Read before the values, so a change committed in between is loaded now and again next time.
+    if (!counters) return this.reloadIfMoved(await repository.version());
     let version: number;
     try {
-      version = await this.options.counters.version(SETTINGS_VERSION_KEY);
+      version = await counters.version(SETTINGS_VERSION_KEY);
     } catch (error) {
       this.signalFailed(error);
       if (performance.now() - this.lastLoadAt >= SIGNAL_LOST_RELOAD_MS) await this.load();
       return;
     }
     this.signalLost = false;
+    await this.reloadIfMoved(version);
+  }
+
+  private async reloadIfMoved(version: number): Promise<void> {
     if (version === this.seenVersion) return;
     await this.load();
     this.seenVersion = version;
+  }
+
+  /** The shared version after announcing a change; undefined when the counters are away. */
+  private async bumpSignal(counters: Counters): Promise<number | undefined> {
+    try {
+      return await counters.bump(SETTINGS_VERSION_KEY);
+    } catch (error) {
+      // Saved; the others reload from the database while the signal is away (see refresh).
+      this.signalFailed(error);
+      return undefined;
+    }
   }
 
   private signalFailed(error: unknown): void {

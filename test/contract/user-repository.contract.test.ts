@@ -90,6 +90,19 @@ describe.each(BACKENDS)('UserRepository and SettingsRepository on $name', (backe
     expect(await settings.load()).toEqual({ max_login_attempts: 7, password_min_length: 10 });
   });
 
+  it.skipIf(!backend.available)('raises the settings version with every save that changes something', async () => {
+    const before = await settings.version();
+    expect(await settings.save({ max_login_attempts: 4 }, '2024-02-01T00:00:00Z')).toBe(before + 1);
+    expect(await settings.version()).toBe(before + 1);
+    expect(await settings.save({}, '2024-02-02T00:00:00Z')).toBe(before + 1);
+    // Concurrent saves each get a version of their own.
+    const saved = await Promise.all(
+      [3, 5, 6].map((n) => settings.save({ max_login_attempts: n }, '2024-02-03T00:00:00Z')),
+    );
+    expect(saved.toSorted((x, y) => x - y)).toEqual([before + 2, before + 3, before + 4]);
+    expect(await settings.version()).toBe(before + 4);
+  });
+
   it.skipIf(!backend.available)('lists users by id, pages with limit/after, searches username and email', async () => {
     const tag = `srch${n}`;
     const a = await users.create(newUser({ username: `${tag}_Anna` }));

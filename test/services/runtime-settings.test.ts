@@ -71,6 +71,22 @@ describe('RuntimeSettings', () => {
     await here.update(DEFAULTS);
   });
 
+  it('without shared counters, follows the version stored with the settings (a change by another process)', async () => {
+    const here = make({ counters: undefined });
+    const there = make({ counters: undefined });
+    await here.start();
+    await there.start();
+    await here.update({ max_login_attempts: 4 });
+    await eventually(() => expect(there.current().max_login_attempts).toBe(4), { timeoutMs: 1000 });
+    // Written by a process of its own, which announced it nowhere but in the database.
+    await new KyselySettingsRepository(database.db).save({ password_min_length: 20 }, '2024-01-01T00:00:00Z');
+    for (const settings of [here, there]) {
+      await eventually(() => expect(settings.current().password_min_length).toBe(20), { timeoutMs: 1000 });
+    }
+    await here.update(DEFAULTS);
+    await eventually(() => expect(there.current()).toEqual(DEFAULTS), { timeoutMs: 1000 });
+  });
+
   it('validates updates: unknown names and values out of range are 422s and change nothing', async () => {
     const settings = make();
     await settings.start();

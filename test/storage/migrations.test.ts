@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
 import { KyselyApiKeyRepository } from '../../src/adapters/storage/kysely-api-key-repository.js';
+import { KyselySettingsRepository } from '../../src/adapters/storage/kysely-settings-repository.js';
 import { KyselyUserRepository } from '../../src/adapters/storage/kysely-user-repository.js';
 import { migrateToLatest } from '../../src/adapters/storage/migrations.js';
 import { KyselyUrlMappingRepository } from '../../src/adapters/storage/kysely-url-mapping-repository.js';
@@ -121,6 +122,18 @@ describe.each(BACKENDS)('migrations on $name', (backend) => {
       expect(key.user_id).toBe(user!.id);
     },
   );
+
+  it.skipIf(!backend.available)('0068 gives the settings a 0052 database stored a version to follow', async () => {
+    const database = await emptyDatabase();
+    await buildFromFixture(database.db, fixture);
+    await sql`INSERT INTO settings (key, value, updated_at)
+      VALUES ('max_login_attempts', '3', '2024-01-01T00:00:00Z')`.execute(database.db);
+    await migrateToLatest(database.db, database.dialect);
+    const settings = new KyselySettingsRepository(database.db);
+    expect(await settings.version()).toBe(0);
+    expect(await settings.load()).toEqual({ max_login_attempts: 3 });
+    expect(await settings.save({ max_login_attempts: 4 }, '2024-01-02T00:00:00Z')).toBe(1);
+  });
 
   it.skipIf(!backend.available)(
     'mappings stored at 0052 keep their data, have no owner, and are found by search after 0060 and 0061',

@@ -3,7 +3,7 @@ import type { RuntimeSettingValue } from '../../domain/settings.js';
 import type { SettingsRepository } from '../../ports/settings-repository.js';
 import type { DatabaseSchema } from './schema.js';
 
-/** Administrator-changed runtime settings, one row per setting, values as JSON text. */
+/** Administrator-changed runtime settings, one row per setting, values as JSON text; their version in `settings_version`. */
 export class KyselySettingsRepository implements SettingsRepository {
   constructor(private readonly db: Kysely<DatabaseSchema>) {}
 
@@ -17,10 +17,10 @@ export class KyselySettingsRepository implements SettingsRepository {
     return values;
   }
 
-  async save(values: Readonly<Record<string, RuntimeSettingValue>>, updatedAt: string): Promise<void> {
+  async save(values: Readonly<Record<string, RuntimeSettingValue>>, updatedAt: string): Promise<number> {
     const entries = Object.entries(values);
-    if (entries.length === 0) return;
-    await this.db.transaction().execute(async (trx) => {
+    if (entries.length === 0) return this.version();
+    return this.db.transaction().execute(async (trx) => {
       for (const [key, value] of entries) {
         await trx
           .insertInto('settings')
@@ -28,6 +28,17 @@ export class KyselySettingsRepository implements SettingsRepository {
           .onConflict((oc) => oc.column('key').doUpdateSet({ value: JSON.stringify(value), updated_at: updatedAt }))
           .execute();
       }
+      const { version } = await trx
+        .updateTable('settings_version')
+        .set((eb) => ({ version: eb('version', '+', 1) }))
+        .returning('version')
+        .executeTakeFirstOrThrow();
+      return version;
     });
+  }
+
+  async version(): Promise<number> {
+    const { version } = await this.db.selectFrom('settings_version').select('version').executeTakeFirstOrThrow();
+    return version;
   }
 }

@@ -115,6 +115,11 @@ export interface SettingsTable {
   updated_at: string;
 }
 
+/** One row: raised with every change to `settings`, the change signal of instances without Redis. */
+export interface SettingsVersionTable {
+  version: number;
+}
+
 /** One row per revoked thing, by kind (`token`, later API keys and users) and id. Expiry: epoch ms. */
 export interface AuthRevocationsTable {
   kind: string;
@@ -277,6 +282,7 @@ export interface DatabaseSchema {
   visit_days: VisitDaysTable;
   visit_salts: VisitSaltsTable;
   settings: SettingsTable;
+  settings_version: SettingsVersionTable;
   auth_revocations: AuthRevocationsTable;
   auth_login_failures: AuthLoginFailuresTable;
   event_outbox: EventOutboxTable;

@@ -15,6 +15,7 @@ import { urlMappingSearch } from './0061-url-mapping-search.js';
 import { userDisabled } from './0065-user-disabled.js';
 import { apiKeys } from './0066-api-keys.js';
 import { userSessionsNotBefore } from './0067-user-sessions-not-before.js';
+import { settingsVersion } from './0068-settings-version.js';
 import { visits } from './0070-visits.js';
 import { visitRollups } from './0071-visit-rollups.js';
 import { visitorHashes } from './0072-visitor-hashes.js';
@@ -40,6 +41,7 @@ const MIGRATIONS: readonly SchemaMigration[] = [
   userDisabled,
   apiKeys,
   userSessionsNotBefore,
+  settingsVersion,
   visits,
   visitRollups,
   visitorHashes,

@@ -1,0 +1,81 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { BACKENDS, type TestDatabase } from '../helpers/backends.js';
+import { eventually } from '../helpers/eventually.js';
+import { newAccount, send, sessionOf, type BrowserSession } from '../helpers/http-client.js';
+import { codeMaker, newMapping } from '../helpers/http.js';
+import { CENSUS_ENV } from '../helpers/outbox-census.js';
+import { type ServerProcess, startServer } from '../helpers/server-process.js';
+
+const ADMIN = { username: 'twoadmin', email: 'twoadmin@example.com', password: 'two-processes-admin' };
+
+/**
+ * Two `serve` processes of the built service on one database and no Redis: their counters are
+ * each their own, so a settings change made through one must reach the other through the
+ * database, and be in force there within a second (issue 14).
+ */
+describe.each(BACKENDS)('runtime settings across two processes on $name without Redis', (backend) => {
+  const test = it.skipIf(!backend.available);
+  const code = codeMaker('tset');
+  let database: TestDatabase;
+  const servers: ServerProcess[] = [];
+  let admin: BrowserSession;
+
+  beforeAll(async () => {
+    if (!backend.available) return;
+    database = await backend.create();
+    const env = {
+      ...CENSUS_ENV,
+      DATABASE_URL: database.databaseUrl,
+      ADMIN_USERNAME: ADMIN.username,
+      ADMIN_EMAIL: ADMIN.email,
+      ADMIN_PASSWORD: ADMIN.password,
+    };
+    // One after the other: the first creates the administrator, the second finds it.
+    servers.push(await startServer(env));
+    servers.push(await startServer(env));
+    const login = await send(servers[0]!.url, 'POST', '/api/v1/auth/login', {
+      body: { username: ADMIN.username, password: ADMIN.password },
+    });
+    admin = sessionOf(login)!;
+    expect(admin, login.text).toBeDefined();
+  }, 60_000);
+  afterAll(async () => {
+    await Promise.all(servers.map((server) => server.stop('SIGKILL')));
+    await database?.drop();
+  });
+
+  const change = async (server: ServerProcess, settings: Record<string, unknown>) => {
+    const answer = await send(server.url, 'PATCH', '/api/v1/admin/settings', { body: settings, session: admin });
+    expect(answer.status, answer.text).toBe(200);
+    return Date.now();
+  };
+  const shorten = (server: ServerProcess) => send(server.url, 'POST', '/shorten', { body: newMapping(code) });
+  const createLink = (server: ServerProcess) =>
+    send(server.url, 'POST', '/api/v1/links', { body: { url: 'https://example.com/two-processes' } });
+  const register = (server: ServerProcess) =>
+    send(server.url, 'POST', '/api/v1/auth/register', { body: { ...newAccount('twoset'), password: 'twelve-chars' } });
+
+  test('a change made through one is in force on the other within a second', async () => {
+    const [a, b] = servers as [ServerProcess, ServerProcess];
+    expect((await shorten(b)).status).toBe(201);
+    expect((await createLink(b)).status).toBe(201);
+    expect((await register(b)).status).toBe(201);
+
+    const changedAt = await change(a, { link_write_policy: 'owned', password_min_length: 16 });
+    await eventually(async () => expect((await shorten(b)).status).toBe(401), { timeoutMs: 1000 });
+    expect(Date.now() - changedAt).toBeLessThan(1000);
+    expect((await createLink(b)).status).toBe(401);
+    const refused = await register(b);
+    expect([refused.status, refused.json<{ detail: string }>().detail]).toEqual([
+      400,
+      'Password must be at least 16 characters',
+    ]);
+
+    // And back, the other way round.
+    const reopenedAt = await change(b, { link_write_policy: 'open', password_min_length: 12 });
+    await eventually(async () => expect((await shorten(a)).status).toBe(201), { timeoutMs: 1000 });
+    expect(Date.now() - reopenedAt).toBeLessThan(1000);
+    expect((await createLink(a)).status).toBe(201);
+    expect((await register(a)).status).toBe(201);
+  }, 30_000);
+});
