@@ -44,7 +44,7 @@ describe('--help', () => {
   it.each([[['--help']], [['-h']], [['help']]])('%j lists every command', async (args) => {
     const { code, output } = await runCli(args, {});
     expect(code).toBe(0);
-    for (const command of ['serve', 'migrate', 'openapi', 'create-admin', 'config']) {
+    for (const command of ['serve', 'migrate', 'openapi', 'create-admin', 'export', 'import', 'config']) {
       expect(output).toMatch(new RegExp(`^  ${command}\\b`, 'm'));
     }
   });
