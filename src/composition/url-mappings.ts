@@ -1,7 +1,7 @@
 import type { Database } from '../adapters/storage/database.js';
 import { KyselyLinkImportStore } from '../adapters/storage/kysely-link-import-store.js';
 import { KyselyUrlMappingRepository } from '../adapters/storage/kysely-url-mapping-repository.js';
-import { tracedClickWrites } from '../adapters/telemetry/background-spans.js';
+import { BACKGROUND_SPANS, inBackgroundSpan, tracedClickWrites } from '../adapters/telemetry/background-spans.js';
 import { registerRedirectCacheMetrics } from '../adapters/telemetry/redirect-cache-metrics.js';
 import { urlEvents } from '../domain/url-events.js';
 import { RouteTable } from '../http/route-table.js';
@@ -119,7 +119,9 @@ export function composeUrlMappings(
       context,
       'expiry sweep',
       EXPIRY_SWEEP_INTERVAL_MS,
-      async () => (await service.expireDue(EXPIRY_CHUNK)) === EXPIRY_CHUNK,
+      async () =>
+        (await inBackgroundSpan(BACKGROUND_SPANS.linkExpiry, {}, () => service.expireDue(EXPIRY_CHUNK))) ===
+        EXPIRY_CHUNK,
     );
   return { service, transfer, routes, cache, clicks, visits };
 }

@@ -1,5 +1,6 @@
 import type { Database } from '../adapters/storage/database.js';
 import { KyselyVisitRepository } from '../adapters/storage/kysely-visit-repository.js';
+import { tracedVisitWrites } from '../adapters/telemetry/background-spans.js';
 import { DAY_MS, dayOf } from '../domain/visit.js';
 import type { UrlMappingRepository } from '../ports/url-mapping-repository.js';
 import { VisitStatsService } from '../services/visit-stats-service.js';
@@ -39,10 +40,11 @@ export function composeVisits(
   const settings = config.visits;
   // Visits are stamped by the system clock, not a test's manual one: their times are real.
   const repository = new KyselyVisitRepository(database.db, database.dialect);
+  const writes = config.tracing.enabled ? tracedVisitWrites(repository) : repository;
   const classifier = new UserAgentClassifier();
   let buffer: VisitBuffer | undefined;
   if (settings.recording && config.role !== 'worker') {
-    buffer = new VisitBuffer(repository, {
+    buffer = new VisitBuffer(writes, {
       flushIntervalMs: config.redirect.clickFlushIntervalMs,
       countryHeader: settings.countryHeader,
       classifier,
@@ -55,7 +57,7 @@ export function composeVisits(
     const now = Date.now();
     let deleted = 0;
     for (let chunk = 0; chunk < RETENTION_CHUNKS; chunk++) {
-      const n = await repository.prune({
+      const n = await writes.prune({
         before: now - settings.retentionDays * DAY_MS,
         hashesBefore: dayOf(now) - 1,
         batchesBefore: now - BATCH_IDS_KEPT_MS,

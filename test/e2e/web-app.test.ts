@@ -195,9 +195,20 @@ describe.skipIf(!available)('web client in Chromium', () => {
     const username = await signUpAndLogIn('expiry');
     await page.goto(at('/app/executions'));
     await hasText(page.getByRole('heading', { level: 1 }), 'Executions');
-    // Submitting shows the run's live status, or says that running scripts is not there yet.
-    await page.getByRole('button', { name: 'Run' }).click();
-    await page.locator('[data-status], .notice').first().waitFor();
+    // Submitting shows the run's live status.
+    const [queued] = await Promise.all([
+      page.waitForResponse((r) => r.url().endsWith('/execute') && r.request().method() === 'POST'),
+      page.getByRole('button', { name: 'Run' }).click(),
+    ]);
+    expect(queued.status()).toBe(202);
+    await page.locator('[data-status]').first().waitFor();
+    const { execution_id: id } = (await queued.json()) as { execution_id: string };
+    // The history names the run by its time, not by its UUID (issue 16); the id stays in its title.
+    const history = page.getByRole('region', { name: 'Recent executions' });
+    const run = history.locator(`button[title="${id}"]`);
+    await containsText(run, 'Run of ');
+    expect(await run.innerText()).toMatch(/^Run of \S/);
+    await lacksText(history, id);
     await screenshot(page, 'executions');
 
     // The session ends on the server's side: the browser no longer has a valid access token.

@@ -1,7 +1,8 @@
 /**
  * `/api/v1/notifications/channels`: create (the webhook secret is shown once), list (never a
  * secret), delete, someone else's channel, CSRF, sessions, validation, and the SSRF guard at
- * creation (on by default).
+ * creation (on by default), where the user sees the refusal: every form of a private address,
+ * IPv6 transition forms included (issue 16), while a public address is accepted.
  */
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -233,6 +234,51 @@ describe.each(BACKENDS)('notification channels API on $name', (backend) => {
       }
       expect((await list(guarded.app, { cookie: carol.cookie })).json()).toEqual([]);
     });
+
+    it.skipIf(!backend.available)(
+      'an IPv6 form of a refused address, or a transition or site-local range, is refused with 422',
+      async () => {
+        for (const url of [
+          'http://[::127.0.0.1]/hook', // IPv4-compatible (::/96), dotted
+          'http://[::7f00:1]/hook', // the same, in hex
+          'http://[::a00:1]/hook', // IPv4-compatible 10.0.0.1
+          'http://[2002:7f00:1::]/hook', // 6to4 of 127.0.0.1
+          'http://[2002:a9fe:a9fe::1]/hook', // 6to4 of 169.254.169.254
+          'http://[2001:0:4136:e378:8000:63bf:f5ff:fffe]/hook', // Teredo, client 10.0.0.1
+          'http://[fec0::1]/hook', // site-local
+          'http://[64:ff9b::a00:1]/hook', // NAT64 of 10.0.0.1
+          'http://[64:ff9b:1::7f00:1]/hook', // local-use NAT64
+          'http://[::ffff:10.0.0.1]/hook', // IPv4-mapped
+          'http://[::ffff:a9fe:a9fe]/hook', // IPv4-mapped metadata, in hex
+          'http://[::ffff:0:a00:1]/hook', // IPv4-translated
+        ]) {
+          for (const type of ['webhook', 'chat']) {
+            const response = await create(guarded.app, carol.headers, { type, name: 'inside', url });
+            expectError(response, 422, /^body: 'url' Destination not allowed: /);
+          }
+        }
+        expect((await list(guarded.app, { cookie: carol.cookie })).json()).toEqual([]);
+      },
+    );
+
+    it.skipIf(!backend.available)(
+      'a public address is accepted (checked at creation without dialling it)',
+      async () => {
+        const made: string[] = [];
+        for (const url of [
+          'http://93.184.216.34/hook',
+          'https://[2606:4700:4700::1111]/hook',
+          'http://[::ffff:8.8.8.8]/hook', // IPv4-mapped public: it stands for 8.8.8.8
+        ]) {
+          const response = await create(guarded.app, carol.headers, { type: 'webhook', name: 'outside', url });
+          expect(response.statusCode, `${url}: ${response.body}`).toBe(201);
+          made.push(response.json<ChannelBody>().id);
+        }
+        const listed = (await list(guarded.app, { cookie: carol.cookie })).json<ChannelBody[]>();
+        expect(listed.map((c) => c.id)).toEqual(made);
+        for (const id of made) expect((await remove(guarded.app, carol.headers, id)).statusCode).toBe(204);
+      },
+    );
 
     it.skipIf(!backend.available)('a host that cannot be resolved is refused with 422', async () => {
       const response = await create(guarded.app, carol.headers, {

@@ -317,6 +317,10 @@ describe('the connect-time guard', () => {
       channels.push(
         await addChannel(open.app, session, 'chat', `http://[::ffff:127.0.0.1]:${receiver.port}/by-mapped`),
       );
+      // IPv6 transition forms of 127.0.0.1 (IPv4-compatible, 6to4, NAT64): refused as literals too.
+      for (const host of ['[::127.0.0.1]', '[2002:7f00:1::]', '[64:ff9b::7f00:1]']) {
+        channels.push(await addChannel(open.app, session, 'chat', `http://${host}:${receiver.port}/by-transition`));
+      }
     } finally {
       await open.close();
     }

@@ -2,7 +2,8 @@
  * The command line as a new user meets it (issue 16): every command and subcommand answers
  * `--help` without doing anything else, and a service that cannot start (PostgreSQL away, the port
  * taken) says so in one line naming the setting to check and exits non-zero, without a stack;
- * NATS or Redis away is said at once too (the service runs on: it is built to ride them out).
+ * NATS or Redis away is said at once too, in one line and without a stack (the service runs on: it
+ * is built to ride them out).
  * Real processes of the built CLI (`npm run build`).
  */
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
@@ -20,6 +21,26 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** No line of a Node stack trace. */
 const NO_STACK = /^\s+at /m;
+
+/**
+ * A service that runs on without a backing service: one line names the setting to check, and no
+ * stack is printed, neither as lines nor inside a JSON log line (`"err":{"stack":…}`).
+ */
+function expectOneClearLine(output: string, setting: string): void {
+  expect(
+    output.split('\n').filter((line) => line.includes(setting)),
+    output,
+  ).toHaveLength(1);
+  expect(output).not.toMatch(NO_STACK);
+  expect(output).not.toMatch(/"stack"\s*:/);
+}
+
+const shorten = (url: string, code: string) =>
+  fetch(`${url}/shorten`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ code, url: 'https://example.com/', created_at: '2024-01-01T00:00:00Z', click_count: 0 }),
+  });
 
 describe('--help', () => {
   it.each([
@@ -44,7 +65,7 @@ describe('--help', () => {
   it.each([[['--help']], [['-h']], [['help']]])('%j lists every command', async (args) => {
     const { code, output } = await runCli(args, {});
     expect(code).toBe(0);
-    for (const command of ['serve', 'migrate', 'openapi', 'create-admin', 'config']) {
+    for (const command of ['serve', 'migrate', 'openapi', 'create-admin', 'export', 'import', 'config']) {
       expect(output).toMatch(new RegExp(`^  ${command}\\b`, 'm'));
     }
   });
@@ -123,9 +144,12 @@ describe('a service that cannot start', () => {
       });
       expect(Date.now() - started).toBeLessThan(10_000);
       expect((await fetch(`${server.url}/health`)).status).toBe(200);
+      // An event to publish waits in the outbox: that is said nowhere else either.
+      expect((await shorten(server.url, 'natsaway1')).status).toBe(201);
     } finally {
       expect(await server.stop()).toBe(0);
     }
+    expectOneClearLine(server.output(), 'NATS_URL');
   });
 
   it('with Redis unreachable: says so at once, naming REDIS_URL, and serves', async () => {
@@ -136,8 +160,12 @@ describe('a service that cannot start', () => {
     try {
       expect(server.output()).toContain('Redis is away (check REDIS_URL if it lasts)');
       expect((await fetch(`${server.url}/health`)).status).toBe(200);
+      // A write and a redirect go through the rate limiter and the redirect cache's signal.
+      expect((await shorten(server.url, 'redisaway1')).status).toBe(201);
+      expect((await fetch(`${server.url}/redisaway1`, { redirect: 'manual' })).status).toBe(302);
     } finally {
       expect(await server.stop()).toBe(0);
     }
+    expectOneClearLine(server.output(), 'REDIS_URL');
   });
 });

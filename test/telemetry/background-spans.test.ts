@@ -1,7 +1,8 @@
 /**
  * Background database writes have spans (spec §6.2 rule 1; issue 16): the event store's batch
  * writes (linked to the messages they store), click flushes (with the `url.clicked` producer span
- * below), click compaction and the event retention clean-up, each with its SQL statements as
+ * below), click compaction, the event retention clean-up, visit flushes, visit retention and the
+ * link expiry sweep (with the `url.expired` producer span below), each with its SQL statements as
  * children. Recorded with an in-memory span exporter; tracing is process-wide, so it starts here,
  * first, and this file runs in a process of its own.
  */
@@ -95,6 +96,45 @@ for (const backend of BACKENDS) {
       const compaction = await withStatements('clicks.compact', (s) => s.name === 'clicks.compact');
       expect(compaction.parentSpanContext).toBeUndefined();
     });
+
+    it.skipIf(!backend.available)('a visit flush: a span of its own with its statements', async () => {
+      const body = newMapping(nextCode);
+      expect((await t.inject({ method: 'POST', url: '/shorten', payload: body })).statusCode).toBe(201);
+      for (let i = 0; i < 2; i++)
+        expect((await t.inject({ method: 'GET', url: `/${body.code}` })).statusCode).toBe(302);
+      const flush = await withStatements('visits.flush', (s) => s.name === 'visits.flush');
+      expect(flush.kind).toBe(SpanKind.INTERNAL);
+      expect(flush.parentSpanContext).toBeUndefined();
+      expect(flush.attributes['urlshortener.visits.count']).toBeGreaterThanOrEqual(1);
+      expect(childrenOf(flush).map((s) => s.attributes['db.operation.name'])).toContain('INSERT');
+    });
+
+    it.skipIf(!backend.available)('visit retention: a span per chunk with its statements', async () => {
+      await t.service.visits.prune();
+      const prune = await withStatements('visits.prune', (s) => s.name === 'visits.prune');
+      expect(prune.parentSpanContext).toBeUndefined();
+      expect(childrenOf(prune).map((s) => s.attributes['db.operation.name'])).toContain('DELETE');
+    });
+
+    it.skipIf(!backend.available)(
+      'the link expiry sweep: a span with its statements and the url.expired producer span below it',
+      async () => {
+        // Expiring in a second, untouched: the sweep (every second) claims it and records url.expired.
+        const expiresAt = new Date(Date.now() + 1000).toISOString();
+        const body = { ...newMapping(nextCode), expires_at: expiresAt };
+        const created = await t.inject({ method: 'POST', url: '/shorten', payload: body });
+        expect(created.statusCode, created.body).toBe(201);
+        const sweep = await withStatements(
+          'links.expire',
+          (s) =>
+            s.name === 'links.expire' &&
+            childrenOf(s).some((c) => c.kind === SpanKind.PRODUCER && c.attributes['event.type'] === 'url.expired'),
+        );
+        expect(sweep.kind).toBe(SpanKind.INTERNAL);
+        expect(sweep.parentSpanContext).toBeUndefined();
+        expect(childrenOf(sweep).map((s) => s.attributes['db.operation.name'])).toContain('UPDATE');
+      },
+    );
 
     it.skipIf(!backend.available)('the event retention clean-up: spans with their statements', async () => {
       // The service prunes once when it starts (the `all` role), then every hour.

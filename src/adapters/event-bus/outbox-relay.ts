@@ -162,10 +162,12 @@ export class OutboxRelay {
         const moved = await this.relayBatch();
         if (moved === 0) await this.idle(this.options.pollMs);
       } catch (error) {
-        // Broker or database away: the rows stay in the outbox; try again shortly.
+        // Broker or database away: the rows stay in the outbox; try again shortly. The reason
+        // alone is logged: a stack says nothing about an outage (issue 16).
         if (this.now() - this.lastFailureLog > 10_000) {
           this.lastFailureLog = this.now();
-          this.logger.warn({ err: error }, 'outbox relay cannot publish; retrying');
+          const reason = error instanceof Error ? error.message : String(error);
+          this.logger.warn({ err: reason }, 'outbox relay cannot publish; retrying');
         }
         await this.idle(this.options.retryDelayMs);
       }

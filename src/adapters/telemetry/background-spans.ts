@@ -2,6 +2,7 @@ import { type Attributes, type Link, type Span, SpanKind, trace } from '@opentel
 import { ATTR_MESSAGING_BATCH_MESSAGE_COUNT } from '@opentelemetry/semantic-conventions/incubating';
 import type { EventStore } from '../../ports/event-store.js';
 import type { UrlMappingRepository } from '../../ports/url-mapping-repository.js';
+import type { VisitRepository } from '../../ports/visit-repository.js';
 import { incomingContext, tracing } from './context-propagation.js';
 import { settle } from './message-tracing.js';
 
@@ -14,12 +15,17 @@ export const BACKGROUND_SPANS = {
   eventLogPrune: 'event_log.prune',
   clickFlush: 'clicks.flush',
   clickCompaction: 'clicks.compact',
+  visitFlush: 'visits.flush',
+  visitPrune: 'visits.prune',
+  linkExpiry: 'links.expire',
 } as const;
 
 /** Attributes of background spans that no convention names. */
 export const BACKGROUND_SPAN_ATTRIBUTES = {
   /** Mappings whose clicks a flush writes. */
   clickMappings: 'urlshortener.clicks.mappings',
+  /** Visits a flush batch writes. */
+  visitCount: 'urlshortener.visits.count',
 } as const;
 
 /**
@@ -78,5 +84,21 @@ export function tracedClickWrites(repository: ClickWrites): ClickWrites {
       ),
     compactClicks: (options) =>
       inBackgroundSpan(BACKGROUND_SPANS.clickCompaction, {}, () => repository.compactClicks(options)),
+  };
+}
+
+type VisitWrites = Pick<VisitRepository, 'writeBatch' | 'daySalt' | 'prune'>;
+
+/** The visit buffer's and retention's writes with a span each: every flush batch, every retention chunk. */
+export function tracedVisitWrites(repository: VisitWrites): VisitWrites {
+  return {
+    writeBatch: (batch) =>
+      inBackgroundSpan(
+        BACKGROUND_SPANS.visitFlush,
+        { [BACKGROUND_SPAN_ATTRIBUTES.visitCount]: batch.visits.length },
+        () => repository.writeBatch(batch),
+      ),
+    daySalt: (day) => repository.daySalt(day),
+    prune: (options) => inBackgroundSpan(BACKGROUND_SPANS.visitPrune, {}, () => repository.prune(options)),
   };
 }
