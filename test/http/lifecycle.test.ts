@@ -192,12 +192,16 @@ describe.each(BACKENDS)('link lifecycle on $name', (backend) => {
       expect(set.json()).toMatchObject({ max_visits: 5, click_count: 4 });
       expectRedirect(await get(b, body.code), body.url);
       expectError(await get(b, body.code), 410, 'This link has reached its limit of 5 visits.');
-      // The other instance, which had the link cached without a limit, follows the change's event.
-      await eventually(async () =>
-        expectError(await get(a, body.code), 410, 'This link has reached its limit of 5 visits.'),
-      );
-      expect(await clicksOf(body.code)).toBe(5);
-      expect(await visitsOf(body.code)).toBe(5);
+      // The other instance, which had the link cached without a limit, answers from its cache
+      // until the change's event arrives (counted), then 410.
+      let stale = 0;
+      await eventually(async () => {
+        const response = await get(a, body.code);
+        if (response.statusCode === 302) stale++;
+        expectError(response, 410, 'This link has reached its limit of 5 visits.');
+      });
+      expect(await clicksOf(body.code)).toBe(5 + stale);
+      expect(await visitsOf(body.code)).toBe(5 + stale);
 
       const other = newMapping(nextCode);
       await postShorten(a, other);
