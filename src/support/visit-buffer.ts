@@ -169,6 +169,9 @@ export class VisitBuffer {
     // two next to each other), so its day row is read and written about once a flush rather than
     // once a batch, and the visits' index is written link by link.
     const order = Array.from({ length: count }, (_, i) => i).sort((a, b) => ids[a]! - ids[b]!);
+    // A visitor seen again in this capture is hashed once (SHA-256 is most of a visit's CPU when
+    // a few visitors follow many links); the map goes with the capture, so no address outlives it.
+    const hashes = new Map<string, number>();
     for (let start = 0; start < count; start += BATCH_VISITS) {
       const end = Math.min(start + BATCH_VISITS, count);
       const visits: VisitRecord[] = [];
@@ -191,7 +194,10 @@ export class VisitBuffer {
           country: countryCode(countries[i]),
         });
         const day = dayOf(visitedAt);
-        visitors.push({ urlId, day, hash: visitorHash(salts.get(day)!, addresses[i], agent) });
+        const visitor = `${day}\u0000${addresses[i] ?? ''}\u0000${agent ?? ''}`;
+        let hash = hashes.get(visitor);
+        if (hash === undefined) hashes.set(visitor, (hash = visitorHash(salts.get(day)!, addresses[i], agent)));
+        visitors.push({ urlId, day, hash });
       }
       this.held.push({ id: randomUUID(), visits, visitors });
     }
