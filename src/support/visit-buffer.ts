@@ -110,9 +110,15 @@ export class VisitBuffer {
     return this.classifier.isBot(userAgent);
   }
 
-  /** Writes what is held, then what was captured; concurrent calls share the write under way. */
+  /**
+   * Writes what is held, then what was captured. A call while a write is under way waits for it,
+   * then writes what was captured meanwhile (as the click buffer does): a flush slower than the
+   * interval never leaves a visit waiting for a second tick, so a `kill -9` loses at most about
+   * one interval's visits.
+   */
   flush(): Promise<void> {
-    this.flushing ??= this.writeAll()
+    if (this.flushing) return this.flushing.then(() => (this.ids.length > 0 ? this.flush() : undefined));
+    this.flushing = this.writeAll()
       .catch((error: unknown) => {
         this.logger.error({ err: error, visits: this.heldVisits }, 'visit flush failed; will retry');
       })

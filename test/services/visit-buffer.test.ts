@@ -1,0 +1,69 @@
+/**
+ * The visit buffer's flushes against a repository of the test's own (its writes held open by the
+ * test), to see in which flush each visit is written; the repositories themselves are tested on
+ * both backends elsewhere (test/http/visits.test.ts, test/backends/visit-writer-failures.test.ts).
+ */
+import { describe, expect, it } from 'vitest';
+import type { VisitBatch } from '../../src/ports/visit-repository.js';
+import { VisitBuffer } from '../../src/support/visit-buffer.js';
+
+const HEADERS = ['User-Agent', 'curl/8.5.0'];
+
+/** A repository whose writes wait until the test lets them finish, recording every batch. */
+function heldRepository() {
+  const written: VisitBatch[] = [];
+  const waiting: Array<() => void> = [];
+  return {
+    written,
+    /** Lets the oldest write still waiting finish. */
+    release: () => waiting.shift()?.(),
+    get waiting() {
+      return waiting.length;
+    },
+    repository: {
+      async writeBatch(batch: VisitBatch) {
+        await new Promise<void>((resolve) => waiting.push(resolve));
+        written.push(batch);
+        return true;
+      },
+      daySalt: async () => 'salt',
+    },
+  };
+}
+
+const settle = () => new Promise((resolve) => setTimeout(resolve, 10));
+
+describe('VisitBuffer', () => {
+  it('a flush asked for while one is writing writes what was captured meanwhile as soon as that one ends', async () => {
+    const held = heldRepository();
+    const buffer = new VisitBuffer(held.repository, { flushIntervalMs: 60_000 });
+    buffer.record(1, HEADERS, '10.0.0.1');
+    const first = buffer.flush();
+    await settle();
+    expect(held.waiting).toBe(1);
+    // Captured while the first flush writes; the next tick of the timer comes now.
+    buffer.record(2, HEADERS, '10.0.0.2');
+    const second = buffer.flush();
+    held.release();
+    await first;
+    await settle();
+    expect(held.waiting).toBe(1); // the follow-up write started without another tick
+    held.release();
+    await second;
+    expect(held.written.map((batch) => batch.visits.map((v) => v.urlId))).toEqual([[1], [2]]);
+    expect(buffer.size).toBe(0);
+  });
+
+  it('a flush asked for while one is writing adds nothing when nothing was captured meanwhile', async () => {
+    const held = heldRepository();
+    const buffer = new VisitBuffer(held.repository, { flushIntervalMs: 60_000 });
+    buffer.record(1, HEADERS, '10.0.0.1');
+    const first = buffer.flush();
+    const second = buffer.flush();
+    await settle();
+    held.release();
+    await Promise.all([first, second]);
+    expect(held.waiting).toBe(0);
+    expect(held.written).toHaveLength(1);
+  });
+});
