@@ -77,6 +77,8 @@ interface Tally {
   readonly rps: number[];
   /** CPU microseconds the service spent per request: much less sensitive to a busy machine than req/s. */
   readonly cpuUs: number[];
+  /** wrk's p99 latency of each round, ms. */
+  readonly p99Ms: number[];
   requests: number;
 }
 
@@ -93,6 +95,7 @@ function printMedians(servers: readonly ChildServer[], tallies: Map<string, Tall
       `${server.name}: median ${Math.round(rps)} req/s, ${(rps / median(reference.rps)).toFixed(3)} x ${first.name} ` +
         `(median of round ratios ${pairedRps.toFixed(3)}); ` +
         `median ${cpu.toFixed(1)} us cpu/req, ${(cpu / median(reference.cpuUs)).toFixed(3)} x ${first.name}; ` +
+        `median p99 ${median(tally.p99Ms).toFixed(2)} ms; ` +
         `${tally.requests} requests in all (pid ${server.pid})\n`,
     );
     if (server.output.lines > 0) process.stdout.write(`  output: ${server.output.tail.slice(-3).join('\n  ')}\n`);
@@ -140,7 +143,7 @@ async function main(): Promise<void> {
       countStatuses: round === 0,
       expectedStatus: workload.expectedStatus,
     });
-  const tallies = new Map<string, Tally>(servers.map((s) => [s.name, { rps: [], cpuUs: [], requests: 0 }]));
+  const tallies = new Map<string, Tally>(servers.map((s) => [s.name, { rps: [], cpuUs: [], p99Ms: [], requests: 0 }]));
   for (const server of servers)
     tallies.get(server.name)!.requests += (await measure(server, settings.warmupS, 0)).requests;
   for (let round = 1; round <= rounds; round++) {
@@ -152,6 +155,7 @@ async function main(): Promise<void> {
       const cpuUs = ((cpuSeconds(server.pid) - cpuBefore) * 1e6) / m.requests;
       tally.rps.push(m.rps);
       tally.cpuUs.push(cpuUs);
+      tally.p99Ms.push(m.p99Ms);
       tally.requests += m.requests;
       const flag = m.unexpected > 0 ? ` (${m.unexpected} unexpected)` : '';
       line.push(`${server.name} ${Math.round(m.rps)} (${cpuUs.toFixed(1)} us cpu/req)${flag}`);

@@ -4,8 +4,12 @@ import type { VisitBatch, VisitorSighting, VisitRepository } from '../ports/visi
 import { UserAgentClassifier } from './user-agents.js';
 import { rawHeader } from './raw-headers.js';
 
-/** Visits per flush transaction: one holds SQLite's writer (and the event loop) for a few ms only. */
-const BATCH_VISITS = 5_000;
+/**
+ * Visits per flush transaction, prepared and written with the event loop let in between: one
+ * batch holds SQLite's writer and the event loop for a few ms only (5,000 held them for tens of
+ * ms, which redirects waiting behind a flush saw as their p99).
+ */
+const BATCH_VISITS = 1_000;
 /**
  * Visits held while the database is away, beyond which new ones are dropped (and counted in the
  * log) rather than growing memory without end: ~200 bytes each.
@@ -206,6 +210,7 @@ export class VisitBuffer {
         visitors.push({ urlId, day, hash });
       }
       this.held.push({ id: randomUUID(), visits, visitors });
+      if (end < count) await nextTurn();
     }
   }
 
