@@ -68,3 +68,26 @@ export function runCli(args: string[], env: Record<string, string>): Promise<{ c
     child.once('exit', (code) => resolve({ code, output }));
   });
 }
+
+/** An administrator the service creates at start from ADMIN_USERNAME, ADMIN_EMAIL and ADMIN_PASSWORD. */
+export interface StartAdmin {
+  readonly username: string;
+  readonly email: string;
+  readonly password: string;
+}
+
+/**
+ * Two processes of the built service on one database (`env` names it), with `admin` from the
+ * environment: started one after the other, so that the first creates the administrator and the
+ * second finds it.
+ */
+export async function startAdministeredPair(env: Record<string, string>, admin: StartAdmin): Promise<ServerProcess[]> {
+  const withAdmin = {
+    ...env,
+    ADMIN_USERNAME: admin.username,
+    ADMIN_EMAIL: admin.email,
+    ADMIN_PASSWORD: admin.password,
+  };
+  const first = await startServer(withAdmin);
+  return [first, await startServer(withAdmin)];
+}

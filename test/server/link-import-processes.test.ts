@@ -9,7 +9,7 @@ import type { ImportReport } from '../../src/domain/link-transfer.js';
 import { BACKENDS, useTestDatabase } from '../helpers/backends.js';
 import { storedLinks } from '../helpers/link-transfer.js';
 import { CENSUS_ENV, createdInLog } from '../helpers/outbox-census.js';
-import { type ServerProcess, startServer } from '../helpers/server-process.js';
+import { type ServerProcess, startAdministeredPair } from '../helpers/server-process.js';
 
 const ADMIN = { username: 'xpadmin', email: 'xpadmin@example.com', password: 'processes admin password' };
 const code = (i: number) => `xp${String(i).padStart(6, '0')}`;
@@ -23,16 +23,7 @@ describe.each(BACKENDS)('imports of overlapping codes in two processes at once o
 
   beforeAll(async () => {
     if (!backend.available) return;
-    const env = {
-      ...CENSUS_ENV,
-      DATABASE_URL: database.databaseUrl,
-      ADMIN_USERNAME: ADMIN.username,
-      ADMIN_EMAIL: ADMIN.email,
-      ADMIN_PASSWORD: ADMIN.password,
-    };
-    // One after the other: the first creates the administrator, the second finds it.
-    servers.push(await startServer(env));
-    servers.push(await startServer(env));
+    servers.push(...(await startAdministeredPair({ ...CENSUS_ENV, DATABASE_URL: database.databaseUrl }, ADMIN)));
     const login = await fetch(`${servers[0]!.url}/api/v1/auth/login`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },

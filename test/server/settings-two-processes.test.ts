@@ -4,7 +4,7 @@ import { eventually } from '../helpers/eventually.js';
 import { newAccount, send, sessionOf, type BrowserSession } from '../helpers/http-client.js';
 import { codeMaker, newMapping } from '../helpers/http.js';
 import { CENSUS_ENV } from '../helpers/outbox-census.js';
-import { type ServerProcess, startServer } from '../helpers/server-process.js';
+import { type ServerProcess, startAdministeredPair } from '../helpers/server-process.js';
 
 const ADMIN = { username: 'twoadmin', email: 'twoadmin@example.com', password: 'two-processes-admin' };
 
@@ -23,16 +23,7 @@ describe.each(BACKENDS)('runtime settings across two processes on $name without 
   beforeAll(async () => {
     if (!backend.available) return;
     database = await backend.create();
-    const env = {
-      ...CENSUS_ENV,
-      DATABASE_URL: database.databaseUrl,
-      ADMIN_USERNAME: ADMIN.username,
-      ADMIN_EMAIL: ADMIN.email,
-      ADMIN_PASSWORD: ADMIN.password,
-    };
-    // One after the other: the first creates the administrator, the second finds it.
-    servers.push(await startServer(env));
-    servers.push(await startServer(env));
+    servers.push(...(await startAdministeredPair({ ...CENSUS_ENV, DATABASE_URL: database.databaseUrl }, ADMIN)));
     const login = await send(servers[0]!.url, 'POST', '/api/v1/auth/login', {
       body: { username: ADMIN.username, password: ADMIN.password },
     });
