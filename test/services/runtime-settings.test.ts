@@ -87,6 +87,34 @@ describe('RuntimeSettings', () => {
     await eventually(() => expect(there.current()).toEqual(DEFAULTS), { timeoutMs: 1000 });
   });
 
+  it('without shared counters and the database away: keeps the values in force, says so once, catches up when it is back', async () => {
+    let down = false;
+    const real = new KyselySettingsRepository(database.db);
+    const away = () => Promise.reject(new BackendUnavailableError('database'));
+    const failing = {
+      load: () => (down ? away() : real.load()),
+      save: (values: Parameters<typeof real.save>[0], at: string) => (down ? away() : real.save(values, at)),
+      version: () => (down ? away() : real.version()),
+    };
+    const lines: string[] = [];
+    const logger = {
+      warn: (_: unknown, line: string) => lines.push(line),
+      error: (_: unknown, line: string) => lines.push(line),
+    };
+    const there = make({ counters: undefined, repository: failing, logger });
+    await there.start();
+    down = true;
+    await new Promise((resolve) => setTimeout(resolve, 200)); // ten polls, each failing
+    expect(there.current()).toEqual(DEFAULTS);
+    expect(lines).toEqual(['runtime settings refresh failed; keeping the values in force']);
+    // Changed by another process while this one could not read the database.
+    await real.save({ max_login_attempts: 3 }, '2024-01-01T00:00:00Z');
+    down = false;
+    await eventually(() => expect(there.current().max_login_attempts).toBe(3), { timeoutMs: 1000 });
+    await real.save(DEFAULTS, '2024-01-01T00:00:01Z');
+    await eventually(() => expect(there.current()).toEqual(DEFAULTS), { timeoutMs: 1000 });
+  });
+
   it('validates updates: unknown names and values out of range are 422s and change nothing', async () => {
     const settings = make();
     await settings.start();
