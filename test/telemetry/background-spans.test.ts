@@ -42,6 +42,14 @@ for (const backend of BACKENDS) {
         return found;
       });
 
+    /** Creates a link and follows it `times` times (each a counted 302: a click and a visit). */
+    const createAndFollow = async (times: number) => {
+      const body = newMapping(nextCode);
+      expect((await t.inject({ method: 'POST', url: '/shorten', payload: body })).statusCode).toBe(201);
+      for (let i = 0; i < times; i++)
+        expect((await t.inject({ method: 'GET', url: `/${body.code}` })).statusCode).toBe(302);
+    };
+
     it.skipIf(!backend.available)(
       "an event store batch: a span with its statements, linked to the events' producer spans",
       async () => {
@@ -74,10 +82,7 @@ for (const backend of BACKENDS) {
     it.skipIf(!backend.available)(
       'a click flush: a span with its statements and the url.clicked producer span below it',
       async () => {
-        const body = newMapping(nextCode);
-        expect((await t.inject({ method: 'POST', url: '/shorten', payload: body })).statusCode).toBe(201);
-        for (let i = 0; i < 3; i++)
-          expect((await t.inject({ method: 'GET', url: `/${body.code}` })).statusCode).toBe(302);
+        await createAndFollow(3);
         const flush = await withStatements('clicks.flush', (s) => s.name === 'clicks.flush');
         expect(flush.kind).toBe(SpanKind.INTERNAL);
         expect(flush.attributes['urlshortener.clicks.mappings']).toBeGreaterThanOrEqual(1);
@@ -98,10 +103,7 @@ for (const backend of BACKENDS) {
     });
 
     it.skipIf(!backend.available)('a visit flush: a span of its own with its statements', async () => {
-      const body = newMapping(nextCode);
-      expect((await t.inject({ method: 'POST', url: '/shorten', payload: body })).statusCode).toBe(201);
-      for (let i = 0; i < 2; i++)
-        expect((await t.inject({ method: 'GET', url: `/${body.code}` })).statusCode).toBe(302);
+      await createAndFollow(2);
       const flush = await withStatements('visits.flush', (s) => s.name === 'visits.flush');
       expect(flush.kind).toBe(SpanKind.INTERNAL);
       expect(flush.parentSpanContext).toBeUndefined();
