@@ -9,10 +9,18 @@ import { UserAgentClassifier } from '../support/user-agents.js';
 import { VisitBuffer } from '../support/visit-buffer.js';
 import type { CompositionContext } from './context.js';
 
-/** How often retention runs, and how many visits each of its deletes takes (at most RETENTION_CHUNKS a run). */
+/** How often retention runs, and how many segments each of its deletes takes (at most RETENTION_CHUNKS a run). */
 const RETENTION_INTERVAL_MS = 60_000;
-const RETENTION_CHUNK = 5_000;
+const RETENTION_CHUNK = 1_000;
 const RETENTION_CHUNKS = 20;
+/**
+ * How often the day rows are caught up from the segments written since (every instance tries;
+ * what one folds the others do not), and the links one fold transaction takes. A link's day row is
+ * then read, merged and written once every few seconds, not once every flush: that was the largest
+ * part of what recording a visit cost where many links are followed.
+ */
+const FOLD_INTERVAL_MS = 5_000;
+const FOLD_LINKS = 250;
 /** Batch ids are kept this long: far longer than any flush is retried. */
 const BATCH_IDS_KEPT_MS = DAY_MS;
 
@@ -23,13 +31,16 @@ export interface Visits {
   readonly stats: VisitStatsService;
   /** COUNT_BOTS=false: the bot test the redirect path leaves bots out of `click_count` by. */
   readonly isBot: ((userAgent: string | undefined) => boolean) | undefined;
-  /** One retention run now (tests): what VISIT_RETENTION_DAYS drops, in chunks. */
+  /** One retention run now (tests): what VISIT_RETENTION_DAYS drops, in chunks; how many visits. */
   prune(): Promise<number>;
+  /** Folds every segment written so far into the day rows (tests); how many segments. */
+  fold(): Promise<number>;
 }
 
 /**
  * Visit recording (the buffer, flushed with the clicks every CLICK_FLUSH_INTERVAL_MS, its last
- * visits written when the service stops), retention, and the statistics service.
+ * visits written when the service stops), the fold of the day rows (every FOLD_INTERVAL_MS, and
+ * once more after the last flush), retention, and the statistics service.
  */
 export function composeVisits(
   { config, stack, logger }: CompositionContext,
@@ -42,6 +53,26 @@ export function composeVisits(
   const repository = new KyselyVisitRepository(database.db, database.dialect);
   const writes = config.tracing.enabled ? tracedVisitWrites(repository) : repository;
   const classifier = new UserAgentClassifier();
+  const fold = async () => {
+    const upTo = await writes.foldMark();
+    let folded = 0;
+    for (;;) {
+      const n = upTo === 0 ? 0 : await writes.fold(FOLD_LINKS, upTo);
+      if (n === 0) return folded;
+      folded += n;
+      await new Promise((resolve) => setImmediate(resolve)); // requests get the writer in between
+    }
+  };
+  // Not in a command-line run (`background: false`). Registered before the buffer's flush, so that
+  // on stop it runs after it: the last visits written are folded too.
+  if (background) {
+    const folding = new PeriodicTask('visit fold', FOLD_INTERVAL_MS, fold, logger);
+    folding.start();
+    stack.defer('visit fold', async () => {
+      await folding.stop();
+      await folding.run();
+    });
+  }
   let buffer: VisitBuffer | undefined;
   if (settings.recording && config.role !== 'worker') {
     buffer = new VisitBuffer(writes, {
@@ -54,17 +85,20 @@ export function composeVisits(
     stack.defer('visit flush', () => started.stop());
   }
   const prune = async () => {
+    // Only folded segments go (their visits are in their day rows); in a running service they all
+    // are, minutes before retention could take them, but a run now (tests) folds first.
+    await fold();
     const now = Date.now();
     let deleted = 0;
     for (let chunk = 0; chunk < RETENTION_CHUNKS; chunk++) {
-      const n = await writes.prune({
+      const { segments, visits } = await writes.prune({
         before: now - settings.retentionDays * DAY_MS,
         hashesBefore: dayOf(now) - 1,
         batchesBefore: now - BATCH_IDS_KEPT_MS,
         limit: RETENTION_CHUNK,
       });
-      deleted += n;
-      if (n < RETENTION_CHUNK) break;
+      deleted += visits;
+      if (segments < RETENTION_CHUNK) break;
       await new Promise((resolve) => setImmediate(resolve)); // requests get the writer in between
     }
     return deleted;
@@ -81,5 +115,6 @@ export function composeVisits(
     stats: new VisitStatsService(mappings, repository, settings.retentionDays),
     isBot: settings.countBots ? undefined : (userAgent) => classifier.isBot(userAgent),
     prune,
+    fold,
   };
 }

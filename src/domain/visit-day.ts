@@ -98,7 +98,7 @@ export function estimateVisitors(sketch: Uint8Array): number {
  * The sketch as stored: its non-zero registers as 16-bit `index << 6 | rank` (most days of most
  * links have few visitors), or all SKETCH_REGISTERS bytes once that is shorter.
  */
-function packSketch(sketch: Uint8Array): Buffer {
+export function packSketch(sketch: Uint8Array): Buffer {
   const packed = Buffer.allocUnsafe(SKETCH_REGISTERS);
   let at = 0;
   for (let i = 0; i < SKETCH_REGISTERS; i++) {
@@ -111,7 +111,7 @@ function packSketch(sketch: Uint8Array): Buffer {
   return packed.subarray(0, at);
 }
 
-function unpackSketch(packed: Buffer): Uint8Array {
+export function unpackSketch(packed: Buffer): Uint8Array {
   if (packed.length === SKETCH_REGISTERS) return new Uint8Array(packed);
   const sketch = new Uint8Array(SKETCH_REGISTERS);
   for (let at = 0; at < packed.length; at += 2) {

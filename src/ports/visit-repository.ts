@@ -42,18 +42,31 @@ export interface VisitPageRow extends VisitRecord {
 
 /** Visits, their day rows and the day salts, in the service's database. */
 export interface VisitRepository {
-  /** Writes the batch's visits and adds them to the rollups, in one transaction; false if it was written before. */
+  /** Writes the batch's visits, in one transaction; false if it was written before. */
   writeBatch(batch: VisitBatch): Promise<boolean>;
+  /** The newest visit segment not yet added to the day rows (0: none). */
+  foldMark(): Promise<number>;
+  /**
+   * Adds the visit segments not yet folded, up to segment `upTo`, of up to `links` mappings to the
+   * day rows; how many segments (0: nothing left, or another instance is folding those). Statistics
+   * count what is not folded yet as well: folding changes what they read, not what they say.
+   */
+  fold(links: number, upTo: number): Promise<number>;
   /** The salt of UTC day `day`, made by the first instance that asks. */
   daySalt(day: number): Promise<string>;
-  /** The day rows of the whole UTC days the range touches, in day order. */
+  /** The day rows of the whole UTC days the range touches (with what is not folded yet), in day order. */
   days(range: StatsRange): Promise<StoredVisitDay[]>;
   /** Newest first. */
   page(query: VisitPageQuery): Promise<VisitPageRow[]>;
   /**
-   * Deletes up to `limit` visits older than `before` (Unix ms) and the day rows of the days wholly
-   * before it, the salts of days before `hashesBefore` (Unix days), and batch ids written before
-   * `batchesBefore`; how many visits it deleted.
+   * Deletes visits older than `before` (Unix ms), up to `limit` segments of them, and the day rows
+   * of the days wholly before it, the salts of days before `hashesBefore` (Unix days), and batch
+   * ids written before `batchesBefore`; how many segments and visits it deleted.
    */
-  prune(options: { before: number; hashesBefore: number; batchesBefore: number; limit: number }): Promise<number>;
+  prune(options: {
+    before: number;
+    hashesBefore: number;
+    batchesBefore: number;
+    limit: number;
+  }): Promise<{ segments: number; visits: number }>;
 }

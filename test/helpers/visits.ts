@@ -1,8 +1,10 @@
 import type { Kysely } from 'kysely';
-import { sql } from 'kysely';
+import { PostgresAdapter, sql } from 'kysely';
+import { KyselyVisitRepository } from '../../src/adapters/storage/kysely-visit-repository.js';
 import type { DatabaseSchema } from '../../src/adapters/storage/schema.js';
 import { DAY_MS, HOUR_MS } from '../../src/domain/visit.js';
 import { decodeVisitDay, estimateVisitors } from '../../src/domain/visit-day.js';
+import { decodeSegment, SEGMENT_VISITS } from '../../src/domain/visit-segment.js';
 
 export const CHROME_WINDOWS =
   'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36';
@@ -16,7 +18,7 @@ export const REFERRERS = ['https://news.example.com/a?b=c', 'http://blog.example
 
 /** Every table visits are written to: their rows as text (to look for what must never be stored). */
 export async function visitTablesText(db: Kysely<DatabaseSchema>): Promise<string> {
-  const tables = ['visits', 'visit_days', 'visit_batches'] as const;
+  const tables = ['visit_segments', 'visit_unfolded', 'visit_days', 'visit_batches'] as const;
   const dumps: unknown[] = [];
   for (const table of tables) dumps.push(await db.selectFrom(table).selectAll().execute());
   return JSON.stringify(dumps);
@@ -25,13 +27,41 @@ export async function visitTablesText(db: Kysely<DatabaseSchema>): Promise<strin
 type DayCounts = { hours: number[]; bots: number[]; values: Record<string, Record<string, number>> };
 
 /**
+ * The visit rows of mapping `urlId` as they were stored before segments (0070's table), decoded
+ * from its segments, in id order: `bot` 1 or 0.
+ */
+export async function visitRowsOf(db: Kysely<DatabaseSchema>, urlId: number) {
+  const segments = await db.selectFrom('visit_segments').selectAll().where('url_id', '=', urlId).orderBy('id').execute();
+  return segments.flatMap((segment) =>
+    decodeSegment(Number(segment.url_id), Number(segment.first_ms), segment.data).map((v, i) => ({
+      id: Number(segment.id) * SEGMENT_VISITS + i,
+      url_id: v.urlId,
+      visited_at_ms: v.visitedAt,
+      referrer_host: v.referrerHost,
+      browser: v.browser,
+      os: v.os,
+      device: v.device,
+      bot: v.bot ? 1 : 0,
+      country: v.country,
+    })),
+  );
+}
+
+/**
  * The day rows recounted from the raw visits of `urlId` (visits and bots per hour, visits per
- * dimension value), and as stored: they must be equal. `visitors`: the distinct visitors the
+ * dimension value), and as stored once every segment written is folded (the fold runs here
+ * first, as an instance's would): they must be equal. `visitors`: the distinct visitors the
  * stored sketches estimate, added up over the days (to hold against the test's own count).
  * Read straight from the tables.
  */
 export async function rollupsAndRecount(db: Kysely<DatabaseSchema>, urlId: number) {
-  const visits = await db.selectFrom('visits').selectAll().where('url_id', '=', urlId).execute();
+  const dialect = db.getExecutor().adapter instanceof PostgresAdapter ? 'postgres' : 'sqlite';
+  const repository = new KyselyVisitRepository(db, dialect);
+  // Until none is left (a serving instance may be folding some at the same time).
+  for (let upTo = await repository.foldMark(); upTo > 0; upTo = await repository.foldMark()) {
+    await repository.fold(1_000, upTo);
+  }
+  const visits = await visitRowsOf(db, urlId);
   const recount = new Map<number, DayCounts>();
   for (const v of visits) {
     const day = Math.floor(v.visited_at_ms / DAY_MS);
@@ -66,12 +96,8 @@ export async function rollupsAndRecount(db: Kysely<DatabaseSchema>, urlId: numbe
   return { count: visits.length, recount: sorted(recount), stored: sorted(stored), visitors };
 }
 
-/** Visit rows of a mapping, by code. */
+/** Visit rows of a mapping, by code (as visitRowsOf). */
 export async function visitRows(db: Kysely<DatabaseSchema>, code: string) {
-  return db
-    .selectFrom('visits')
-    .selectAll()
-    .where('url_id', '=', sql<number>`(SELECT id FROM url_mappings WHERE code = ${code})`)
-    .orderBy('id')
-    .execute();
+  const mapping = await db.selectFrom('url_mappings').select('id').where('code', '=', code).executeTakeFirst();
+  return mapping ? visitRowsOf(db, Number(mapping.id)) : [];
 }

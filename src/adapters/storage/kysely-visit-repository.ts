@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { type Kysely, type RawBuilder, sql } from 'kysely';
-import { type DeviceClass, DAY_MS, dayOf } from '../../domain/visit.js';
+import { DAY_MS, dayOf } from '../../domain/visit.js';
 import {
   addVisit,
   addVisitor,
@@ -10,6 +10,7 @@ import {
   mergeVisitDay,
   type VisitDay,
 } from '../../domain/visit-day.js';
+import { addSegment, decodeSegment, SEGMENT_SPAN_MS, SEGMENT_VISITS, segmentsOf } from '../../domain/visit-segment.js';
 import type {
   StatsRange,
   StoredVisitDay,
@@ -35,9 +36,10 @@ function bulkInsert(
   dialect: Dialect,
   table: string,
   columns: readonly Column[],
-  rows: readonly Readonly<Record<string, unknown>>[],
+  objects: readonly object[],
   tail: RawBuilder<unknown>,
 ): RawBuilder<unknown> {
+  const rows = objects as readonly Readonly<Record<string, unknown>>[];
   const names = sql.join(columns.map(([name]) => sql.ref(name)));
   if (dialect === 'sqlite') {
     const json = JSON.stringify(rows.map((row) => columns.map(([name]) => row[name] ?? null)));
@@ -51,36 +53,28 @@ function bulkInsert(
   return sql`INSERT INTO ${sql.table(table)} (${names}) SELECT * FROM unnest(${arrays}) ${tail}`;
 }
 
-const VISIT_COLUMNS: readonly Column[] = [
+const SEGMENT_COLUMNS: readonly Column[] = [
   ['url_id', 'BIGINT'],
-  ['visited_at_ms', 'BIGINT'],
-  ['referrer_host', 'TEXT'],
-  ['browser', 'TEXT'],
-  ['os', 'TEXT'],
-  ['device', 'TEXT'],
-  ['bot', 'BIGINT'],
-  ['country', 'TEXT'],
+  ['day', 'BIGINT'],
+  ['first_ms', 'BIGINT'],
+  ['last_ms', 'BIGINT'],
+  ['visits', 'BIGINT'],
+  ['data', 'TEXT'],
 ];
+
+const UNFOLDED_COLUMNS: readonly Column[] = [
+  ['segment_id', 'BIGINT'],
+  ['url_id', 'BIGINT'],
+];
+
+/** Segments a page of visits reads at a time (newest first). */
+const PAGE_SEGMENTS = 64;
 
 /** A mapping's day row to add to (`data`: what a batch adds to that day). */
 export interface VisitDayDelta {
   readonly url_id: number;
   readonly day: number;
   readonly data: VisitDay;
-}
-
-/** What a batch adds to each (mapping, UTC day) it touches, in key order (day, mapping: every writer locks rows in that order). */
-export function visitDaysOf({ visits, visitors }: Pick<VisitBatch, 'visits' | 'visitors'>): VisitDayDelta[] {
-  const days = new Map<string, VisitDayDelta>();
-  const dayOfKey = (url_id: number, day: number) => {
-    const key = `${url_id}:${day}`;
-    let delta = days.get(key);
-    if (delta === undefined) days.set(key, (delta = { url_id, day, data: emptyVisitDay() }));
-    return delta.data;
-  };
-  for (const v of visits) addVisit(dayOfKey(v.urlId, dayOf(v.visitedAt)), v);
-  for (const v of visitors) addVisitor(dayOfKey(v.urlId, v.day), v.hash);
-  return [...days.values()].sort((a, b) => a.day - b.day || a.url_id - b.url_id);
 }
 
 const DAY_COLUMNS: readonly Column[] = [
@@ -97,8 +91,9 @@ function* chunks<T>(rows: readonly T[]): Generator<T[]> {
 
 /**
  * Visits and their day rows in SQLite or PostgreSQL. A batch is written in one transaction: its
- * id, its visits (one statement per 5,000), and one read, add and write-back of the day rows it
- * touches (one row per mapping and UTC day, whatever the visits).
+ * id and its segments (src/domain/visit-segment.ts), each listed as not yet folded. The day rows
+ * are caught up from the unfolded segments by `fold`, every few seconds by whichever instance runs
+ * it first; statistics read the day rows and add the unfolded segments of the link as they read.
  */
 export class KyselyVisitRepository implements VisitRepository {
   constructor(
@@ -115,22 +110,58 @@ export class KyselyVisitRepository implements VisitRepository {
         .onConflict((oc) => oc.column('id').doNothing())
         .executeTakeFirst();
       if (Number(claimed.numInsertedOrUpdatedRows ?? 0) === 0) return false;
-      for (const chunk of chunks(batch.visits)) {
-        const rows = chunk.map((v) => ({
-          url_id: v.urlId,
-          visited_at_ms: v.visitedAt,
-          referrer_host: v.referrerHost,
-          browser: v.browser,
-          os: v.os,
-          device: v.device,
-          bot: v.bot ? 1 : 0,
-          country: v.country,
-        }));
-        await bulkInsert(this.dialect, 'visits', VISIT_COLUMNS, rows, sql``).execute(trx);
+      for (const chunk of chunks(segmentsOf(batch.visits, batch.visitors))) {
+        const inserted = await (
+          bulkInsert(this.dialect, 'visit_segments', SEGMENT_COLUMNS, chunk, sql`RETURNING id, url_id`) as RawBuilder<{
+            id: number | string;
+            url_id: number | string;
+          }>
+        ).execute(trx);
+        const unfolded = inserted.rows.map((r) => ({ segment_id: Number(r.id), url_id: Number(r.url_id) }));
+        await bulkInsert(this.dialect, 'visit_unfolded', UNFOLDED_COLUMNS, unfolded, sql``).execute(trx);
       }
-      await this.mergeDays(trx, visitDaysOf(batch));
       return true;
     });
+  }
+
+  /** The newest segment not yet folded (0: none): a fold run goes up to it, not after what keeps arriving. */
+  async foldMark(): Promise<number> {
+    const row = await this.db
+      .selectFrom('visit_unfolded')
+      .select((eb) => eb.fn.max('segment_id').as('mark'))
+      .executeTakeFirst();
+    return Number(row?.mark ?? 0);
+  }
+
+  /**
+   * Adds the unfolded segments up to `upTo` of up to `links` mappings (lowest ids first) to their
+   * day rows, in one transaction that takes them off the unfolded list; how many segments. All of
+   * a mapping's segments are taken at once, so each day row is read and written once a run. Instances
+   * fold at once without waiting for each other (PostgreSQL: each takes segments the others have
+   * not locked, and finds none where another is at work) and without adding a segment twice.
+   */
+  fold(links: number, upTo: number): Promise<number> {
+    return this.db.transaction().execute(async (trx) => {
+      const skipLocked = this.dialect === 'postgres' ? sql` FOR UPDATE SKIP LOCKED` : sql``;
+      const taken = await sql<{ segment_id: number | string }>`DELETE FROM visit_unfolded WHERE segment_id IN
+        (SELECT segment_id FROM visit_unfolded WHERE segment_id <= ${upTo} AND url_id IN
+          (SELECT DISTINCT url_id FROM visit_unfolded WHERE segment_id <= ${upTo} ORDER BY url_id LIMIT ${links})${skipLocked})
+        RETURNING segment_id`.execute(trx);
+      if (taken.rows.length === 0) return 0;
+      const segments = await trx
+        .selectFrom('visit_segments')
+        .select(['url_id', 'day', 'first_ms', 'data'])
+        .where('id', 'in', this.idList(taken.rows.map((r) => Number(r.segment_id))))
+        .execute();
+      await this.mergeDays(trx, segmentDeltas(segments));
+      return taken.rows.length;
+    });
+  }
+
+  private idList(ids: readonly number[]) {
+    return this.dialect === 'sqlite'
+      ? sql<number>`(SELECT value FROM json_each(${JSON.stringify(ids)}))`
+      : sql<number>`(SELECT unnest(CAST(${ids} AS BIGINT[])))`;
   }
 
   /** Adds to the day rows (a batch's additions, or the bench's seed) in one transaction. */
@@ -190,65 +221,114 @@ export class KyselyVisitRepository implements VisitRepository {
     return row.salt;
   }
 
+  /**
+   * The day rows of the range and what the link's unfolded segments add to them, read in one
+   * transaction (one snapshot: a fold committing meanwhile is seen whole or not at all).
+   */
   async days({ urlId, from, to }: StatsRange): Promise<StoredVisitDay[]> {
     const days: number[] = [];
     for (let day = dayOf(from); day < Math.ceil(to / DAY_MS); day++) days.push(day);
     if (days.length === 0) return [];
-    // One key lookup a day (the key is day first).
-    const list =
-      this.dialect === 'sqlite'
-        ? sql<number>`(SELECT value FROM json_each(${JSON.stringify(days)}))`
-        : sql<number>`(SELECT unnest(CAST(${days} AS BIGINT[])))`;
-    const rows = await this.db
-      .selectFrom('visit_days')
-      .select(['day', 'data'])
-      .where('url_id', '=', urlId)
-      .where('day', 'in', list)
-      .orderBy('day')
-      .execute();
-    return rows.map((r) => ({ day: Number(r.day), data: decodeVisitDay(r.data) }));
-  }
-
-  async page({ urlId, from, to, limit, before }: VisitPageQuery): Promise<VisitPageRow[]> {
-    let query = this.db
-      .selectFrom('visits')
-      .selectAll()
-      .where('url_id', '=', urlId)
-      .where('visited_at_ms', '>=', from)
-      .where('visited_at_ms', '<', to);
-    if (before !== undefined) {
-      query = query.where(sql<boolean>`(visited_at_ms, id) < (${before.visitedAt}, ${before.id})`);
-    }
-    const rows = await query.orderBy('visited_at_ms', 'desc').orderBy('id', 'desc').limit(limit).execute();
-    return rows.map((r) => ({
-      id: r.id,
-      urlId: r.url_id,
-      visitedAt: r.visited_at_ms,
-      referrerHost: r.referrer_host,
-      browser: r.browser,
-      os: r.os,
-      device: r.device as DeviceClass,
-      bot: Boolean(r.bot),
-      country: r.country,
-    }));
+    const read = async (trx: Kysely<DatabaseSchema>) => {
+      // One key lookup a day (the key is day first).
+      const rows = await trx
+        .selectFrom('visit_days')
+        .select(['day', 'data'])
+        .where('url_id', '=', urlId)
+        .where('day', 'in', this.idList(days))
+        .execute();
+      const pending = await trx
+        .selectFrom('visit_unfolded as u')
+        .innerJoin('visit_segments as s', 's.id', 'u.segment_id')
+        .select(['s.url_id', 's.day', 's.first_ms', 's.data'])
+        .where('u.url_id', '=', urlId)
+        .where('s.day', '>=', days[0]!)
+        .where('s.day', '<=', days.at(-1)!)
+        .execute();
+      const byDay = new Map<number, VisitDay>(rows.map((r) => [Number(r.day), decodeVisitDay(r.data)]));
+      for (const { day, data } of segmentDeltas(pending)) {
+        const stored = byDay.get(day);
+        byDay.set(day, stored ? mergeVisitDay(stored, data) : data);
+      }
+      return [...byDay].sort(([a], [b]) => a - b).map(([day, data]) => ({ day, data }));
+    };
+    return this.dialect === 'postgres'
+      ? this.db.transaction().setIsolationLevel('repeatable read').execute(read)
+      : this.db.transaction().execute(read);
   }
 
   /**
-   * Retention walks the oldest ids rather than an index of times (one index less for every visit
-   * to keep up): of the `limit` lowest ids, those older than `before` go. Ids follow the visits'
-   * times but for the batches held while the database was away, written late: such a visit goes
-   * once the visits written before it are past the cutoff too.
+   * Newest first: the link's segments that can hold visits before the page's end, newest-ending
+   * first, PAGE_SEGMENTS at a time, until the visits found newer than every segment not yet read
+   * fill the page.
+   */
+  async page({ urlId, from, to, limit, before }: VisitPageQuery): Promise<VisitPageRow[]> {
+    const upper = before ? before.visitedAt : to - 1;
+    const found: VisitPageRow[] = [];
+    let after: { last: number; id: number } | undefined;
+    for (;;) {
+      let query = this.db
+        .selectFrom('visit_segments')
+        .select(['id', 'first_ms', 'last_ms', 'data'])
+        .where('url_id', '=', urlId)
+        .where('last_ms', '>=', from)
+        .where('last_ms', '<=', upper + SEGMENT_SPAN_MS)
+        .where('first_ms', '<=', upper);
+      if (after) query = query.where(sql<boolean>`(last_ms, id) < (${after.last}, ${after.id})`);
+      const segments = await query.orderBy('last_ms', 'desc').orderBy('id', 'desc').limit(PAGE_SEGMENTS).execute();
+      for (const segment of segments) {
+        const visits = decodeSegment(urlId, Number(segment.first_ms), segment.data);
+        for (let i = 0; i < visits.length; i++) {
+          const visit = visits[i]!;
+          const id = Number(segment.id) * SEGMENT_VISITS + i;
+          if (visit.visitedAt < from || visit.visitedAt >= to) continue;
+          if (before && (visit.visitedAt > before.visitedAt || (visit.visitedAt === before.visitedAt && id >= before.id))) continue;
+          found.push({ id, ...visit });
+        }
+      }
+      const last = segments.at(-1);
+      if (segments.length < PAGE_SEGMENTS || last === undefined) break;
+      after = { last: Number(last.last_ms), id: Number(last.id) };
+      // Segments not read yet end at or before `after.last`: what is newer is in its place.
+      if (found.filter((v) => v.visitedAt > after!.last).length >= limit) break;
+    }
+    return found.sort((a, b) => b.visitedAt - a.visitedAt || b.id - a.id).slice(0, limit);
+  }
+
+  /**
+   * Retention walks the oldest segments rather than an index of times (one index less to keep up):
+   * of the `limit` lowest ids, the folded segments wholly older than `before` go. Ids follow the
+   * visits' times but for the batches held while the database was away, written late: such a
+   * segment goes once the segments written before it are past the cutoff too.
    */
   async prune(options: { before: number; hashesBefore: number; batchesBefore: number; limit: number }) {
     const { before, hashesBefore, batchesBefore, limit } = options;
     const deleted = await this.db
-      .deleteFrom('visits')
-      .where('id', 'in', (db) => db.selectFrom('visits').select('id').orderBy('id').limit(limit))
-      .where('visited_at_ms', '<', before)
-      .executeTakeFirst();
+      .deleteFrom('visit_segments')
+      .where('id', 'in', (db) => db.selectFrom('visit_segments').select('id').orderBy('id').limit(limit))
+      .where('last_ms', '<', before)
+      .where('id', 'not in', (db) => db.selectFrom('visit_unfolded').select('segment_id'))
+      .returning('visits')
+      .execute();
     await this.db.deleteFrom('visit_days').where('day', '<', dayOf(before)).execute();
     await this.db.deleteFrom('visit_salts').where('day', '<', hashesBefore).execute();
     await this.db.deleteFrom('visit_batches').where('written_at_ms', '<', batchesBefore).execute();
-    return Number(deleted.numDeletedRows);
+    return { segments: deleted.length, visits: deleted.reduce((sum, row) => sum + Number(row.visits), 0) };
   }
+}
+
+/** What the segments add to each (mapping, UTC day), in key order (day, mapping: every writer locks rows in that order). */
+function segmentDeltas(
+  segments: readonly { url_id: number | string; day: number | string; first_ms: number | string; data: string }[],
+): VisitDayDelta[] {
+  const days = new Map<string, VisitDayDelta>();
+  for (const segment of segments) {
+    const url_id = Number(segment.url_id);
+    const day = Number(segment.day);
+    const key = `${url_id}:${day}`;
+    let delta = days.get(key);
+    if (delta === undefined) days.set(key, (delta = { url_id, day, data: emptyVisitDay() }));
+    addSegment(delta.data, Number(segment.first_ms), segment.data);
+  }
+  return [...days.values()].sort((a, b) => a.day - b.day || a.url_id - b.url_id);
 }

@@ -42,18 +42,23 @@ export interface UrlClickDeltasTable {
 // Visits and their rollups (issue 15)
 
 /** One counted redirect, as derived from its request: never the address or the full User-Agent. */
-export interface VisitsTable {
+/** One mapping's visits of one UTC day from one flush batch (src/domain/visit-segment.ts). */
+export interface VisitSegmentsTable {
   id: Generated<number>;
   url_id: number;
-  /** Unix milliseconds. */
-  visited_at_ms: number;
-  referrer_host: string | null;
-  browser: string | null;
-  os: string | null;
-  device: string;
-  /** 1 for a bot, 0 otherwise. */
-  bot: number;
-  country: string | null;
+  /** Unix days. */
+  day: number;
+  /** Unix milliseconds of the first and the last visit. */
+  first_ms: number;
+  last_ms: number;
+  visits: number;
+  data: string;
+}
+
+/** Segments not yet added to their day rows. */
+export interface VisitUnfoldedTable {
+  segment_id: number;
+  url_id: number;
 }
 
 /** Batches written by a visit flush (for a day): a retried batch whose first commit went through is skipped. */
@@ -277,7 +282,8 @@ export interface DatabaseSchema {
   url_click_deltas: UrlClickDeltasTable;
   users: UsersTable;
   api_keys: ApiKeysTable;
-  visits: VisitsTable;
+  visit_segments: VisitSegmentsTable;
+  visit_unfolded: VisitUnfoldedTable;
   visit_batches: VisitBatchesTable;
   visit_days: VisitDaysTable;
   visit_salts: VisitSaltsTable;

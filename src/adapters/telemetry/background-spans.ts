@@ -16,6 +16,7 @@ export const BACKGROUND_SPANS = {
   clickFlush: 'clicks.flush',
   clickCompaction: 'clicks.compact',
   visitFlush: 'visits.flush',
+  visitFold: 'visits.fold',
   visitPrune: 'visits.prune',
   linkExpiry: 'links.expire',
 } as const;
@@ -87,9 +88,9 @@ export function tracedClickWrites(repository: ClickWrites): ClickWrites {
   };
 }
 
-type VisitWrites = Pick<VisitRepository, 'writeBatch' | 'daySalt' | 'prune'>;
+type VisitWrites = Pick<VisitRepository, 'writeBatch' | 'daySalt' | 'foldMark' | 'fold' | 'prune'>;
 
-/** The visit buffer's and retention's writes with a span each: every flush batch, every retention chunk. */
+/** The visit buffer's, the fold's and retention's writes with a span each: every flush batch, fold run and retention chunk. */
 export function tracedVisitWrites(repository: VisitWrites): VisitWrites {
   return {
     writeBatch: (batch) =>
@@ -99,6 +100,8 @@ export function tracedVisitWrites(repository: VisitWrites): VisitWrites {
         () => repository.writeBatch(batch),
       ),
     daySalt: (day) => repository.daySalt(day),
+    foldMark: () => repository.foldMark(),
+    fold: (links, upTo) => inBackgroundSpan(BACKGROUND_SPANS.visitFold, {}, () => repository.fold(links, upTo)),
     prune: (options) => inBackgroundSpan(BACKGROUND_SPANS.visitPrune, {}, () => repository.prune(options)),
   };
 }

@@ -20,6 +20,7 @@ import { visits } from './0070-visits.js';
 import { visitRollups } from './0071-visit-rollups.js';
 import { visitorHashes } from './0072-visitor-hashes.js';
 import { urlMappingLifecycle } from './0073-url-mapping-lifecycle.js';
+import { visitSegments } from './0075-visit-segments.js';
 import { urlMappingExpiryIndex } from './0074-url-mapping-expiry-index.js';
 import { dialectColumns } from './columns.js';
 import type { SchemaMigration } from './migration.js';
@@ -47,6 +48,7 @@ const MIGRATIONS: readonly SchemaMigration[] = [
   visitorHashes,
   urlMappingLifecycle,
   urlMappingExpiryIndex,
+  visitSegments,
 ];
 
 /** The migrations as Kysely's migrator takes them, by name, for one dialect. */

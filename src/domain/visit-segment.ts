@@ -1,0 +1,218 @@
+import { type DeviceClass, dayOf, hourOf, type VisitDimension, type VisitRecord } from './visit.js';
+import { addValues, addVisitor, emptyVisitDay, packSketch, type VisitDay } from './visit-day.js';
+
+/**
+ * How visits are stored (issue 15): not a row each, but one row per mapping, UTC day and flush
+ * batch, a "segment", holding those visits column by column. A visit row cost ~3 µs to insert
+ * with its index and its share of the commit, most of what recording a visit cost; a segment of
+ * tens of visits costs one row. Its text (JSON) holds:
+ *
+ * - `t`: the visits' times, the first as an offset from the segment's `first_ms`, each next one
+ *   as an offset from the one before (ascending);
+ * - `s`: the distinct strings of the segment's fields; `f`: six numbers per visit, the referrer
+ *   host, country, browser, OS and device class as 1 + their index in `s` (0: none), and 1 for
+ *   a bot (else 0);
+ * - `u`: the segment's own HyperLogLog registers of its visitors (packed as the day rows' are),
+ *   what folding it into its day row adds to the day's sketch. The visitors' hashes themselves
+ *   are not kept.
+ *
+ * A visit is known by `segment id × SEGMENT_VISITS + its index`, ascending with time within a
+ * segment, which is what the visits API pages by.
+ */
+export interface VisitSegmentRow {
+  readonly url_id: number;
+  readonly day: number;
+  readonly first_ms: number;
+  readonly last_ms: number;
+  readonly visits: number;
+  readonly data: string;
+}
+
+/** At most this many visits a segment (ids are `segment id × SEGMENT_VISITS + index`). */
+export const SEGMENT_VISITS = 1024;
+/**
+ * At most this long from a segment's first visit to its last: a page of visits before an
+ * instant reads the segments ending within this much after it, not all newer ones.
+ */
+export const SEGMENT_SPAN_MS = 60_000;
+
+interface SegmentText {
+  t: number[];
+  s: string[];
+  f: number[];
+  u: string;
+}
+
+/** One segment being built: the visits of one mapping and day, in time order. */
+class SegmentBuilder {
+  private readonly offsets: number[] = [];
+  private readonly strings: string[] = [];
+  private readonly index = new Map<string, number>();
+  private readonly fields: number[] = [];
+  private readonly sketch = emptyVisitDay().sketch;
+  private last: number;
+  count = 0;
+
+  constructor(
+    readonly urlId: number,
+    readonly day: number,
+    readonly first: number,
+  ) {
+    this.last = first;
+  }
+
+  fits(v: VisitRecord): boolean {
+    return (
+      v.urlId === this.urlId &&
+      dayOf(v.visitedAt) === this.day &&
+      v.visitedAt >= this.last &&
+      v.visitedAt - this.first <= SEGMENT_SPAN_MS &&
+      this.count < SEGMENT_VISITS
+    );
+  }
+
+  add(v: VisitRecord): void {
+    this.offsets.push(v.visitedAt - this.last);
+    this.last = v.visitedAt;
+    this.fields.push(
+      this.code(v.referrerHost),
+      this.code(v.country),
+      this.code(v.browser),
+      this.code(v.os),
+      this.code(v.device),
+      v.bot ? 1 : 0,
+    );
+    this.count++;
+  }
+
+  addVisitor(hash: number): void {
+    addVisitor({ sketch: this.sketch } as VisitDay, hash);
+  }
+
+  row(): VisitSegmentRow {
+    const text: SegmentText = { t: this.offsets, s: this.strings, f: this.fields, u: packSketch(this.sketch).toString('base64') };
+    return {
+      url_id: this.urlId,
+      day: this.day,
+      first_ms: this.first,
+      last_ms: this.last,
+      visits: this.count,
+      data: JSON.stringify(text),
+    };
+  }
+
+  private code(value: string | null): number {
+    if (value === null) return 0;
+    let code = this.index.get(value);
+    if (code === undefined) {
+      this.strings.push(value);
+      this.index.set(value, (code = this.strings.length));
+    }
+    return code;
+  }
+}
+
+/**
+ * The segments of a batch: its visits by mapping, then time (a mapping's visits of one day, at
+ * most SEGMENT_SPAN_MS and SEGMENT_VISITS apart, in one segment), and each segment's visitors
+ * (`visitors[i]` is the hash of `visits[i]`'s visitor, if given).
+ */
+export function segmentsOf(visits: readonly VisitRecord[], visitors?: readonly { urlId: number; day: number; hash: number }[]): VisitSegmentRow[] {
+  const order = Array.from({ length: visits.length }, (_, i) => i);
+  const before = (a: number, b: number) =>
+    visits[a]!.urlId - visits[b]!.urlId || visits[a]!.visitedAt - visits[b]!.visitedAt || a - b;
+  // The visit buffer hands them over in this order already: checking is cheaper than sorting.
+  if (!order.every((i) => i === 0 || before(i - 1, i) < 0)) order.sort(before);
+  const segments: VisitSegmentRow[] = [];
+  let open: SegmentBuilder | undefined;
+  const visitorsOf = new Map<string, number[]>();
+  if (visitors) {
+    for (const { urlId, day, hash } of visitors) {
+      const key = `${urlId}:${day}`;
+      const hashes = visitorsOf.get(key);
+      if (hashes) hashes.push(hash);
+      else visitorsOf.set(key, [hash]);
+    }
+  }
+  const close = () => {
+    if (!open) return;
+    // A mapping's visitors of a day go into the first of its segments of that day in the batch.
+    const key = `${open.urlId}:${open.day}`;
+    for (const hash of visitorsOf.get(key) ?? []) open.addVisitor(hash);
+    visitorsOf.delete(key);
+    segments.push(open.row());
+  };
+  for (const i of order) {
+    const v = visits[i]!;
+    if (!open?.fits(v)) {
+      close();
+      open = new SegmentBuilder(v.urlId, dayOf(v.visitedAt), v.visitedAt);
+    }
+    open.add(v);
+  }
+  close();
+  return segments;
+}
+
+/** A segment's visits, in time order (index i is visit `id × SEGMENT_VISITS + i`). */
+export function decodeSegment(urlId: number, firstMs: number, data: string): VisitRecord[] {
+  return visitsOf(urlId, firstMs, JSON.parse(data) as SegmentText);
+}
+
+function visitsOf(urlId: number, firstMs: number, { t, s, f }: SegmentText): VisitRecord[] {
+  const value = (code: number) => (code === 0 ? null : s[code - 1]!);
+  const visits: VisitRecord[] = new Array(t.length);
+  let time = firstMs;
+  for (let i = 0, at = 0; i < t.length; i++, at += 6) {
+    time += t[i]!;
+    visits[i] = {
+      urlId,
+      visitedAt: time,
+      referrerHost: value(f[at]!),
+      country: value(f[at + 1]!),
+      browser: value(f[at + 2]!),
+      os: value(f[at + 3]!),
+      device: (value(f[at + 4]!) ?? 'other') as DeviceClass,
+      bot: f[at + 5] === 1,
+    };
+  }
+  return visits;
+}
+
+/**
+ * Adds a segment's visits and visitors to `day` (its day row, or what a fold adds to it), counted
+ * from its columns: each distinct value once, not a visit object each.
+ */
+export function addSegment(day: VisitDay, firstMs: number, data: string): void {
+  const { t, s, f, u } = JSON.parse(data) as SegmentText;
+  // Per field, visits per code (0: none; 1 + index in `s`).
+  const counts = FIELD_DIMENSIONS.map(() => new Array<number>(s.length + 1).fill(0));
+  let time = firstMs;
+  for (let i = 0, at = 0; i < t.length; i++, at += 6) {
+    time += t[i]!;
+    const hour = hourOf(time) % 24;
+    day.hours[hour]!++;
+    if (f[at + 5] === 1) day.bots[hour]!++;
+    for (let field = 0; field < 5; field++) counts[field]![f[at + field]!]!++;
+  }
+  FIELD_DIMENSIONS.forEach((dimension, field) => {
+    const byCode = counts[field]!;
+    for (let code = 0; code < byCode.length; code++) {
+      const visits = byCode[code]!;
+      if (visits > 0) addValues(day.values[dimension], code === 0 ? (dimension === 'device' ? 'other' : '') : s[code - 1]!, visits);
+    }
+  });
+  const packed = Buffer.from(u, 'base64');
+  if (packed.length === day.sketch.length) {
+    for (let i = 0; i < packed.length; i++) if (packed[i]! > day.sketch[i]!) day.sketch[i] = packed[i]!;
+  } else {
+    for (let at = 0; at < packed.length; at += 2) {
+      const entry = packed.readUInt16BE(at);
+      const index = entry >> 6;
+      if ((entry & 63) > day.sketch[index]!) day.sketch[index] = entry & 63;
+    }
+  }
+}
+
+/** The dimensions of the five coded fields, in their order in `f`. */
+const FIELD_DIMENSIONS: readonly VisitDimension[] = ['referrer', 'country', 'browser', 'os', 'device'];
