@@ -3,6 +3,7 @@ import { KyselyVisitRepository } from '../adapters/storage/kysely-visit-reposito
 import { tracedVisitWrites } from '../adapters/telemetry/background-spans.js';
 import { DAY_MS, dayOf } from '../domain/visit.js';
 import type { UrlMappingRepository } from '../ports/url-mapping-repository.js';
+import type { VisitRepository } from '../ports/visit-repository.js';
 import { VisitStatsService } from '../services/visit-stats-service.js';
 import { PeriodicTask } from '../support/periodic-task.js';
 import { UserAgentClassifier } from '../support/user-agents.js';
@@ -53,16 +54,7 @@ export function composeVisits(
   const repository = new KyselyVisitRepository(database.db, database.dialect);
   const writes = config.tracing.enabled ? tracedVisitWrites(repository) : repository;
   const classifier = new UserAgentClassifier();
-  const fold = async () => {
-    const upTo = await writes.foldMark();
-    let folded = 0;
-    for (;;) {
-      const n = upTo === 0 ? 0 : await writes.fold(FOLD_LINKS, upTo);
-      if (n === 0) return folded;
-      folded += n;
-      await new Promise((resolve) => setImmediate(resolve)); // requests get the writer in between
-    }
-  };
+  const fold = () => foldAll(writes);
   // Not in a command-line run (`background: false`). Registered before the buffer's flush, so that
   // on stop it runs after it: the last visits written are folded too.
   if (background) {
@@ -88,20 +80,7 @@ export function composeVisits(
     // Only folded segments go (their visits are in their day rows); in a running service they all
     // are, minutes before retention could take them, but a run now (tests) folds first.
     await fold();
-    const now = Date.now();
-    let deleted = 0;
-    for (let chunk = 0; chunk < RETENTION_CHUNKS; chunk++) {
-      const { segments, visits } = await writes.prune({
-        before: now - settings.retentionDays * DAY_MS,
-        hashesBefore: dayOf(now) - 1,
-        batchesBefore: now - BATCH_IDS_KEPT_MS,
-        limit: RETENTION_CHUNK,
-      });
-      deleted += visits;
-      if (segments < RETENTION_CHUNK) break;
-      await new Promise((resolve) => setImmediate(resolve)); // requests get the writer in between
-    }
-    return deleted;
+    return pruneVisits(writes, settings.retentionDays);
   };
   // Not in a command-line run (`background: false`): a serving process prunes.
   if (background) {
@@ -117,4 +96,36 @@ export function composeVisits(
     prune,
     fold,
   };
+}
+
+type VisitWrites = Pick<VisitRepository, 'foldMark' | 'fold' | 'prune'>;
+
+/** Folds the segments written so far (not those that arrive meanwhile), FOLD_LINKS links a transaction. */
+async function foldAll(writes: VisitWrites): Promise<number> {
+  const upTo = await writes.foldMark();
+  let folded = 0;
+  for (;;) {
+    const n = upTo === 0 ? 0 : await writes.fold(FOLD_LINKS, upTo);
+    if (n === 0) return folded;
+    folded += n;
+    await new Promise((resolve) => setImmediate(resolve)); // requests get the writer in between
+  }
+}
+
+/** One retention run: what `retentionDays` drops, in chunks; how many visits. */
+async function pruneVisits(writes: VisitWrites, retentionDays: number): Promise<number> {
+  const now = Date.now();
+  let deleted = 0;
+  for (let chunk = 0; chunk < RETENTION_CHUNKS; chunk++) {
+    const { segments, visits } = await writes.prune({
+      before: now - retentionDays * DAY_MS,
+      hashesBefore: dayOf(now) - 1,
+      batchesBefore: now - BATCH_IDS_KEPT_MS,
+      limit: RETENTION_CHUNK,
+    });
+    deleted += visits;
+    if (segments < RETENTION_CHUNK) break;
+    await new Promise((resolve) => setImmediate(resolve)); // requests get the writer in between
+  }
+  return deleted;
 }

@@ -90,7 +90,12 @@ class SegmentBuilder {
   }
 
   row(): VisitSegmentRow {
-    const text: SegmentText = { t: this.offsets, s: this.strings, f: this.fields, u: packSketch(this.sketch).toString('base64') };
+    const text: SegmentText = {
+      t: this.offsets,
+      s: this.strings,
+      f: this.fields,
+      u: packSketch(this.sketch).toString('base64'),
+    };
     return {
       url_id: this.urlId,
       day: this.day,
@@ -117,7 +122,10 @@ class SegmentBuilder {
  * most SEGMENT_SPAN_MS and SEGMENT_VISITS apart, in one segment), and each segment's visitors
  * (`visitors[i]` is the hash of `visits[i]`'s visitor, if given).
  */
-export function segmentsOf(visits: readonly VisitRecord[], visitors?: readonly { urlId: number; day: number; hash: number }[]): VisitSegmentRow[] {
+export function segmentsOf(
+  visits: readonly VisitRecord[],
+  visitors?: readonly { urlId: number; day: number; hash: number }[],
+): VisitSegmentRow[] {
   const order = Array.from({ length: visits.length }, (_, i) => i);
   const before = (a: number, b: number) =>
     visits[a]!.urlId - visits[b]!.urlId || visits[a]!.visitedAt - visits[b]!.visitedAt || a - b;
@@ -199,7 +207,8 @@ export function addSegment(day: VisitDay, firstMs: number, data: string): void {
     const byCode = counts[field]!;
     for (let code = 0; code < byCode.length; code++) {
       const visits = byCode[code]!;
-      if (visits > 0) addValues(day.values[dimension], code === 0 ? (dimension === 'device' ? 'other' : '') : s[code - 1]!, visits);
+      if (visits > 0)
+        addValues(day.values[dimension], code === 0 ? (dimension === 'device' ? 'other' : '') : s[code - 1]!, visits);
     }
   });
   const packed = Buffer.from(u, 'base64');

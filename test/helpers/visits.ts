@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import { PostgresAdapter, sql } from 'kysely';
+import { PostgresAdapter } from 'kysely';
 import { KyselyVisitRepository } from '../../src/adapters/storage/kysely-visit-repository.js';
 import type { DatabaseSchema } from '../../src/adapters/storage/schema.js';
 import { DAY_MS, HOUR_MS } from '../../src/domain/visit.js';
@@ -31,7 +31,12 @@ type DayCounts = { hours: number[]; bots: number[]; values: Record<string, Recor
  * from its segments, in id order: `bot` 1 or 0.
  */
 export async function visitRowsOf(db: Kysely<DatabaseSchema>, urlId: number) {
-  const segments = await db.selectFrom('visit_segments').selectAll().where('url_id', '=', urlId).orderBy('id').execute();
+  const segments = await db
+    .selectFrom('visit_segments')
+    .selectAll()
+    .where('url_id', '=', urlId)
+    .orderBy('id')
+    .execute();
   return segments.flatMap((segment) =>
     decodeSegment(Number(segment.url_id), Number(segment.first_ms), segment.data).map((v, i) => ({
       id: Number(segment.id) * SEGMENT_VISITS + i,

@@ -1,15 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { type Kysely, type RawBuilder, sql } from 'kysely';
 import { DAY_MS, dayOf } from '../../domain/visit.js';
-import {
-  addVisit,
-  addVisitor,
-  decodeVisitDay,
-  emptyVisitDay,
-  encodeVisitDay,
-  mergeVisitDay,
-  type VisitDay,
-} from '../../domain/visit-day.js';
+import { decodeVisitDay, emptyVisitDay, encodeVisitDay, mergeVisitDay, type VisitDay } from '../../domain/visit-day.js';
 import { addSegment, decodeSegment, SEGMENT_SPAN_MS, SEGMENT_VISITS, segmentsOf } from '../../domain/visit-segment.js';
 import type {
   StatsRange,
@@ -282,7 +274,11 @@ export class KyselyVisitRepository implements VisitRepository {
           const visit = visits[i]!;
           const id = Number(segment.id) * SEGMENT_VISITS + i;
           if (visit.visitedAt < from || visit.visitedAt >= to) continue;
-          if (before && (visit.visitedAt > before.visitedAt || (visit.visitedAt === before.visitedAt && id >= before.id))) continue;
+          if (
+            before &&
+            (visit.visitedAt > before.visitedAt || (visit.visitedAt === before.visitedAt && id >= before.id))
+          )
+            continue;
           found.push({ id, ...visit });
         }
       }

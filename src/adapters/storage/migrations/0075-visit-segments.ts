@@ -47,7 +47,10 @@ export const visitSegments: SchemaMigration = {
         .orderBy('visited_at_ms')
         .orderBy('id')
         .limit(CONVERT_VISITS);
-      if (after) query = query.where(sql<boolean>`(url_id, visited_at_ms, id) > (${after.url_id}, ${after.visited_at_ms}, ${after.id})`);
+      if (after)
+        query = query.where(
+          sql<boolean>`(url_id, visited_at_ms, id) > (${after.url_id}, ${after.visited_at_ms}, ${after.id})`,
+        );
       const rows = await query.execute();
       if (rows.length === 0) break;
       const visits: VisitRecord[] = rows.map((r) => ({
@@ -62,7 +65,10 @@ export const visitSegments: SchemaMigration = {
       }));
       const segments = segmentsOf(visits);
       for (let at = 0; at < segments.length; at += INSERT_SEGMENTS) {
-        await db.insertInto('visit_segments').values(segments.slice(at, at + INSERT_SEGMENTS)).execute();
+        await db
+          .insertInto('visit_segments')
+          .values(segments.slice(at, at + INSERT_SEGMENTS))
+          .execute();
       }
       const last = rows.at(-1)!;
       after = { url_id: Number(last.url_id), visited_at_ms: Number(last.visited_at_ms), id: Number(last.id) };

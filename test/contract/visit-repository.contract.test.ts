@@ -1,0 +1,131 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
+import { KyselyVisitRepository } from '../../src/adapters/storage/kysely-visit-repository.js';
+import { DAY_MS, type VisitRecord } from '../../src/domain/visit.js';
+import type { VisitPageRow } from '../../src/ports/visit-repository.js';
+import { BACKENDS, testConfig } from '../helpers/backends.js';
+import { useOpenDatabase } from '../helpers/storage.js';
+import { rollupsAndRecount } from '../helpers/visits.js';
+
+const BROWSERS = ['Chrome', 'Firefox', 'Safari', null];
+
+function visitsOf(urlId: number, count: number, start: number, spreadMs: number, seed: number): VisitRecord[] {
+  return Array.from({ length: count }, (_, n) => {
+    const k = (n * 7919 + seed * 104_729) % 1_000_003;
+    return {
+      urlId,
+      visitedAt: start + (k % spreadMs),
+      referrerHost: k % 3 === 0 ? null : `r${k % 11}.example`,
+      browser: BROWSERS[k % 4]!,
+      os: k % 5 === 0 ? null : 'Linux',
+      device: k % 13 === 0 ? 'bot' : 'mobile',
+      bot: k % 13 === 0,
+      country: k % 2 === 0 ? 'FR' : null,
+    };
+  });
+}
+
+/** Visit storage on both backends: segments paged as rows, and folds into day rows under concurrency. */
+describe.each(BACKENDS)('VisitRepository on $name', (backend) => {
+  const { database, testDatabase } = useOpenDatabase(backend);
+  let second: Database | undefined;
+  let visits: KyselyVisitRepository;
+  let others: KyselyVisitRepository;
+
+  beforeAll(() => {
+    if (!backend.available) return;
+    visits = new KyselyVisitRepository(database.db, database.dialect);
+    // PostgreSQL: a second pool to the same database, another instance. SQLite: the same connection
+    // (a second one in this process would wait for the first's lock in a busy handler that blocks
+    // the event loop the first needs to finish; instances are processes, as in
+    // test/server/visits-two-processes.test.ts), so its calls interleave with the first's.
+    if (database.dialect === 'postgres') second = openDatabase(testConfig(testDatabase.databaseUrl).database);
+    const other = second ?? database;
+    others = new KyselyVisitRepository(other.db, other.dialect);
+  });
+  afterAll(async () => {
+    await second?.close();
+  });
+
+  it.skipIf(!backend.available)(
+    'pages a link’s visits newest first, each once, across overlapping segments',
+    async () => {
+      const start = Date.UTC(2026, 10, 20, 23, 59); // the visits span midnight
+      const all: VisitRecord[] = [];
+      // Batches whose times overlap (instances, and batches held and written late), of other links too.
+      for (let batch = 0; batch < 6; batch++) {
+        const own = visitsOf(1, 700, start, 180_000, batch);
+        all.push(...own);
+        await visits.writeBatch({
+          id: randomUUID(),
+          visits: [...own, ...visitsOf(2, 50, start, 180_000, batch)],
+          visitors: [],
+        });
+      }
+      const from = start + 20_000;
+      const to = start + 150_000;
+      const seen: VisitPageRow[] = [];
+      let before: { visitedAt: number; id: number } | undefined;
+      for (let pages = 0; pages < 100; pages++) {
+        const page = await visits.page({ urlId: 1, from, to, limit: 97, ...(before ? { before } : {}) });
+        seen.push(...page);
+        if (page.length < 97) break;
+        before = { visitedAt: page.at(-1)!.visitedAt, id: page.at(-1)!.id };
+      }
+      const expected = all.filter((v) => v.visitedAt >= from && v.visitedAt < to);
+      expect(seen).toHaveLength(expected.length);
+      expect(new Set(seen.map((v) => v.id)).size).toBe(seen.length);
+      for (let i = 1; i < seen.length; i++) {
+        const [a, b] = [seen[i - 1]!, seen[i]!];
+        expect(a.visitedAt > b.visitedAt || (a.visitedAt === b.visitedAt && a.id > b.id)).toBe(true);
+      }
+      const key = (v: VisitRecord) =>
+        JSON.stringify([v.visitedAt, v.referrerHost, v.browser, v.os, v.device, v.bot, v.country]);
+      expect(seen.map(key).sort()).toEqual(expected.map(key).sort());
+    },
+  );
+
+  it.skipIf(!backend.available)(
+    'two instances folding while batches are written: every visit in its day row once, statistics the same before and after',
+    async () => {
+      const links = Array.from({ length: 40 }, (_, i) => 100 + i);
+      const start = Date.UTC(2026, 10, 21, 23, 58);
+      let writing = true;
+      const folder = async (repository: KyselyVisitRepository) => {
+        let folded = 0;
+        while (writing) {
+          const upTo = await repository.foldMark();
+          if (upTo > 0) folded += await repository.fold(7, upTo);
+          await new Promise((resolve) => setTimeout(resolve, 2));
+        }
+        return folded;
+      };
+      const folding = [folder(visits), folder(others)];
+      const writers = [visits, others].map(async (repository, w) => {
+        for (let batch = 0; batch < 15; batch++) {
+          const batchVisits = links.flatMap((urlId) => visitsOf(urlId, 25, start, 240_000, batch * 2 + w + urlId));
+          await repository.writeBatch({
+            id: randomUUID(),
+            visits: batchVisits,
+            visitors: batchVisits.map((v, n) => ({ urlId: v.urlId, day: Math.floor(v.visitedAt / DAY_MS), hash: n })),
+          });
+        }
+      });
+      await Promise.all(writers);
+      writing = false;
+      const folded = await Promise.all(folding);
+      expect(folded[0]! + folded[1]!).toBeGreaterThan(0);
+      const range = { from: start - DAY_MS, to: start + 2 * DAY_MS };
+      const beforeLastFold = await Promise.all(links.map((urlId) => visits.days({ urlId, ...range })));
+      for (const urlId of links) {
+        const { count, recount, stored } = await rollupsAndRecount(database.db, urlId);
+        expect(count).toBe(2 * 15 * 25);
+        expect(stored).toEqual(recount);
+      }
+      expect(await visits.foldMark()).toBe(0);
+      expect(await Promise.all(links.map((urlId) => visits.days({ urlId, ...range })))).toEqual(beforeLastFold);
+    },
+    60_000,
+  );
+});
