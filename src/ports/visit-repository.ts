@@ -44,7 +44,7 @@ export interface VisitPageRow extends VisitRecord {
 export interface VisitRepository {
   /** Writes the batch's visits, in one transaction; false if it was written before. */
   writeBatch(batch: VisitBatch): Promise<boolean>;
-  /** The newest visit segment not yet added to the day rows (0: none). */
+  /** The newest visit segment (0: none): what a fold run goes up to. */
   foldMark(): Promise<number>;
   /**
    * Adds the visit segments not yet folded, up to segment `upTo`, of up to `links` mappings to the

@@ -63,8 +63,8 @@ export async function rollupsAndRecount(db: Kysely<DatabaseSchema>, urlId: numbe
   const dialect = db.getExecutor().adapter instanceof PostgresAdapter ? 'postgres' : 'sqlite';
   const repository = new KyselyVisitRepository(db, dialect);
   // Until none is left (a serving instance may be folding some at the same time).
-  for (let upTo = await repository.foldMark(); upTo > 0; upTo = await repository.foldMark()) {
-    await repository.fold(1_000, upTo);
+  while (await db.selectFrom('visit_unfolded').select('segment_id').limit(1).executeTakeFirst()) {
+    await repository.fold(1_000, await repository.foldMark());
   }
   const visits = await visitRowsOf(db, urlId);
   const recount = new Map<number, DayCounts>();

@@ -116,11 +116,11 @@ export class KyselyVisitRepository implements VisitRepository {
     });
   }
 
-  /** The newest segment not yet folded (0: none): a fold run goes up to it, not after what keeps arriving. */
+  /** The newest segment (0: none): a fold run goes up to it, not after what keeps arriving. */
   async foldMark(): Promise<number> {
     const row = await this.db
-      .selectFrom('visit_unfolded')
-      .select((eb) => eb.fn.max('segment_id').as('mark'))
+      .selectFrom('visit_segments')
+      .select((eb) => eb.fn.max('id').as('mark'))
       .executeTakeFirst();
     return Number(row?.mark ?? 0);
   }
@@ -135,8 +135,8 @@ export class KyselyVisitRepository implements VisitRepository {
   fold(links: number, upTo: number): Promise<number> {
     return this.db.transaction().execute(async (trx) => {
       const skipLocked = this.dialect === 'postgres' ? sql` FOR UPDATE SKIP LOCKED` : sql``;
-      const taken = await sql<{ segment_id: number | string }>`DELETE FROM visit_unfolded WHERE segment_id IN
-        (SELECT segment_id FROM visit_unfolded WHERE segment_id <= ${upTo} AND url_id IN
+      const taken = await sql<{ segment_id: number | string }>`DELETE FROM visit_unfolded WHERE (url_id, segment_id) IN
+        (SELECT url_id, segment_id FROM visit_unfolded WHERE segment_id <= ${upTo} AND url_id IN
           (SELECT DISTINCT url_id FROM visit_unfolded WHERE segment_id <= ${upTo} ORDER BY url_id LIMIT ${links})${skipLocked})
         RETURNING segment_id`.execute(trx);
       if (taken.rows.length === 0) return 0;

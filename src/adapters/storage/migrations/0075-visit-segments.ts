@@ -31,12 +31,14 @@ export const visitSegments: SchemaMigration = {
       .on('visit_segments')
       .columns(['url_id', 'last_ms'])
       .execute();
+    // Keyed by link first (SQLite: the rows in key order, no rowid): a fold takes a few links'
+    // segments, statistics read one link's, and a segment costs one row, no index besides.
     await db.schema
       .createTable('visit_unfolded')
-      .addColumn('segment_id', columns.bigint, (c) => c.primaryKey())
-      .addColumn('url_id', columns.bigint, (c) => c.notNull())
+      .$call(required(columns.bigint, 'url_id', 'segment_id'))
+      .addPrimaryKeyConstraint('visit_unfolded_pk', ['url_id', 'segment_id'])
+      .modifyEnd(columns.bigint === 'integer' ? sql`WITHOUT ROWID` : sql``)
       .execute();
-    await db.schema.createIndex('visit_unfolded_url').on('visit_unfolded').column('url_id').execute();
 
     let after: { url_id: number; visited_at_ms: number; id: number } | undefined;
     for (;;) {
@@ -77,7 +79,7 @@ export const visitSegments: SchemaMigration = {
   },
   /** Back to 0070's table, empty: the segments' visits are not turned back into rows. */
   async down(db) {
-    await dropIndexes('visit_unfolded_url', 'visit_segments_url_last')(db);
+    await dropIndexes('visit_segments_url_last')(db);
     await db.schema.dropTable('visit_unfolded').execute();
     await db.schema.dropTable('visit_segments').execute();
     const pg = db.getExecutor().adapter instanceof PostgresAdapter;
