@@ -1,9 +1,11 @@
 /**
- * The CPU a visit costs at flush time, without HTTP: records FLUSH_BENCH_VISITS visits spread
- * evenly over FLUSH_BENCH_MAPPINGS links (one User-Agent, 250 addresses) into a VisitBuffer on a
- * fresh SQLite file, then flushes, FLUSH_BENCH_ROUNDS times, and prints the flush's CPU µs per
- * visit. FLUSH_BENCH_DROP: one SQL statement run after the migrations (an experiment such as
- * `DROP INDEX visits_url_time`). Not part of `npm test`.
+ * The CPU a visit costs off the redirect path, without HTTP: records FLUSH_BENCH_VISITS visits
+ * spread evenly over FLUSH_BENCH_MAPPINGS links (one User-Agent, 250 addresses) into a VisitBuffer
+ * on a fresh SQLite file, then flushes, FLUSH_BENCH_ROUNDS times, folding the day rows after every
+ * FLUSH_BENCH_FOLD_EVERY flushes (5: a fold every 5 s at one flush a second), and prints the CPU
+ * µs per visit of the capture (`record`), of the flush and of the fold, medians of the rounds.
+ * FLUSH_BENCH_DROP: one SQL statement run after the migrations (an experiment). Not part of
+ * `npm test`.
  *
  *   node --import tsx bench/visit-flush.ts
  *   FLUSH_BENCH_MAPPINGS=1000 FLUSH_BENCH_VISITS=20000 FLUSH_BENCH_ROUNDS=10 node --import tsx bench/visit-flush.ts
@@ -21,6 +23,7 @@ import { VisitBuffer } from '../src/support/visit-buffer.js';
 const MAPPINGS = Number(process.env.FLUSH_BENCH_MAPPINGS ?? 1000);
 const VISITS = Number(process.env.FLUSH_BENCH_VISITS ?? 10_000);
 const ROUNDS = Number(process.env.FLUSH_BENCH_ROUNDS ?? 10);
+const FOLD_EVERY = Number(process.env.FLUSH_BENCH_FOLD_EVERY ?? 5);
 const AGENT =
   'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36';
 
@@ -31,19 +34,40 @@ const database = openDatabase(
 try {
   await migrateToLatest(database.db, database.dialect);
   if (process.env.FLUSH_BENCH_DROP) await sql.raw(process.env.FLUSH_BENCH_DROP).execute(database.db);
-  const buffer = new VisitBuffer(new KyselyVisitRepository(database.db, database.dialect), { flushIntervalMs: 60_000 });
+  const repository = new KyselyVisitRepository(database.db, database.dialect);
+  const buffer = new VisitBuffer(repository, { flushIntervalMs: 60_000 });
   const headers = ['Host', 'bench', 'User-Agent', AGENT];
-  const perVisit: number[] = [];
-  for (let round = 0; round < ROUNDS; round++) {
-    for (let i = 0; i < VISITS; i++) buffer.record(1 + ((i * 7919) % MAPPINGS), headers, `10.0.${i % 250}.${round}`);
+  const cpu = async (work: () => unknown) => {
     const start = process.cpuUsage();
-    await buffer.flush();
+    await work();
     const used = process.cpuUsage(start);
-    perVisit.push((used.user + used.system) / VISITS);
+    return used.user + used.system;
+  };
+  const record: number[] = [];
+  const flush: number[] = [];
+  const fold: number[] = [];
+  for (let round = 1; round <= ROUNDS; round++) {
+    const base = round * VISITS;
+    const recording = await cpu(() => {
+      for (let i = 0; i < VISITS; i++)
+        buffer.record(1 + (((base + i) * 7919) % MAPPINGS), headers, `10.0.${i % 250}.${round}`);
+    });
+    record.push(recording / VISITS);
+    flush.push((await cpu(() => buffer.flush())) / VISITS);
+    if (round % FOLD_EVERY === 0) {
+      const upTo = await repository.foldMark();
+      fold.push(
+        (await cpu(async () => {
+          while ((await repository.fold(250, upTo)) > 0);
+        })) /
+          (VISITS * FOLD_EVERY),
+      );
+    }
   }
-  perVisit.sort((a, b) => a - b);
+  const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
+  const [r, f, d] = [median(record), median(flush), median(fold)];
   console.log(
-    `[visit-flush-bench] ${VISITS} visits over ${MAPPINGS} links a flush: CPU µs per visit, median ${perVisit[Math.floor(ROUNDS / 2)]!.toFixed(1)}, min ${perVisit[0]!.toFixed(1)}`,
+    `[visit-flush-bench] ${VISITS} visits over ${MAPPINGS} links a flush, a fold every ${FOLD_EVERY}: CPU µs per visit, medians: record ${r.toFixed(2)}, flush ${f.toFixed(2)}, fold ${d.toFixed(2)}, in all ${(r + f + d).toFixed(2)}`,
   );
 } finally {
   await database.db.destroy();

@@ -1,5 +1,5 @@
 import { type DeviceClass, dayOf, hourOf, type VisitDimension, type VisitRecord } from './visit.js';
-import { addValues, addVisitor, emptyVisitDay, packSketch, type VisitDay } from './visit-day.js';
+import { addValues, packSketch, register, SKETCH_REGISTERS, type VisitDay } from './visit-day.js';
 
 /**
  * How visits are stored (issue 15): not a row each, but one row per mapping, UTC day and flush
@@ -49,7 +49,8 @@ class SegmentBuilder {
   private readonly strings: string[] = [];
   private readonly index = new Map<string, number>();
   private readonly fields: number[] = [];
-  private readonly sketch = emptyVisitDay().sketch;
+  /** The segment's registers, as `index << 6 | rank` (most segments have a few visitors). */
+  private readonly registers = new Map<number, number>();
   private last: number;
   count = 0;
 
@@ -86,16 +87,12 @@ class SegmentBuilder {
   }
 
   addVisitor(hash: number): void {
-    addVisitor({ sketch: this.sketch } as VisitDay, hash);
+    const [index, rank] = register(hash);
+    if (rank > (this.registers.get(index) ?? 0)) this.registers.set(index, rank);
   }
 
   row(): VisitSegmentRow {
-    const text: SegmentText = {
-      t: this.offsets,
-      s: this.strings,
-      f: this.fields,
-      u: packSketch(this.sketch).toString('base64'),
-    };
+    const text: SegmentText = { t: this.offsets, s: this.strings, f: this.fields, u: this.packedRegisters() };
     return {
       url_id: this.urlId,
       day: this.day,
@@ -104,6 +101,22 @@ class SegmentBuilder {
       visits: this.count,
       data: JSON.stringify(text),
     };
+  }
+
+  /** As the day rows store a sketch (src/domain/visit-day.ts): sparse while that is shorter. */
+  private packedRegisters(): string {
+    if (this.registers.size * 2 < SKETCH_REGISTERS) {
+      const packed = Buffer.allocUnsafe(this.registers.size * 2);
+      let at = 0;
+      for (const index of [...this.registers.keys()].sort((a, b) => a - b)) {
+        packed.writeUInt16BE((index << 6) | this.registers.get(index)!, at);
+        at += 2;
+      }
+      return packed.toString('base64');
+    }
+    const sketch = new Uint8Array(SKETCH_REGISTERS);
+    for (const [index, rank] of this.registers) sketch[index] = rank;
+    return packSketch(sketch).toString('base64');
   }
 
   private code(value: string | null): number {
@@ -119,13 +132,10 @@ class SegmentBuilder {
 
 /**
  * The segments of a batch: its visits by mapping, then time (a mapping's visits of one day, at
- * most SEGMENT_SPAN_MS and SEGMENT_VISITS apart, in one segment), and each segment's visitors
- * (`visitors[i]` is the hash of `visits[i]`'s visitor, if given).
+ * most SEGMENT_SPAN_MS and SEGMENT_VISITS apart, in one segment), each with its visitors'
+ * registers (`visitors[i]`: the hash of `visits[i]`'s visitor, where given).
  */
-export function segmentsOf(
-  visits: readonly VisitRecord[],
-  visitors?: readonly { urlId: number; day: number; hash: number }[],
-): VisitSegmentRow[] {
+export function segmentsOf(visits: readonly VisitRecord[], visitors: readonly number[] = []): VisitSegmentRow[] {
   const order = Array.from({ length: visits.length }, (_, i) => i);
   const before = (a: number, b: number) =>
     visits[a]!.urlId - visits[b]!.urlId || visits[a]!.visitedAt - visits[b]!.visitedAt || a - b;
@@ -133,32 +143,17 @@ export function segmentsOf(
   if (!order.every((i) => i === 0 || before(i - 1, i) < 0)) order.sort(before);
   const segments: VisitSegmentRow[] = [];
   let open: SegmentBuilder | undefined;
-  const visitorsOf = new Map<string, number[]>();
-  if (visitors) {
-    for (const { urlId, day, hash } of visitors) {
-      const key = `${urlId}:${day}`;
-      const hashes = visitorsOf.get(key);
-      if (hashes) hashes.push(hash);
-      else visitorsOf.set(key, [hash]);
-    }
-  }
-  const close = () => {
-    if (!open) return;
-    // A mapping's visitors of a day go into the first of its segments of that day in the batch.
-    const key = `${open.urlId}:${open.day}`;
-    for (const hash of visitorsOf.get(key) ?? []) open.addVisitor(hash);
-    visitorsOf.delete(key);
-    segments.push(open.row());
-  };
   for (const i of order) {
     const v = visits[i]!;
     if (!open?.fits(v)) {
-      close();
+      if (open) segments.push(open.row());
       open = new SegmentBuilder(v.urlId, dayOf(v.visitedAt), v.visitedAt);
     }
     open.add(v);
+    const hash = visitors[i];
+    if (hash !== undefined) open.addVisitor(hash);
   }
-  close();
+  if (open) segments.push(open.row());
   return segments;
 }
 

@@ -1,19 +1,13 @@
 import type { VisitRecord } from '../domain/visit.js';
 import type { VisitDay } from '../domain/visit-day.js';
 
-/** A visitor of one mapping on one UTC day: 48 bits of the day's salted hash. */
-export interface VisitorSighting {
-  readonly urlId: number;
-  readonly day: number;
-  readonly hash: number;
-}
-
 /** What one flush writes, in one transaction, at most once whatever its retries (`id`). */
 export interface VisitBatch {
   /** Unique per batch; a batch whose id is already recorded is not written again. */
   readonly id: string;
   readonly visits: readonly VisitRecord[];
-  readonly visitors: readonly VisitorSighting[];
+  /** The visitor of each visit (same index): 48 bits of its day's salted hash; none for a visit past the end. */
+  readonly visitors: readonly number[];
 }
 
 export interface StatsRange {

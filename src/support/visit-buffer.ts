@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { countryCode, dayOf, referrerHost, type VisitRecord } from '../domain/visit.js';
-import type { VisitBatch, VisitorSighting, VisitRepository } from '../ports/visit-repository.js';
+import type { VisitBatch, VisitRepository } from '../ports/visit-repository.js';
 import { UserAgentClassifier } from './user-agents.js';
 import { rawHeader } from './raw-headers.js';
 
@@ -176,38 +176,36 @@ export class VisitBuffer {
     }
     this.heldVisits += count;
     // By link (in time order within one): a link's visits of the capture are then in one batch (or
-    // two next to each other), so its day row is read and written about once a flush rather than
-    // once a batch, and the visits' index is written link by link.
-    const order = Array.from({ length: count }, (_, i) => i).sort((a, b) => ids[a]! - ids[b]!);
-    // A visitor seen again in this capture is hashed once (SHA-256 is most of a visit's CPU when
-    // a few visitors follow many links); the map goes with the capture, so no address outlives it.
-    const hashes = new Map<string, number>();
+    // two next to each other), one segment, and the segments' index is written link by link.
+    const order = byLink(ids);
+    const hashOf = visitorHashes(salts);
+    const hosts = new Map<string, string | null>();
     for (let start = 0; start < count; start += BATCH_VISITS) {
       const end = Math.min(start + BATCH_VISITS, count);
       const visits: VisitRecord[] = [];
-      // Not deduplicated: a sketch counts a visitor seen twice once.
-      const visitors: VisitorSighting[] = [];
+      const visitors: number[] = [];
       for (let at = start; at < end; at++) {
         const i = order[at]!;
-        const urlId = ids[i]!;
         const visitedAt = times[i]!;
         const agent = agents[i];
         const { browser, os, device, bot } = this.classifier.classify(agent);
+        const referer = referers[i];
+        let host: string | null = null;
+        if (referer !== undefined) {
+          host = hosts.get(referer) ?? null;
+          if (!hosts.has(referer)) hosts.set(referer, (host = referrerHost(referer)));
+        }
         visits.push({
-          urlId,
+          urlId: ids[i]!,
           visitedAt,
-          referrerHost: referrerHost(referers[i]),
+          referrerHost: host,
           browser,
           os,
           device,
           bot,
           country: countryCode(countries[i]),
         });
-        const day = dayOf(visitedAt);
-        const visitor = `${day}\u0000${addresses[i] ?? ''}\u0000${agent ?? ''}`;
-        let hash = hashes.get(visitor);
-        if (hash === undefined) hashes.set(visitor, (hash = visitorHash(salts.get(day)!, addresses[i], agent)));
-        visitors.push({ urlId, day, hash });
+        visitors.push(hashOf(dayOf(visitedAt), addresses[i], agent));
       }
       this.held.push({ id: randomUUID(), visits, visitors });
       if (end < count) await nextTurn();
@@ -223,6 +221,38 @@ export class VisitBuffer {
     }
     return salt;
   }
+}
+
+/** The indices of `ids` by id, each id's in their order (a bucket per id: cheaper than a sort of them all). */
+function byLink(ids: readonly number[]): number[] {
+  const buckets = new Map<number, number[]>();
+  for (let i = 0; i < ids.length; i++) {
+    const bucket = buckets.get(ids[i]!);
+    if (bucket) bucket.push(i);
+    else buckets.set(ids[i]!, [i]);
+  }
+  const order: number[] = [];
+  for (const id of [...buckets.keys()].sort((a, b) => a - b)) for (const i of buckets.get(id)!) order.push(i);
+  return order;
+}
+
+/**
+ * The visitor hash of a capture's visits: a visitor seen again in the capture is hashed once
+ * (SHA-256 is most of a visit's CPU when a few visitors follow many links), looked up by day, then
+ * address, then User-Agent (no key string built a visit). The maps go with the capture, so no
+ * address outlives it.
+ */
+function visitorHashes(salts: ReadonlyMap<number, string>) {
+  const known = new Map<number, Map<string, Map<string, number>>>();
+  return (day: number, address: string | undefined, agent: string | undefined): number => {
+    let byAddress = known.get(day);
+    if (byAddress === undefined) known.set(day, (byAddress = new Map()));
+    let byAgent = byAddress.get(address ?? '');
+    if (byAgent === undefined) byAddress.set(address ?? '', (byAgent = new Map()));
+    let hash = byAgent.get(agent ?? '');
+    if (hash === undefined) byAgent.set(agent ?? '', (hash = visitorHash(salts.get(day)!, address, agent)));
+    return hash;
+  };
 }
 
 /** 48 bits of SHA-256(salt, address, User-Agent): a visitor of one day, unrecognisable once the salt is gone. */

@@ -108,7 +108,7 @@ describe.each(BACKENDS)('VisitRepository on $name', (backend) => {
           await repository.writeBatch({
             id: randomUUID(),
             visits: batchVisits,
-            visitors: batchVisits.map((v, n) => ({ urlId: v.urlId, day: Math.floor(v.visitedAt / DAY_MS), hash: n })),
+            visitors: batchVisits.map((_, n) => n),
           });
         }
       });

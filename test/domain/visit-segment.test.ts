@@ -58,10 +58,7 @@ describe('visit segments', () => {
     const hashes = visits.map((_, n) => (n * 2_654_435_761) % 2 ** 48);
     const one = emptyVisitDay();
     for (const v of visits) addVisit(one, v);
-    const segments = segmentsOf(
-      visits,
-      hashes.map((hash) => ({ urlId: 4, day: Math.floor(start / DAY_MS), hash })),
-    );
+    const segments = segmentsOf(visits, hashes);
     expect(segments.length).toBeGreaterThan(1);
     const folded = emptyVisitDay();
     for (const s of segments) addSegment(folded, s.first_ms, s.data);
