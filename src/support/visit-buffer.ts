@@ -158,6 +158,9 @@ export class VisitBuffer {
     this.referers = [];
     this.countries = [];
     this.addresses = [];
+    // Held from here: `size` counts the visits of a flush under way too (read while the timer's
+    // flush waited for the database, it said none were left).
+    this.heldVisits += count;
     // The salts first (the one step that can fail): on failure the capture is put back as it was.
     const salts = new Map<number, string>();
     try {
@@ -166,6 +169,7 @@ export class VisitBuffer {
         if (!salts.has(day)) salts.set(day, await this.salt(day));
       }
     } catch (error) {
+      this.heldVisits -= count;
       this.ids = ids.concat(this.ids);
       this.times = times.concat(this.times);
       this.agents = agents.concat(this.agents);
@@ -174,7 +178,6 @@ export class VisitBuffer {
       this.addresses = addresses.concat(this.addresses);
       throw error;
     }
-    this.heldVisits += count;
     // By link (in time order within one): a link's visits of the capture are then in one batch (or
     // two next to each other), one segment, and the segments' index is written link by link.
     const order = byLink(ids);

@@ -66,4 +66,22 @@ describe('VisitBuffer', () => {
     expect(held.waiting).toBe(0);
     expect(held.written).toHaveLength(1);
   });
+
+  it('counts the visits of a flush still waiting for the day salt, and keeps them when it fails', async () => {
+    let fail: (error: Error) => void = () => undefined;
+    const repository = {
+      writeBatch: async () => true,
+      daySalt: () => new Promise<string>((_, reject) => (fail = reject)),
+    };
+    const buffer = new VisitBuffer(repository, { flushIntervalMs: 60_000 });
+    buffer.record(1, HEADERS, '10.0.0.1');
+    buffer.record(2, HEADERS, '10.0.0.2');
+    const flushing = buffer.flush();
+    await settle();
+    buffer.record(3, HEADERS, '10.0.0.3');
+    expect(buffer.size).toBe(3); // two in the flush under way, one captured since
+    fail(new Error('database away'));
+    await flushing;
+    expect(buffer.size).toBe(3);
+  });
 });
