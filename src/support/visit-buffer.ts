@@ -150,14 +150,9 @@ export class VisitBuffer {
   /** Turns the captured visits into batches: classified, hashed, the raw values dropped. */
   private async prepare(): Promise<void> {
     if (this.ids.length === 0) return;
-    const { ids, times, agents, referers, countries, addresses } = this;
+    const capture = this.take();
+    const { ids, times, agents, referers, countries, addresses } = capture;
     const count = ids.length;
-    this.ids = [];
-    this.times = [];
-    this.agents = [];
-    this.referers = [];
-    this.countries = [];
-    this.addresses = [];
     // Held from here: `size` counts the visits of a flush under way too (read while the timer's
     // flush waited for the database, it said none were left).
     this.heldVisits += count;
@@ -170,12 +165,7 @@ export class VisitBuffer {
       }
     } catch (error) {
       this.heldVisits -= count;
-      this.ids = ids.concat(this.ids);
-      this.times = times.concat(this.times);
-      this.agents = agents.concat(this.agents);
-      this.referers = referers.concat(this.referers);
-      this.countries = countries.concat(this.countries);
-      this.addresses = addresses.concat(this.addresses);
+      this.putBack(capture);
       throw error;
     }
     // By link (in time order within one): a link's visits of the capture are then in one batch (or
@@ -213,6 +203,28 @@ export class VisitBuffer {
       this.held.push({ id: randomUUID(), visits, visitors });
       if (end < count) await nextTurn();
     }
+  }
+
+  /** The captured visits, the buffer's arrays empty again. */
+  private take() {
+    const { ids, times, agents, referers, countries, addresses } = this;
+    this.ids = [];
+    this.times = [];
+    this.agents = [];
+    this.referers = [];
+    this.countries = [];
+    this.addresses = [];
+    return { ids, times, agents, referers, countries, addresses };
+  }
+
+  /** `capture` back in front of what was captured since, as it was. */
+  private putBack(capture: ReturnType<VisitBuffer['take']>): void {
+    this.ids = capture.ids.concat(this.ids);
+    this.times = capture.times.concat(this.times);
+    this.agents = capture.agents.concat(this.agents);
+    this.referers = capture.referers.concat(this.referers);
+    this.countries = capture.countries.concat(this.countries);
+    this.addresses = capture.addresses.concat(this.addresses);
   }
 
   private async salt(day: number): Promise<string> {

@@ -2,7 +2,14 @@ import { randomBytes } from 'node:crypto';
 import { type Kysely, type RawBuilder, sql } from 'kysely';
 import { DAY_MS, dayOf } from '../../domain/visit.js';
 import { decodeVisitDay, emptyVisitDay, encodeVisitDay, mergeVisitDay, type VisitDay } from '../../domain/visit-day.js';
-import { addSegment, decodeSegment, SEGMENT_SPAN_MS, SEGMENT_VISITS, segmentsOf } from '../../domain/visit-segment.js';
+import {
+  addSegment,
+  decodeSegment,
+  SEGMENT_SPAN_MS,
+  SEGMENT_VISITS,
+  segmentsOf,
+  type VisitSegmentRow,
+} from '../../domain/visit-segment.js';
 import type {
   StatsRange,
   StoredVisitDay,
@@ -54,11 +61,6 @@ const SEGMENT_COLUMNS: readonly Column[] = [
   ['data', 'TEXT'],
 ];
 
-const UNFOLDED_COLUMNS: readonly Column[] = [
-  ['segment_id', 'BIGINT'],
-  ['url_id', 'BIGINT'],
-];
-
 /** Segments a page of visits reads at a time (newest first). */
 const PAGE_SEGMENTS = 64;
 
@@ -102,16 +104,7 @@ export class KyselyVisitRepository implements VisitRepository {
         .onConflict((oc) => oc.column('id').doNothing())
         .executeTakeFirst();
       if (Number(claimed.numInsertedOrUpdatedRows ?? 0) === 0) return false;
-      for (const chunk of chunks(segmentsOf(batch.visits, batch.visitors))) {
-        const inserted = await (
-          bulkInsert(this.dialect, 'visit_segments', SEGMENT_COLUMNS, chunk, sql`RETURNING id, url_id`) as RawBuilder<{
-            id: number | string;
-            url_id: number | string;
-          }>
-        ).execute(trx);
-        const unfolded = inserted.rows.map((r) => ({ segment_id: Number(r.id), url_id: Number(r.url_id) }));
-        await bulkInsert(this.dialect, 'visit_unfolded', UNFOLDED_COLUMNS, unfolded, sql``).execute(trx);
-      }
+      for (const chunk of chunks(segmentsOf(batch.visits, batch.visitors))) await this.insertSegments(trx, chunk);
       return true;
     });
   }
@@ -154,6 +147,29 @@ export class KyselyVisitRepository implements VisitRepository {
     return this.dialect === 'sqlite'
       ? sql<number>`(SELECT value FROM json_each(${JSON.stringify(ids)}))`
       : sql<number>`(SELECT unnest(CAST(${ids} AS BIGINT[])))`;
+  }
+
+  /**
+   * Inserts segments and lists them as unfolded, without their ids coming back to JS. PostgreSQL:
+   * one statement (the insert's RETURNING feeds the list's). SQLite: the list's rows are read from
+   * the table after the newest id before the insert; nobody else inserts in between, since the
+   * transaction holds the one writer from its first statement.
+   */
+  private async insertSegments(trx: Kysely<DatabaseSchema>, segments: readonly VisitSegmentRow[]): Promise<void> {
+    if (this.dialect === 'postgres') {
+      const insert = bulkInsert(this.dialect, 'visit_segments', SEGMENT_COLUMNS, segments, sql`RETURNING id, url_id`);
+      await sql`WITH s AS (${insert}) INSERT INTO visit_unfolded (url_id, segment_id) SELECT url_id, id FROM s`.execute(
+        trx,
+      );
+      return;
+    }
+    const before = await trx
+      .selectFrom('visit_segments')
+      .select((eb) => eb.fn.max('id').as('id'))
+      .executeTakeFirst();
+    await bulkInsert(this.dialect, 'visit_segments', SEGMENT_COLUMNS, segments, sql``).execute(trx);
+    await sql`INSERT INTO visit_unfolded (url_id, segment_id)
+      SELECT url_id, id FROM visit_segments WHERE id > ${Number(before?.id ?? 0)}`.execute(trx);
   }
 
   /** Adds to the day rows (a batch's additions, or the bench's seed) in one transaction. */
