@@ -1,4 +1,5 @@
-import { required } from './columns.js';
+import type { AnyKysely } from '../database.js';
+import { type DialectColumns, required } from './columns.js';
 import { dropTables, type SchemaMigration } from './migration.js';
 
 /**
@@ -13,18 +14,7 @@ import { dropTables, type SchemaMigration } from './migration.js';
 export const visits: SchemaMigration = {
   name: '0070_visits',
   async up(db, columns) {
-    await db.schema
-      .createTable('visits')
-      .$call(columns.id)
-      .$call(required(columns.bigint, 'url_id', 'visited_at_ms'))
-      .addColumn('referrer_host', 'text')
-      .addColumn('browser', 'text')
-      .addColumn('os', 'text')
-      .addColumn('device', 'text', (c) => c.notNull())
-      .addColumn('bot', 'integer', (c) => c.notNull())
-      .addColumn('country', 'text')
-      .execute();
-    await db.schema.createIndex('visits_url_time').on('visits').columns(['url_id', 'visited_at_ms', 'id']).execute();
+    await createVisitRows(db, columns);
     await db.schema
       .createTable('visit_batches')
       .addColumn('id', 'text', (c) => c.primaryKey())
@@ -33,3 +23,19 @@ export const visits: SchemaMigration = {
   },
   down: dropTables('visit_batches', 'visits'),
 };
+
+/** The table of a row per visit and its index (also what 0075's `down` puts back). */
+export async function createVisitRows(db: AnyKysely, columns: DialectColumns): Promise<void> {
+  await db.schema
+    .createTable('visits')
+    .$call(columns.id)
+    .$call(required(columns.bigint, 'url_id', 'visited_at_ms'))
+    .addColumn('referrer_host', 'text')
+    .addColumn('browser', 'text')
+    .addColumn('os', 'text')
+    .addColumn('device', 'text', (c) => c.notNull())
+    .addColumn('bot', 'integer', (c) => c.notNull())
+    .addColumn('country', 'text')
+    .execute();
+  await db.schema.createIndex('visits_url_time').on('visits').columns(['url_id', 'visited_at_ms', 'id']).execute();
+}

@@ -1,7 +1,8 @@
 import { PostgresAdapter, sql } from 'kysely';
 import type { DeviceClass, VisitRecord } from '../../../domain/visit.js';
 import { segmentsOf } from '../../../domain/visit-segment.js';
-import { required } from './columns.js';
+import { createVisitRows } from './0070-visits.js';
+import { dialectColumns, required } from './columns.js';
 import { dropIndexes, type SchemaMigration } from './migration.js';
 
 /** Visits read per step of the conversion (keyset order), and segments inserted per statement. */
@@ -82,20 +83,7 @@ export const visitSegments: SchemaMigration = {
     await dropIndexes('visit_segments_url_last')(db);
     await db.schema.dropTable('visit_unfolded').execute();
     await db.schema.dropTable('visit_segments').execute();
-    const pg = db.getExecutor().adapter instanceof PostgresAdapter;
-    await db.schema
-      .createTable('visits')
-      .addColumn('id', pg ? 'bigint' : 'integer', (c) =>
-        pg ? c.primaryKey().generatedByDefaultAsIdentity() : c.primaryKey().autoIncrement(),
-      )
-      .$call(required(pg ? 'bigint' : 'integer', 'url_id', 'visited_at_ms'))
-      .addColumn('referrer_host', 'text')
-      .addColumn('browser', 'text')
-      .addColumn('os', 'text')
-      .addColumn('device', 'text', (c) => c.notNull())
-      .addColumn('bot', 'integer', (c) => c.notNull())
-      .addColumn('country', 'text')
-      .execute();
-    await db.schema.createIndex('visits_url_time').on('visits').columns(['url_id', 'visited_at_ms', 'id']).execute();
+    const dialect = db.getExecutor().adapter instanceof PostgresAdapter ? 'postgres' : 'sqlite';
+    await createVisitRows(db, dialectColumns(dialect));
   },
 };
