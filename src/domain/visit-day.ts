@@ -110,20 +110,45 @@ export function packSketch(sketch: Uint8Array): Buffer {
     const rank = sketch[i]!;
     if (rank === 0) continue;
     if (at + 2 >= SKETCH_REGISTERS) return Buffer.from(sketch); // half or more set: dense is shorter
-    packed[at++] = (i << 6) >> 8;
-    packed[at++] = ((i << 6) | rank) & 0xff;
+    packed.writeUInt16BE((i << 6) | rank, at);
+    at += 2;
   }
   return packed.subarray(0, at);
 }
 
-export function unpackSketch(packed: Buffer): Uint8Array {
-  if (packed.length === SKETCH_REGISTERS) return new Uint8Array(packed);
+/** As packSketch, from the non-zero registers alone (index → rank, in any order): no 512-register scan. */
+export function packRegisters(registers: ReadonlyMap<number, number>): Buffer {
+  if (registers.size * 2 >= SKETCH_REGISTERS) {
+    // Half or more set: dense is shorter.
+    const sketch = Buffer.alloc(SKETCH_REGISTERS);
+    for (const [index, rank] of registers) sketch[index] = rank;
+    return sketch;
+  }
+  const packed = Buffer.allocUnsafe(registers.size * 2);
+  let at = 0;
+  for (const index of [...registers.keys()].sort((a, b) => a - b)) {
+    packed.writeUInt16BE((index << 6) | registers.get(index)!, at);
+    at += 2;
+  }
+  return packed;
+}
+
+function unpackSketch(packed: Buffer): Uint8Array {
   const sketch = new Uint8Array(SKETCH_REGISTERS);
+  mergePackedSketch(sketch, packed);
+  return sketch;
+}
+
+/** Raises `sketch`'s registers to a stored sketch's (packSketch's form), register by register. */
+export function mergePackedSketch(sketch: Uint8Array, packed: Buffer): void {
+  if (packed.length === SKETCH_REGISTERS) {
+    for (let i = 0; i < SKETCH_REGISTERS; i++) if (packed[i]! > sketch[i]!) sketch[i] = packed[i]!;
+    return;
+  }
   for (let at = 0; at < packed.length; at += 2) {
     const entry = packed.readUInt16BE(at);
-    sketch[entry >> 6] = entry & 63;
+    if ((entry & 63) > sketch[entry >> 6]!) sketch[entry >> 6] = entry & 63;
   }
-  return sketch;
 }
 
 /** The stored text: JSON (`h` hours, `b` bots, `v` values, `u` the packed sketch in base64). */

@@ -1,5 +1,5 @@
 import { type DeviceClass, dayOf, hourOf, type VisitDimension, type VisitRecord } from './visit.js';
-import { addValues, packSketch, register, SKETCH_REGISTERS, type VisitDay } from './visit-day.js';
+import { addValues, mergePackedSketch, packRegisters, register, type VisitDay } from './visit-day.js';
 
 /**
  * How visits are stored (issue 15): not a row each, but one row per mapping, UTC day and flush
@@ -49,7 +49,7 @@ class SegmentBuilder {
   private readonly strings: string[] = [];
   private readonly index = new Map<string, number>();
   private readonly fields: number[] = [];
-  /** The segment's registers, as `index << 6 | rank` (most segments have a few visitors). */
+  /** The segment's non-zero registers, index → rank (most segments have a few visitors). */
   private readonly registers = new Map<number, number>();
   private last: number;
   count = 0;
@@ -92,7 +92,12 @@ class SegmentBuilder {
   }
 
   row(): VisitSegmentRow {
-    const text: SegmentText = { t: this.offsets, s: this.strings, f: this.fields, u: this.packedRegisters() };
+    const text: SegmentText = {
+      t: this.offsets,
+      s: this.strings,
+      f: this.fields,
+      u: packRegisters(this.registers).toString('base64'),
+    };
     return {
       url_id: this.urlId,
       day: this.day,
@@ -101,22 +106,6 @@ class SegmentBuilder {
       visits: this.count,
       data: JSON.stringify(text),
     };
-  }
-
-  /** As the day rows store a sketch (src/domain/visit-day.ts): sparse while that is shorter. */
-  private packedRegisters(): string {
-    if (this.registers.size * 2 < SKETCH_REGISTERS) {
-      const packed = Buffer.allocUnsafe(this.registers.size * 2);
-      let at = 0;
-      for (const index of [...this.registers.keys()].sort((a, b) => a - b)) {
-        packed.writeUInt16BE((index << 6) | this.registers.get(index)!, at);
-        at += 2;
-      }
-      return packed.toString('base64');
-    }
-    const sketch = new Uint8Array(SKETCH_REGISTERS);
-    for (const [index, rank] of this.registers) sketch[index] = rank;
-    return packSketch(sketch).toString('base64');
   }
 
   private code(value: string | null): number {
@@ -206,16 +195,7 @@ export function addSegment(day: VisitDay, firstMs: number, data: string): void {
         addValues(day.values[dimension], code === 0 ? (dimension === 'device' ? 'other' : '') : s[code - 1]!, visits);
     }
   });
-  const packed = Buffer.from(u, 'base64');
-  if (packed.length === day.sketch.length) {
-    for (let i = 0; i < packed.length; i++) if (packed[i]! > day.sketch[i]!) day.sketch[i] = packed[i]!;
-  } else {
-    for (let at = 0; at < packed.length; at += 2) {
-      const entry = packed.readUInt16BE(at);
-      const index = entry >> 6;
-      if ((entry & 63) > day.sketch[index]!) day.sketch[index] = entry & 63;
-    }
-  }
+  mergePackedSketch(day.sketch, Buffer.from(u, 'base64'));
 }
 
 /** The dimensions of the five coded fields, in their order in `f`. */

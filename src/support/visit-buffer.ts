@@ -183,11 +183,8 @@ export class VisitBuffer {
         const agent = agents[i];
         const { browser, os, device, bot } = this.classifier.classify(agent);
         const referer = referers[i];
-        let host: string | null = null;
-        if (referer !== undefined) {
-          host = hosts.get(referer) ?? null;
-          if (!hosts.has(referer)) hosts.set(referer, (host = referrerHost(referer)));
-        }
+        let host = referer === undefined ? null : hosts.get(referer);
+        if (host === undefined) hosts.set(referer!, (host = referrerHost(referer)));
         visits.push({
           urlId: ids[i]!,
           visitedAt,

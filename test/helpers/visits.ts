@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import { PostgresAdapter } from 'kysely';
+import { dialectOf } from '../../src/adapters/storage/database.js';
 import { KyselyVisitRepository } from '../../src/adapters/storage/kysely-visit-repository.js';
 import type { DatabaseSchema } from '../../src/adapters/storage/schema.js';
 import { DAY_MS, HOUR_MS } from '../../src/domain/visit.js';
@@ -60,8 +60,7 @@ export async function visitRowsOf(db: Kysely<DatabaseSchema>, urlId: number) {
  * Read straight from the tables.
  */
 export async function rollupsAndRecount(db: Kysely<DatabaseSchema>, urlId: number) {
-  const dialect = db.getExecutor().adapter instanceof PostgresAdapter ? 'postgres' : 'sqlite';
-  const repository = new KyselyVisitRepository(db, dialect);
+  const repository = new KyselyVisitRepository(db, dialectOf(db));
   // Until none is left (a serving instance may be folding some at the same time).
   while (await db.selectFrom('visit_unfolded').select('segment_id').limit(1).executeTakeFirst()) {
     await repository.fold(1_000, await repository.foldMark());

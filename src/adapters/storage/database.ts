@@ -5,6 +5,7 @@ import {
   Kysely,
   type KyselyConfig,
   type KyselyPlugin,
+  PostgresAdapter,
   PostgresDialect,
   sql,
   type SqliteDatabase,
@@ -24,6 +25,11 @@ export type Dialect = DatabaseConfig['kind'];
  */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- the one place the schema is left open
 export type AnyKysely = Kysely<any>;
+
+/** The dialect of an open handle (for code handed a Kysely alone: a migration's `down`, a test helper). */
+export function dialectOf(db: AnyKysely): Dialect {
+  return db.getExecutor().adapter instanceof PostgresAdapter ? 'postgres' : 'sqlite';
+}
 
 /** An open relational database: the Kysely handle plus what differs between dialects. */
 export interface Database {

@@ -136,17 +136,18 @@ export class KyselyVisitRepository implements VisitRepository {
       const segments = await trx
         .selectFrom('visit_segments')
         .select(['url_id', 'day', 'first_ms', 'data'])
-        .where('id', 'in', this.idList(taken.rows.map((r) => Number(r.segment_id))))
+        .where('id', 'in', this.numberList(taken.rows.map((r) => Number(r.segment_id))))
         .execute();
       await this.mergeDays(trx, segmentDeltas(segments));
       return taken.rows.length;
     });
   }
 
-  private idList(ids: readonly number[]) {
+  /** A list of numbers to compare with `IN` (one parameter, whatever its length). */
+  private numberList(numbers: readonly number[]) {
     return this.dialect === 'sqlite'
-      ? sql<number>`(SELECT value FROM json_each(${JSON.stringify(ids)}))`
-      : sql<number>`(SELECT unnest(CAST(${ids} AS BIGINT[])))`;
+      ? sql<number>`(SELECT value FROM json_each(${JSON.stringify(numbers)}))`
+      : sql<number>`(SELECT unnest(CAST(${numbers} AS BIGINT[])))`;
   }
 
   /**
@@ -243,7 +244,7 @@ export class KyselyVisitRepository implements VisitRepository {
         .selectFrom('visit_days')
         .select(['day', 'data'])
         .where('url_id', '=', urlId)
-        .where('day', 'in', this.idList(days))
+        .where('day', 'in', this.numberList(days))
         .execute();
       const pending = await trx
         .selectFrom('visit_unfolded as u')

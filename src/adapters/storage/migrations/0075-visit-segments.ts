@@ -1,4 +1,5 @@
-import { PostgresAdapter, sql } from 'kysely';
+import { sql } from 'kysely';
+import { dialectOf } from '../database.js';
 import type { DeviceClass, VisitRecord } from '../../../domain/visit.js';
 import { segmentsOf } from '../../../domain/visit-segment.js';
 import { createVisitRows } from './0070-visits.js';
@@ -83,7 +84,6 @@ export const visitSegments: SchemaMigration = {
     await dropIndexes('visit_segments_url_last')(db);
     await db.schema.dropTable('visit_unfolded').execute();
     await db.schema.dropTable('visit_segments').execute();
-    const dialect = db.getExecutor().adapter instanceof PostgresAdapter ? 'postgres' : 'sqlite';
-    await createVisitRows(db, dialectColumns(dialect));
+    await createVisitRows(db, dialectColumns(dialectOf(db)));
   },
 };
