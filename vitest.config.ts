@@ -1,16 +1,19 @@
+import { availableParallelism } from 'node:os';
 import { configDefaults, defineConfig } from 'vitest/config';
 
-// Vitest's default: one worker fewer than the cores, so one file at a time on a 2-core machine.
-// Two at a time took the suite from 835 s to 576 s on a quiet machine, but on a slower, busier one
-// timing tests then failed now and then (a fresh process's first request admitted without a
-// rate-limit decision when Redis answered late; an outage test reading the visit buffer mid-flush,
-// since fixed): not worth a red CI.
+// Two files at a time, even on a 2-core machine (Vitest's default would be one there): most test
+// files spend their time waiting on servers, timers and child processes rather than computing.
+// Two took the suite from 835 s to 576 s. Test files that cut a backend hold their proxy's port
+// from start to end (test/helpers/tcp-proxy.ts), so two files never meet on one; a test whose
+// subject is not a deadline gives Redis a generous one (test/telemetry/otlp-export.test.ts).
+const maxWorkers = Math.max(2, availableParallelism() - 1);
 
 export default defineConfig({
   test: {
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: 'forks',
+    maxWorkers,
     reporters: ['default', './test/summary-reporter.ts'],
     projects: [
       {
