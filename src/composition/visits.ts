@@ -5,6 +5,7 @@ import { DAY_MS, dayOf } from '../domain/visit.js';
 import type { UrlMappingRepository } from '../ports/url-mapping-repository.js';
 import type { VisitRepository } from '../ports/visit-repository.js';
 import { VisitStatsService } from '../services/visit-stats-service.js';
+import { BatchSizer } from '../support/batch-sizer.js';
 import { PeriodicTask } from '../support/periodic-task.js';
 import { UserAgentClassifier } from '../support/user-agents.js';
 import { VisitBuffer } from '../support/visit-buffer.js';
@@ -21,7 +22,13 @@ const RETENTION_CHUNKS = 20;
  * part of what recording a visit cost where many links are followed.
  */
 const FOLD_INTERVAL_MS = 5_000;
-const FOLD_LINKS = 250;
+/**
+ * How many links one fold transaction takes: as many as fit in about FOLD_TARGET_MS, since the
+ * transaction holds the event loop that long on SQLite (better-sqlite3 is synchronous), and its
+ * JavaScript does on either backend. 250 links a transaction took tens of ms where each link had
+ * many visits, which redirects waiting behind it saw as their p99 (bench/PROFILE.md).
+ */
+const FOLD_SIZING = { initial: 25, min: 1, max: 1_000, targetMs: 2 } as const;
 /** Batch ids are kept this long: far longer than any flush is retried. */
 const BATCH_IDS_KEPT_MS = DAY_MS;
 
@@ -54,7 +61,8 @@ export function composeVisits(
   const repository = new KyselyVisitRepository(database.db, database.dialect);
   const writes = config.tracing.enabled ? tracedVisitWrites(repository) : repository;
   const classifier = new UserAgentClassifier();
-  const fold = () => foldAll(writes);
+  const sizer = new BatchSizer(FOLD_SIZING);
+  const fold = () => foldAll(writes, sizer);
   // Not in a command-line run (`background: false`). Registered before the buffer's flush, so that
   // on stop it runs after it: the last visits written are folded too.
   if (background) {
@@ -100,13 +108,16 @@ export function composeVisits(
 
 type VisitWrites = Pick<VisitRepository, 'foldMark' | 'fold' | 'prune'>;
 
-/** Folds the segments written so far (not those that arrive meanwhile), FOLD_LINKS links a transaction. */
-async function foldAll(writes: VisitWrites): Promise<number> {
+/** Folds the segments written so far (not those that arrive meanwhile), `sizer`'s links a transaction. */
+async function foldAll(writes: VisitWrites, sizer: BatchSizer): Promise<number> {
   const upTo = await writes.foldMark();
+  if (upTo === 0) return 0;
   let folded = 0;
   for (;;) {
-    const n = upTo === 0 ? 0 : await writes.fold(FOLD_LINKS, upTo);
-    if (n === 0) return folded;
+    const started = performance.now();
+    const n = await writes.fold(sizer.size, upTo);
+    if (n === 0) return folded; // (an empty run's time says nothing about a full one's)
+    sizer.took(performance.now() - started);
     folded += n;
     await new Promise((resolve) => setImmediate(resolve)); // requests get the writer in between
   }
