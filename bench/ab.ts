@@ -158,7 +158,9 @@ async function main(): Promise<void> {
       tally.p99Ms.push(m.p99Ms);
       tally.requests += m.requests;
       const flag = m.unexpected > 0 ? ` (${m.unexpected} unexpected)` : '';
-      line.push(`${server.name} ${Math.round(m.rps)} (${cpuUs.toFixed(1)} us cpu/req)${flag}`);
+      line.push(
+        `${server.name} ${Math.round(m.rps)} (${cpuUs.toFixed(1)} us cpu/req, p99 ${m.p99Ms.toFixed(1)} ms)${flag}`,
+      );
     }
     process.stdout.write(`round ${round}: ${line.join('; ')}; load ${loadavg()[0]!.toFixed(2)}\n`);
   }
