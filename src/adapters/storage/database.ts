@@ -2,12 +2,16 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import SQLite from 'better-sqlite3';
 import {
+  type DatabaseIntrospector,
+  type DatabaseMetadataOptions,
   Kysely,
   type KyselyConfig,
   type KyselyPlugin,
   PostgresAdapter,
   PostgresDialect,
+  PostgresIntrospector,
   sql,
+  type TableMetadata,
   type SqliteDatabase,
   SqliteDialect,
 } from 'kysely';
@@ -186,8 +190,39 @@ function openPostgres(config: DatabaseConfig, options: OpenDatabaseOptions): Dat
     // Timestamps come back in UTC whatever the server's default time zone is.
     client.query(`SET TIME ZONE 'UTC'`).catch(() => undefined);
   });
-  const db = new Kysely<DatabaseSchema>({ dialect: new PostgresDialect({ pool }), ...kyselyOptions(options) });
+  const db = new Kysely<DatabaseSchema>({ dialect: new SteadyPostgresDialect({ pool }), ...kyselyOptions(options) });
   return withPing(db, 'postgres');
+}
+
+/** How often a listing of the tables is tried when a schema dropped meanwhile failed it. */
+const INTROSPECTION_ATTEMPTS = 5;
+/** PostgreSQL's `invalid_schema_name`: `schema "…" does not exist`. */
+const INVALID_SCHEMA_NAME = '3F000';
+
+/**
+ * Kysely's PostgreSQL dialect, its introspection steady against schemas dropped by others. The
+ * migrator asks the introspector whether its own tables exist, and Kysely's listing of tables
+ * reads every schema of the database and then asks about each by name: a `DROP SCHEMA` elsewhere
+ * in the database meanwhile (another tenant's teardown, a parallel test run's) failed it with
+ * `schema "…" does not exist`, and the service did not start. The listing is tried again then.
+ */
+class SteadyPostgresDialect extends PostgresDialect {
+  override createIntrospector(db: AnyKysely): DatabaseIntrospector {
+    return new SteadyPostgresIntrospector(db);
+  }
+}
+
+class SteadyPostgresIntrospector extends PostgresIntrospector {
+  override async getTables(options?: DatabaseMetadataOptions): Promise<TableMetadata[]> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await super.getTables(options);
+      } catch (error) {
+        if (attempt >= INTROSPECTION_ATTEMPTS || (error as { code?: unknown }).code !== INVALID_SCHEMA_NAME)
+          throw error;
+      }
+    }
+  }
 }
 
 /** Whether `error` is the driver's unique-constraint violation, in either dialect. */
