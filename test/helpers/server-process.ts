@@ -89,5 +89,10 @@ export async function startAdministeredPair(env: Record<string, string>, admin: 
     ADMIN_PASSWORD: admin.password,
   };
   const first = await startServer(withAdmin);
-  return [first, await startServer(withAdmin)];
+  try {
+    return [first, await startServer(withAdmin)];
+  } catch (error) {
+    await first.stop('SIGKILL'); // the caller never got it to stop: it would outlive the run
+    throw error;
+  }
 }
