@@ -6,7 +6,11 @@ import { type Database, openDatabase } from '../../src/adapters/storage/database
 import { KyselyApiKeyRepository } from '../../src/adapters/storage/kysely-api-key-repository.js';
 import { KyselySettingsRepository } from '../../src/adapters/storage/kysely-settings-repository.js';
 import { KyselyUserRepository } from '../../src/adapters/storage/kysely-user-repository.js';
-import { migrateToLatest } from '../../src/adapters/storage/migrations.js';
+import { migratorFor, migrateToLatest } from '../../src/adapters/storage/migrations.js';
+import { KyselyVisitRepository } from '../../src/adapters/storage/kysely-visit-repository.js';
+import { DAY_MS } from '../../src/domain/visit.js';
+import type { VisitPageRow } from '../../src/ports/visit-repository.js';
+import { visitRowsOf } from '../helpers/visits.js';
 import { KyselyUrlMappingRepository } from '../../src/adapters/storage/kysely-url-mapping-repository.js';
 import { sql } from 'kysely';
 import { BACKENDS, postgres, type TestDatabase, testConfig } from '../helpers/backends.js';
@@ -153,6 +157,102 @@ describe.each(BACKENDS)('migrations on $name', (backend) => {
       expect(await repo.findByCode('Before1')).toMatchObject(kept);
       expect(await repo.list({ q: 'KEPT-through' })).toMatchObject([kept]);
       expect(await repo.list({ owner: null, q: 'before1', limit: 5 })).toMatchObject([kept]);
+    },
+  );
+
+  it.skipIf(!backend.available)(
+    "0075 turns 0070's visit rows into segments holding the same visits, and its down leaves 0070's table, empty",
+    async () => {
+      const database = await emptyDatabase();
+      const migrator = await migratorFor(database.db, database.dialect);
+      const before = await migrator.migrateTo('0074_url_mapping_expiry_index');
+      expect(before.error).toBeUndefined();
+      // 0070's rows: two links, one with more visits than one step of the conversion reads
+      // (10,000), over two UTC days, with every field set or empty.
+      const day = Date.UTC(2026, 0, 5);
+      const rows = [
+        ...Array.from({ length: 10_005 }, (_, i) => ({
+          url_id: 11,
+          visited_at_ms: day - 3_600_000 + i * 1_000,
+          referrer_host: i % 3 === 0 ? null : `r${i % 7}.example.com`,
+          browser: i % 5 === 0 ? null : 'Chrome',
+          os: i % 4 === 0 ? 'Android' : 'Windows',
+          device: i % 4 === 0 ? 'mobile' : 'desktop',
+          bot: i % 10 === 0 ? 1 : 0,
+          country: i % 2 === 0 ? 'DE' : null,
+        })),
+        {
+          url_id: 7,
+          visited_at_ms: day + 5,
+          referrer_host: null,
+          browser: null,
+          os: null,
+          device: 'unknown',
+          bot: 1,
+          country: null,
+        },
+        {
+          url_id: 7,
+          visited_at_ms: day + 5,
+          referrer_host: 'a.example',
+          browser: 'Firefox',
+          os: 'Linux',
+          device: 'desktop',
+          bot: 0,
+          country: 'FR',
+        },
+      ];
+      for (let at = 0; at < rows.length; at += 500) {
+        await database.db
+          .insertInto('visits' as never)
+          .values(rows.slice(at, at + 500) as never)
+          .execute();
+      }
+
+      expect((await migrateToLatest(database.db, database.dialect)).applied).toEqual(['0075_visit_segments']);
+      const sorted = (list: readonly object[]) =>
+        list.map((row) => JSON.stringify(row)).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+      for (const urlId of [11, 7]) {
+        const stored = (await visitRowsOf(database.db, urlId)).map(({ id: _id, ...row }) => row);
+        expect(sorted(stored)).toEqual(sorted(rows.filter((row) => row.url_id === urlId)));
+      }
+      // Through the repository as the visits API reads them: newest first, every visit once.
+      const repository = new KyselyVisitRepository(database.db, database.dialect);
+      const paged: VisitPageRow[] = [];
+      for (;;) {
+        const last = paged.at(-1);
+        const page = await repository.page({
+          urlId: 11,
+          from: 0,
+          to: day + DAY_MS,
+          limit: 1_000,
+          ...(last ? { before: { visitedAt: last.visitedAt, id: last.id } } : {}),
+        });
+        if (page.length === 0) break;
+        paged.push(...page);
+      }
+      expect(paged).toHaveLength(10_005);
+      expect(new Set(paged.map((v) => v.id)).size).toBe(10_005);
+      expect(paged.map((v) => v.visitedAt)).toEqual(
+        rows
+          .filter((row) => row.url_id === 11)
+          .map((row) => row.visited_at_ms)
+          .reverse(),
+      );
+      // Converted segments are already in their day rows: none is listed as unfolded.
+      expect(await database.db.selectFrom('visit_unfolded').selectAll().execute()).toEqual([]);
+
+      const down = await migrator.migrateDown();
+      expect(down.error).toBeUndefined();
+      expect(down.results?.map((r) => r.migrationName)).toEqual(['0075_visit_segments']);
+      expect(
+        await database.db
+          .selectFrom('visits' as never)
+          .selectAll()
+          .execute(),
+      ).toEqual([]);
+      await expect(database.db.selectFrom('visit_segments').selectAll().execute()).rejects.toThrow();
+      await expect(database.db.selectFrom('visit_unfolded').selectAll().execute()).rejects.toThrow();
     },
   );
 });
