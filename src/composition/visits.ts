@@ -23,7 +23,7 @@ const RETENTION_CHUNKS = 20;
  */
 const FOLD_INTERVAL_MS = 5_000;
 /**
- * How many links one fold transaction takes: as many as fit in about FOLD_TARGET_MS, since the
+ * How many links one fold transaction takes: as many as fit in about `targetMs`, since the
  * transaction holds the event loop that long on SQLite (better-sqlite3 is synchronous), and its
  * JavaScript does on either backend. 250 links a transaction took tens of ms where each link had
  * many visits, which redirects waiting behind it saw as their p99 (bench/PROFILE.md).
