@@ -2,8 +2,11 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import SQLite from 'better-sqlite3';
 import {
+  type ColumnMetadata,
   type DatabaseIntrospector,
   type DatabaseMetadataOptions,
+  DEFAULT_MIGRATION_LOCK_TABLE,
+  DEFAULT_MIGRATION_TABLE,
   Kysely,
   type KyselyConfig,
   type KyselyPlugin,
@@ -194,34 +197,80 @@ function openPostgres(config: DatabaseConfig, options: OpenDatabaseOptions): Dat
   return withPing(db, 'postgres');
 }
 
-/** How often a listing of the tables is tried when a schema dropped meanwhile failed it. */
-const INTROSPECTION_ATTEMPTS = 5;
-/** PostgreSQL's `invalid_schema_name`: `schema "…" does not exist`. */
-const INVALID_SCHEMA_NAME = '3F000';
-
 /**
- * Kysely's PostgreSQL dialect, its introspection steady against schemas dropped by others. The
- * migrator asks the introspector whether its own tables exist, and Kysely's listing of tables
- * reads every schema of the database and then asks about each by name: a `DROP SCHEMA` elsewhere
- * in the database meanwhile (another tenant's teardown, a parallel test run's) failed it with
- * `schema "…" does not exist`, and the service did not start. The listing is tried again then.
+ * Kysely's PostgreSQL dialect, its listing of tables confined to the schemas of the search path.
+ * The migrator asks the introspector whether its own tables exist, and Kysely's listing reads
+ * every schema of the database and then asks about each by name (`has_schema_privilege(name)`,
+ * `pg_get_serial_sequence(name)`): a `DROP SCHEMA` elsewhere in the database meanwhile (another
+ * tenant's teardown, a parallel test run's) failed it with `schema "…" does not exist`, and the
+ * service did not start. Trying it again only narrowed that window: with other clients dropping
+ * schemas all the time, 20 tries could all fail.
  */
 class SteadyPostgresDialect extends PostgresDialect {
   override createIntrospector(db: AnyKysely): DatabaseIntrospector {
-    return new SteadyPostgresIntrospector(db);
+    return new SearchPathIntrospector(db);
   }
 }
 
-class SteadyPostgresIntrospector extends PostgresIntrospector {
+type ColumnRow = {
+  schema: string;
+  table: string;
+  table_type: string;
+  column: string;
+  not_null: boolean;
+  has_default: boolean;
+  type: string;
+  type_schema: string;
+  column_description: string | null;
+  auto_incrementing: string | null;
+};
+
+/**
+ * Kysely's introspector, but `getTables` lists the tables (and views) of the search path's
+ * schemas alone, in the form Kysely's does, looking schemas up by oid: nothing is asked about a
+ * schema by name that another session may drop meanwhile.
+ */
+class SearchPathIntrospector extends PostgresIntrospector {
+  constructor(private readonly db: AnyKysely) {
+    super(db);
+  }
+
   override async getTables(options?: DatabaseMetadataOptions): Promise<TableMetadata[]> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await super.getTables(options);
-      } catch (error) {
-        if (attempt >= INTROSPECTION_ATTEMPTS || (error as { code?: unknown }).code !== INVALID_SCHEMA_NAME)
-          throw error;
+    const internal = options?.withInternalKyselyTables
+      ? sql``
+      : sql`AND c.relname NOT IN (${DEFAULT_MIGRATION_TABLE}, ${DEFAULT_MIGRATION_LOCK_TABLE})`;
+    const { rows } = await sql<ColumnRow>`
+      SELECT ns.nspname AS schema, c.relname AS table, c.relkind AS table_type, a.attname AS column,
+        a.attnotnull AS not_null, a.atthasdef AS has_default, typ.typname AS type, dtns.nspname AS type_schema,
+        col_description(a.attrelid, a.attnum) AS column_description,
+        pg_get_serial_sequence(quote_ident(ns.nspname) || '.' || quote_ident(c.relname), a.attname) AS auto_incrementing
+      FROM pg_catalog.pg_attribute a
+        JOIN pg_catalog.pg_class c ON a.attrelid = c.oid
+        JOIN pg_catalog.pg_namespace ns ON c.relnamespace = ns.oid
+        JOIN pg_catalog.pg_type typ ON a.atttypid = typ.oid
+        JOIN pg_catalog.pg_namespace dtns ON typ.typnamespace = dtns.oid
+      WHERE ns.nspname = ANY (current_schemas(false)) AND c.relkind IN ('r', 'v', 'p')
+        AND has_schema_privilege(ns.oid, 'USAGE') AND a.attnum >= 0 AND NOT a.attisdropped ${internal}
+      ORDER BY ns.nspname, c.relname, a.attnum`.execute(this.db);
+    const tables = new Map<string, TableMetadata & { columns: ColumnMetadata[] }>();
+    for (const row of rows) {
+      const key = `${row.schema}.${row.table}`;
+      let table = tables.get(key);
+      if (!table) {
+        table = { name: row.table, schema: row.schema, isView: row.table_type === 'v', columns: [] };
+        tables.set(key, table);
       }
+      table.columns.push({
+        name: row.column,
+        dataType: row.type,
+        dataTypeSchema: row.type_schema,
+        isNullable: !row.not_null,
+        isAutoIncrementing: row.auto_incrementing !== null,
+        hasDefaultValue: row.has_default,
+        ...(row.column_description === null ? {} : { comment: row.column_description }),
+      });
     }
+    return [...tables.values()];
   }
 }
 
