@@ -3,10 +3,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
 import { KyselyVisitRepository } from '../../src/adapters/storage/kysely-visit-repository.js';
 import { DAY_MS, type VisitRecord } from '../../src/domain/visit.js';
-import type { VisitPageRow } from '../../src/ports/visit-repository.js';
 import { BACKENDS, testConfig } from '../helpers/backends.js';
 import { useOpenDatabase } from '../helpers/storage.js';
-import { rollupsAndRecount } from '../helpers/visits.js';
+import { allVisitPages, rollupsAndRecount } from '../helpers/visits.js';
 
 const BROWSERS = ['Chrome', 'Firefox', 'Safari', null];
 
@@ -65,14 +64,7 @@ describe.each(BACKENDS)('VisitRepository on $name', (backend) => {
       }
       const from = start + 20_000;
       const to = start + 150_000;
-      const seen: VisitPageRow[] = [];
-      let before: { visitedAt: number; id: number } | undefined;
-      for (let pages = 0; pages < 100; pages++) {
-        const page = await visits.page({ urlId: 1, from, to, limit: 97, ...(before ? { before } : {}) });
-        seen.push(...page);
-        if (page.length < 97) break;
-        before = { visitedAt: page.at(-1)!.visitedAt, id: page.at(-1)!.id };
-      }
+      const seen = await allVisitPages(visits, { urlId: 1, from, to }, 97, 100);
       const expected = all.filter((v) => v.visitedAt >= from && v.visitedAt < to);
       expect(seen).toHaveLength(expected.length);
       expect(new Set(seen.map((v) => v.id)).size).toBe(seen.length);

@@ -5,6 +5,7 @@ import type { DatabaseSchema } from '../../src/adapters/storage/schema.js';
 import { DAY_MS, HOUR_MS } from '../../src/domain/visit.js';
 import { decodeVisitDay, estimateVisitors } from '../../src/domain/visit-day.js';
 import { decodeSegment, SEGMENT_VISITS } from '../../src/domain/visit-segment.js';
+import type { StatsRange, VisitPageRow, VisitRepository } from '../../src/ports/visit-repository.js';
 
 export const CHROME_WINDOWS =
   'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36';
@@ -15,6 +16,27 @@ export const SAFARI_IPAD =
 export const GOOGLEBOT = 'Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)';
 export const USER_AGENTS = [CHROME_WINDOWS, SAFARI_IPHONE, SAFARI_IPAD, GOOGLEBOT, 'curl/8.5.0', undefined];
 export const REFERRERS = ['https://news.example.com/a?b=c', 'http://blog.example.org/', undefined, 'not a url'];
+
+/**
+ * Every visit of `range`, page by page as the visits API asks for them (`limit` a page, each page
+ * before the last row of the one before), newest first; fails past `maxPages` pages.
+ */
+export async function allVisitPages(
+  visits: Pick<VisitRepository, 'page'>,
+  range: StatsRange,
+  limit: number,
+  maxPages = 1_000,
+): Promise<VisitPageRow[]> {
+  const seen: VisitPageRow[] = [];
+  let before: { visitedAt: number; id: number } | undefined;
+  for (let pages = 0; pages < maxPages; pages++) {
+    const page = await visits.page({ ...range, limit, ...(before ? { before } : {}) });
+    seen.push(...page);
+    if (page.length < limit) return seen;
+    before = { visitedAt: page.at(-1)!.visitedAt, id: page.at(-1)!.id };
+  }
+  throw new Error(`more than ${maxPages} pages of ${limit} visits`);
+}
 
 /** Every table visits are written to: their rows as text (to look for what must never be stored). */
 export async function visitTablesText(db: Kysely<DatabaseSchema>): Promise<string> {

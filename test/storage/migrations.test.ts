@@ -9,8 +9,7 @@ import { KyselyUserRepository } from '../../src/adapters/storage/kysely-user-rep
 import { migratorFor, migrateToLatest } from '../../src/adapters/storage/migrations.js';
 import { KyselyVisitRepository } from '../../src/adapters/storage/kysely-visit-repository.js';
 import { DAY_MS } from '../../src/domain/visit.js';
-import type { VisitPageRow } from '../../src/ports/visit-repository.js';
-import { visitRowsOf } from '../helpers/visits.js';
+import { allVisitPages, visitRowsOf } from '../helpers/visits.js';
 import { KyselyUrlMappingRepository } from '../../src/adapters/storage/kysely-url-mapping-repository.js';
 import { sql } from 'kysely';
 import { BACKENDS, postgres, type TestDatabase, testConfig } from '../helpers/backends.js';
@@ -218,19 +217,7 @@ describe.each(BACKENDS)('migrations on $name', (backend) => {
       }
       // Through the repository as the visits API reads them: newest first, every visit once.
       const repository = new KyselyVisitRepository(database.db, database.dialect);
-      const paged: VisitPageRow[] = [];
-      for (;;) {
-        const last = paged.at(-1);
-        const page = await repository.page({
-          urlId: 11,
-          from: 0,
-          to: day + DAY_MS,
-          limit: 1_000,
-          ...(last ? { before: { visitedAt: last.visitedAt, id: last.id } } : {}),
-        });
-        if (page.length === 0) break;
-        paged.push(...page);
-      }
+      const paged = await allVisitPages(repository, { urlId: 11, from: 0, to: day + DAY_MS }, 1_000);
       expect(paged).toHaveLength(10_005);
       expect(new Set(paged.map((v) => v.id)).size).toBe(10_005);
       expect(paged.map((v) => v.visitedAt)).toEqual(
