@@ -147,7 +147,7 @@ function composeLinkTransfer(
       rules: config.urls,
       reservedCodes: () => routes.reservedCodes(),
       events: urlEvents(config.tracing.serviceName),
-      pendingClicks: (id) => clicks.pending(id),
+      counts: clicks,
       created: (code) => cache.invalidate(code),
     },
   );

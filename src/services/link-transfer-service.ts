@@ -12,6 +12,7 @@ import {
 import { canonicalTimestamp } from '../domain/timestamp.js';
 import type { UrlEventFactory } from '../domain/url-events.js';
 import type { UrlMapping, UrlRules } from '../domain/url-mapping.js';
+import type { CountReader, PendingClicks } from '../support/click-buffer.js';
 import type { Clock } from '../ports/clock.js';
 import type { LinkImportStore } from '../ports/link-import-store.js';
 import type { UrlMappingRepository } from '../ports/url-mapping-repository.js';
@@ -25,8 +26,8 @@ export interface LinkTransferOptions {
   readonly events?: UrlEventFactory;
   /** `created_at` of rows without one; the system clock when absent. */
   readonly clock?: Clock;
-  /** Clicks counted in this process and not yet written (the click buffer's), added to exported counts. */
-  readonly pendingClicks?: (id: number) => number;
+  /** Reads exported counts with the clicks counted in this process and not yet written (the click buffer). */
+  readonly counts?: CountReader;
   /** Told of each code created (the redirect cache drops a cached "unknown code"). */
   readonly created?: (code: string) => void;
   /** Links per transaction of an import (2,000 when absent). */
@@ -84,14 +85,22 @@ export class LinkTransferService {
     const limit = this.options.pageSize ?? DEFAULT_PAGE;
     let after: number | undefined;
     for (;;) {
-      const page = await this.repository.list({
-        limit,
-        ...(after === undefined ? {} : { after }),
-        ...(owner === undefined ? {} : { owner }),
+      const read = () =>
+        this.repository.list({
+          limit,
+          ...(after === undefined ? {} : { after }),
+          ...(owner === undefined ? {} : { owner }),
+        });
+      // Each page's counts are taken when it is read, not as the consumer gets to each row.
+      const toRecords = (rows: UrlMapping[], pending?: PendingClicks) => ({
+        records: rows.map((row) => record(row, pending)),
+        last: rows.at(-1)?.id,
       });
-      for (const row of page) yield this.record(row);
-      if (page.length < limit) return;
-      after = page[page.length - 1]!.id;
+      const counts = this.options.counts;
+      const { records, last } = counts ? await counts.readCounts(read, toRecords) : toRecords(await read());
+      yield* records;
+      if (records.length < limit) return;
+      after = last;
     }
   }
 
@@ -176,17 +185,18 @@ export class LinkTransferService {
       return created;
     });
   }
+}
 
-  private record(row: UrlMapping): LinkRecord {
-    return {
-      code: row.code,
-      url: row.url,
-      created_at: row.created_at,
-      click_count: row.click_count + (this.options.pendingClicks?.(row.id) ?? 0),
-      expires_at: row.expires_at ?? null,
-      max_visits: row.max_visits ?? null,
-    };
-  }
+/** A stored link as exported, with the clicks on it not written yet. */
+function record(row: UrlMapping, pending?: PendingClicks): LinkRecord {
+  return {
+    code: row.code,
+    url: row.url,
+    created_at: row.created_at,
+    click_count: row.click_count + (pending?.(row.id) ?? 0),
+    expires_at: row.expires_at ?? null,
+    max_visits: row.max_visits ?? null,
+  };
 }
 
 /** What an import run knows while it reads its rows. */

@@ -17,7 +17,7 @@ import {
 import type { UrlEventFactory } from '../domain/url-events.js';
 import type { Clock } from '../ports/clock.js';
 import type { ListOptions, OwnerGuard, RedirectTarget, UrlMappingRepository } from '../ports/url-mapping-repository.js';
-import type { ClickBuffer } from '../support/click-buffer.js';
+import type { ClickBuffer, PendingClicks } from '../support/click-buffer.js';
 import { fetchPage } from '../support/paging.js';
 import type { CachedLimits, CachedTarget, RedirectCache } from '../support/redirect-cache.js';
 import { rawHeader } from '../support/raw-headers.js';
@@ -88,6 +88,12 @@ function visibleTo(caller: Caller | undefined, row: UrlMapping): UrlMappingView 
   if (expires_at != null) view.expires_at = expires_at;
   if (max_visits != null) view.max_visits = max_visits;
   return view;
+}
+
+/** The stored mapping with the clicks on it that are not written yet. */
+function withPendingClicks(row: UrlMapping, pending: PendingClicks): UrlMapping {
+  const unwritten = pending(row.id);
+  return unwritten === 0 ? row : { ...row, click_count: row.click_count + unwritten };
 }
 
 /** The redirect path's entry: the limits only for a link that has some (most have none). */
@@ -197,10 +203,16 @@ export class UrlMappingService {
       if (caller === undefined) throw errors.notAuthenticated();
       if (mine || caller.role !== 'admin') owner = caller.userId;
     }
-    const { items, more } = await fetchPage(options.limit, (limit) =>
-      this.repository.list({ ...options, limit, ...(owner === undefined ? {} : { owner }) }),
+    const { mappings, more } = await this.clicks.readCounts(
+      () =>
+        fetchPage(options.limit, (limit) =>
+          this.repository.list({ ...options, limit, ...(owner === undefined ? {} : { owner }) }),
+        ),
+      ({ items, more }, pending) => ({
+        mappings: items.map((row) => visibleTo(caller, withPendingClicks(row, pending))),
+        more,
+      }),
     );
-    const mappings = items.map((row) => visibleTo(caller, this.withPendingClicks(row)));
     return more ? { mappings, nextAfter: mappings[mappings.length - 1]!.id } : { mappings };
   }
 
@@ -219,17 +231,21 @@ export class UrlMappingService {
     const { current, guard } = await this.authorise(code, caller);
     if (changes.click_count != null) await this.clicks.discard(current.id);
     const events = this.options.events;
-    const updated = await this.repository.update(
-      code,
-      normalised,
-      events && ((row) => [events.updated(code, row)]),
-      guard,
-      events?.expired,
+    const updated = await this.clicks.readCounts(
+      () =>
+        this.repository.update(
+          code,
+          normalised,
+          events && ((row) => [events.updated(code, row)]),
+          guard,
+          events?.expired,
+        ),
+      (row, pending) => row && withPendingClicks(row, pending),
     );
     this.cache.invalidate(code);
     if (updated === undefined) throw errors.mappingNotFound();
     if (updated.code !== code) this.cache.invalidate(updated.code);
-    return visibleTo(caller, this.withPendingClicks(updated));
+    return visibleTo(caller, updated);
   }
 
   async delete(code: string, caller?: Caller): Promise<void> {
@@ -371,10 +387,5 @@ export class UrlMappingService {
         ? fresh.then((t) => this.found(code, t, count, rawHeaders, address, true))
         : this.found(code, fresh, count, rawHeaders, address, true);
     });
-  }
-
-  private withPendingClicks(row: UrlMapping): UrlMapping {
-    const pending = this.clicks.pending(row.id);
-    return pending === 0 ? row : { ...row, click_count: row.click_count + pending };
   }
 }

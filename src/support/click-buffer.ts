@@ -28,13 +28,28 @@ export interface ClickBufferOptions {
 
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
 
+/** Clicks not written yet, by mapping id: valid only in the turn it is given in. */
+export type PendingClicks = (id: number) => number;
+
+/** A read of stored click counts that adds this instance's unwritten clicks (see `ClickBuffer.readCounts`). */
+export interface CountReader {
+  readCounts<T, R>(read: () => Promise<T>, add: (value: T, pending: PendingClicks) => R): Promise<R>;
+}
+
+/** A promise and the function that settles it. */
+function signal(): { promise: Promise<void>; settle(): void } {
+  let settle!: () => void;
+  const promise = new Promise<void>((resolve) => (settle = resolve));
+  return { promise, settle };
+}
+
 /**
  * Counts clicks in memory and writes them to the database in batches, so that the redirect
- * path never waits on a write. `pending(id)` gives the clicks not yet visible in the database,
- * so that reads on this instance can add them and see every click at once. Now and then it has
- * the repository fold the written clicks into the stored counts, in chunks.
+ * path never waits on a write. `readCounts` reads stored counts and adds the clicks not yet
+ * visible in the database, so that reads on this instance see every click at once. Now and then
+ * it has the repository fold the written clicks into the stored counts, in chunks.
  */
-export class ClickBuffer {
+export class ClickBuffer implements CountReader {
   private buffered = new Map<number, number>();
   private inFlight = new Map<number, number>();
   private flushing: Promise<void> | undefined;
@@ -45,6 +60,12 @@ export class ClickBuffer {
   private written = new Set<number>();
   private lastCompaction = Date.now();
   private logger: ClickBufferLogger = { error: () => undefined };
+  /** `readCounts` calls whose read is under way; no chunk is written while there are any. */
+  private readers = 0;
+  /** Settled when the last read under way ends (a chunk waits for it). */
+  private readsEnded: ReturnType<typeof signal> | undefined;
+  /** Set from when a chunk asks to be written until it is: reads that start meanwhile wait for it. */
+  private chunkTurn: Promise<void> | undefined;
 
   constructor(
     private readonly repository: Pick<UrlMappingRepository, 'addClicks' | 'compactClicks'>,
@@ -76,9 +97,30 @@ export class ClickBuffer {
     this.buffered.set(id, (this.buffered.get(id) ?? 0) + 1);
   }
 
-  /** Clicks on `id` that the database does not show yet. */
+  /** Clicks on `id` that the database does not show yet (what a chunk being written holds included). */
   pending(id: number): number {
     return (this.buffered.get(id) ?? 0) + (this.inFlight.get(id) ?? 0);
+  }
+
+  /**
+   * Runs `read` (of stored counts: a listing, an update's returned row, an export page) while no
+   * chunk of clicks is being written, then `add` in the same turn as the read ends, with the
+   * clicks the database does not show yet. A chunk committing during the read would otherwise
+   * count twice (the read saw it, and it was still pending) or not at all (the read missed it,
+   * and it was no longer pending). A read waits for a chunk under way or asked for; a chunk
+   * waits for the reads under way, so that a steady stream of reads cannot hold the flush off.
+   */
+  async readCounts<T, R>(read: () => Promise<T>, add: (value: T, pending: PendingClicks) => R): Promise<R> {
+    while (this.chunkTurn) await this.chunkTurn;
+    this.readers++;
+    try {
+      return add(await read(), (id) => this.pending(id));
+    } finally {
+      if (--this.readers === 0) {
+        this.readsEnded?.settle();
+        this.readsEnded = undefined;
+      }
+    }
   }
 
   /**
@@ -101,9 +143,12 @@ export class ClickBuffer {
     this.buffered = new Map();
     this.flushing = this.writeInFlight()
       .catch((error: unknown) => {
-        // Keep what was not written for the next attempt rather than lose it.
-        for (const [id, n] of this.inFlight) this.buffered.set(id, (this.buffered.get(id) ?? 0) + n);
-        this.logger.error({ err: error, mappings: this.inFlight.size }, 'click flush failed; will retry');
+        // Keep what was not written for the next attempt rather than lose it; in the same turn
+        // as it leaves `inFlight`, so that no read sees it in both or in neither.
+        const unwritten = this.inFlight;
+        this.inFlight = new Map();
+        for (const [id, n] of unwritten) this.buffered.set(id, (this.buffered.get(id) ?? 0) + n);
+        this.logger.error({ err: error, mappings: unwritten.size }, 'click flush failed; will retry');
       })
       .finally(() => {
         this.inFlight = new Map();
@@ -148,12 +193,31 @@ export class ClickBuffer {
     const deltas = [...this.inFlight].sort((a, b) => a[0] - b[0]);
     for (let start = 0; start < deltas.length; start += CHUNK) {
       const chunk = deltas.slice(start, start + CHUNK);
-      await this.repository.addClicks(chunk, event && ((written) => [event(written)]));
+      await this.writeChunk(chunk, event && ((written) => [event(written)]));
+      if (start + CHUNK < deltas.length) await nextTurn();
+    }
+  }
+
+  /**
+   * Writes one chunk once no read of counts is under way (`readCounts`), and takes it out of
+   * `inFlight` in the turn its write ends.
+   */
+  private async writeChunk(
+    chunk: ReadonlyArray<readonly [id: number, count: number]>,
+    events: ((written: typeof chunk) => readonly OutgoingEvent[]) | undefined,
+  ): Promise<void> {
+    const turn = signal();
+    this.chunkTurn = turn.promise;
+    try {
+      if (this.readers > 0) await (this.readsEnded ??= signal()).promise;
+      await this.repository.addClicks(chunk, events);
       for (const [id] of chunk) {
         this.inFlight.delete(id);
         if (this.written.size < COMPACT_AFTER_MAPPINGS) this.written.add(id);
       }
-      if (start + CHUNK < deltas.length) await nextTurn();
+    } finally {
+      this.chunkTurn = undefined;
+      turn.settle();
     }
   }
 }

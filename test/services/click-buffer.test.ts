@@ -3,6 +3,7 @@ import type { OutgoingEvent } from '../../src/domain/events.js';
 import { urlEvents } from '../../src/domain/url-events.js';
 import type { ClickCompaction, CompactOptions, UrlMappingRepository } from '../../src/ports/url-mapping-repository.js';
 import { ClickBuffer } from '../../src/support/click-buffer.js';
+import { gate } from '../helpers/gate.js';
 
 type Clicks = ReadonlyArray<readonly [id: number, count: number]>;
 
@@ -57,6 +58,41 @@ describe('ClickBuffer', () => {
       });
     }
     expect(buffer.pending(7)).toBe(0);
+  });
+
+  it('writes a chunk only between reads of counts: it waits for those under way, and those asked for meanwhile wait for it', async () => {
+    const repository = new FakeRepository();
+    const buffer = new ClickBuffer(repository, { flushIntervalMs: 500, compactIntervalMs: 60_000 });
+    buffer.record(1);
+    buffer.record(1);
+    const firstRead = gate();
+    const order: string[] = [];
+    const read = (name: string, until?: Promise<void>) =>
+      buffer.readCounts(
+        async () => {
+          order.push(`${name} reads`);
+          await until;
+          return repository.writes.length * 2; // what the "database" shows: both clicks once written
+        },
+        (stored, pending) => {
+          order.push(`${name} sees ${stored + pending(1)}`);
+          return stored + pending(1);
+        },
+      );
+    const first = read('first', firstRead.opened);
+    await Promise.resolve();
+    const write = repository.addClicks.bind(repository);
+    repository.addClicks = (...args) => {
+      order.push('written');
+      return write(...args);
+    };
+    const flushed = buffer.flush();
+    const second = read('second');
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(order).toEqual(['first reads']); // the chunk waits for the first read, the second read for the chunk
+    firstRead.open();
+    await Promise.all([first, flushed, second]);
+    expect(order).toEqual(['first reads', 'first sees 2', 'written', 'second reads', 'second sees 2']);
   });
 
   it('keeps the clicks of a failed write for the next flush', async () => {

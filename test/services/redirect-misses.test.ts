@@ -7,14 +7,8 @@ import { ClickBuffer } from '../../src/support/click-buffer.js';
 import { RedirectCache } from '../../src/support/redirect-cache.js';
 import { UrlMappingService } from '../../src/services/url-mapping-service.js';
 import { BACKENDS, testConfig } from '../helpers/backends.js';
+import { gate } from '../helpers/gate.js';
 import { useOpenDatabase } from '../helpers/storage.js';
-
-/** A promise with its resolve function, to hold a statement's answer back. */
-function gate(): { opened: Promise<void>; open(): void } {
-  let open!: () => void;
-  const opened = new Promise<void>((resolve) => (open = resolve));
-  return { opened, open };
-}
 
 describe.each(BACKENDS)('cache misses on $name', (backend) => {
   const { database, testDatabase: testDb } = useOpenDatabase(backend);
