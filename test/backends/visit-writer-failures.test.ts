@@ -2,9 +2,13 @@
  * The visit writer with its database failing under load: a flush that fails before its commit is
  * retried and loses nothing; one whose commit went through but whose answer was lost is retried
  * and written once (its batch id is already there); PostgreSQL away behind a cut proxy while
- * redirects keep being answered from the cache: every acknowledged redirect arrives once.
+ * redirects keep being answered from the cache: every acknowledged redirect arrives once; and a
+ * fold of the day rows cut off anywhere in its transaction adds each segment once.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openDatabase } from '../../src/adapters/storage/database.js';
+import { KyselyVisitRepository } from '../../src/adapters/storage/kysely-visit-repository.js';
 import { compose, type Service } from '../../src/composition/compose.js';
 import type { VisitBatch, VisitRepository } from '../../src/ports/visit-repository.js';
 import { addVisitor, decodeVisitDay, emptyVisitDay } from '../../src/domain/visit-day.js';
@@ -153,5 +157,54 @@ describe.skipIf(!postgres.available)('PostgreSQL away while visits are recorded'
     expect(acknowledged).toBeGreaterThanOrEqual(100);
     expect(count).toBe(acknowledged);
     expect(stored).toEqual(recount);
+  }, 60_000);
+
+  it('a fold cut off by the database going away, at any point of its transaction, adds each segment once', async () => {
+    const made = codeMaker('pgf');
+    const links = await Promise.all(Array.from({ length: 60 }, () => createMapping(service.app, newMapping(made))));
+    for (const [i, link] of links.entries()) {
+      for (let v = 0; v < 3; v++) {
+        const userAgent = USER_AGENTS[(i + v) % USER_AGENTS.length];
+        await service.app.inject({
+          method: 'GET',
+          url: `/${link.code}`,
+          headers: userAgent ? { 'user-agent': userAgent } : {},
+        });
+      }
+    }
+    await service.visits.buffer!.flush();
+    // Folds through the cut proxy, a few links a transaction, each cut a little later than the
+    // last: before its statements, between them, around its commit, after it.
+    const cutOff = new KyselyVisitRepository(service.database.db, service.database.dialect);
+    const outcomes = { failed: 0, folded: 0 };
+    for (let cut = 0; cut < 60; cut++) {
+      // (A pooled connection the last cut closed may fail the mark too, as after a restart.)
+      const folding = (async () => cutOff.fold(4, await cutOff.foldMark()))().then(
+        (n) => (outcomes.folded += n > 0 ? 1 : 0),
+        () => outcomes.failed++,
+      );
+      await sleep(cut / 2);
+      await proxy.refuse();
+      await folding;
+      await proxy.pass();
+    }
+    expect(outcomes.failed).toBeGreaterThan(0);
+    expect(outcomes.folded).toBeGreaterThan(0);
+    // What is left, folded with the connection whole; then every link's day rows against its visits.
+    const direct = openDatabase(testConfig(database.databaseUrl).database);
+    try {
+      for (const link of links) {
+        const { id } = await direct.db
+          .selectFrom('url_mappings')
+          .select('id')
+          .where('code', '=', link.code)
+          .executeTakeFirstOrThrow();
+        const { count, recount, stored } = await rollupsAndRecount(direct.db, id);
+        expect(count).toBe(3);
+        expect(stored).toEqual(recount);
+      }
+    } finally {
+      await direct.close();
+    }
   }, 60_000);
 });
