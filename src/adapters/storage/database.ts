@@ -133,7 +133,8 @@ function openReader(file: string): SQLite.Database {
 }
 
 /** Prepared statements kept per SQLite connection (the hot queries repeat; IN-lists and batches vary). */
-const STATEMENT_CACHE_SIZE = 256;
+/** Enough for the batch inserts' statements (`PreparedRows`: one for each batch size up to 100, for each of a few tables) and the rest. */
+const STATEMENT_CACHE_SIZE = 1024;
 
 /**
  * Kysely's SQLite driver prepares every statement it runs; preparing costs more than running a

@@ -18,8 +18,8 @@ export class KyselyEventStore implements EventStore {
     private readonly transactions: TransactionRunner = eachInItsOwnTransaction,
   ) {
     this.db = db;
-    // Built once for a few batch sizes: a statement of its own for every size would be prepared anew.
-    this.insert = new PreparedRows<DatabaseSchema, Row>(this.db, [100, 10, 1], (db, count, slot) =>
+    // Built once for each batch size it meets, up to 100 rows a statement.
+    this.insert = new PreparedRows<DatabaseSchema, Row>(this.db, 100, (db, count, slot) =>
       db
         .insertInto('event_store')
         .values(

@@ -50,46 +50,49 @@ class RowSlot {
 }
 
 /**
- * A multi-row statement (an INSERT of many rows) built once for each of a few row counts; `run`
- * covers any number of rows with the fewest statements, largest first. One statement for a batch
- * of a hundred rows instead of a hundred, without a statement of its own for every batch size.
+ * A multi-row statement (an INSERT of many rows) built and compiled once for each row count it is
+ * run with, on first use: any batch of up to `maxRows` rows is one statement, a larger one a
+ * statement of `maxRows` rows at a time. Building and compiling a batch's insert anew (Kysely
+ * parses every value) costs more than SQLite takes to run it; the statements of the few sizes a
+ * batch has are kept (and prepared once by the driver).
  *
  * @example
- *   const insert = new PreparedRows(db, [100, 10, 1], (db, count, slot) =>
+ *   const insert = new PreparedRows(db, 100, (db, count, slot) =>
  *     db.insertInto('items').values(Array.from({ length: count }, (_, i) => ({ name: slot(i, 'name') }))),
  *   );
  *   await insert.run(trx, [{ name: 'a' }, { name: 'b' }]);
  */
 export class PreparedRows<DB, Row extends object> {
-  private readonly statements: readonly { readonly count: number; readonly compiled: CompiledQuery }[];
+  private readonly statements = new Map<number, CompiledQuery>();
+  private readonly plain: Kysely<DB>;
 
   constructor(
     db: Kysely<DB>,
-    counts: readonly number[],
-    build: (db: Kysely<DB>, count: number, slot: RowSlotOf<Row>) => Compilable<unknown>,
+    private readonly maxRows: number,
+    private readonly build: (db: Kysely<DB>, count: number, slot: RowSlotOf<Row>) => Compilable<unknown>,
   ) {
-    const plain = db.withoutPlugins();
-    const sorted = [...new Set(counts)].sort((a, b) => b - a);
-    if (sorted.at(-1) !== 1) throw new Error('PreparedRows needs a statement for one row');
-    this.statements = sorted.map((count) => ({
-      count,
-      compiled: build(plain, count, (row, column) => new RowSlot(row, column)).compile(),
-    }));
+    if (!Number.isInteger(maxRows) || maxRows < 1) throw new Error('PreparedRows needs maxRows of at least 1');
+    this.plain = db.withoutPlugins();
   }
 
   async run(db: Kysely<DB>, rows: readonly Row[]): Promise<void> {
-    let start = 0;
-    for (const { count, compiled } of this.statements) {
-      for (; rows.length - start >= count; start += count) {
-        const offset = start;
-        const parameters = compiled.parameters.map((binding) =>
-          binding instanceof RowSlot
-            ? (rows[offset + binding.row] as Record<string, unknown>)[binding.column]
-            : binding,
-        );
-        await execute(db, compiled, parameters);
-      }
+    for (let start = 0; start < rows.length; start += this.maxRows) {
+      const offset = start;
+      const compiled = this.statement(Math.min(this.maxRows, rows.length - start));
+      const parameters = compiled.parameters.map((binding) =>
+        binding instanceof RowSlot ? (rows[offset + binding.row] as Record<string, unknown>)[binding.column] : binding,
+      );
+      await execute(db, compiled, parameters);
     }
+  }
+
+  private statement(count: number): CompiledQuery {
+    let compiled = this.statements.get(count);
+    if (compiled === undefined) {
+      compiled = this.build(this.plain, count, (row, column) => new RowSlot(row, column)).compile();
+      this.statements.set(count, compiled);
+    }
+    return compiled;
   }
 }
 

@@ -151,10 +151,7 @@ export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
         entries.push(this.entry(m.topic, partition, firsts[g]! + i - start, m.envelope.event_id, m));
       }
     });
-    await trx
-      .insertInto('event_log')
-      .values(entries.map(({ decoded: _decoded, ...row }) => row))
-      .execute();
+    await this.log.statements.insertEntries.run(trx, entries);
     return () => this.committed(entries);
   }
 

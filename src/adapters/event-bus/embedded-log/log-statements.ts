@@ -1,5 +1,5 @@
 import type { Kysely } from 'kysely';
-import { PreparedQuery } from '../../storage/prepared-query.js';
+import { PreparedQuery, PreparedRows } from '../../storage/prepared-query.js';
 import type { DatabaseSchema } from '../../storage/schema.js';
 import type { LogRow } from './log-entry.js';
 
@@ -49,17 +49,26 @@ export function logStatements(db: Kysely<DatabaseSchema>) {
         .where('partition_no', '=', p('partition')),
     ),
     insertEntry: new PreparedQuery<DatabaseSchema, unknown, LogRow>(db, (db, p) =>
-      db.insertInto('event_log').values({
-        topic: p('topic'),
-        partition_no: p('partition_no'),
-        log_offset: p('log_offset'),
-        message_id: p('message_id'),
-        headers: p('headers'),
-        envelope: p('envelope'),
-        created_at: p('created_at'),
-      }),
+      db.insertInto('event_log').values(logRow((column) => p(column))),
+    ),
+    /** The entries of a batch (the outbox's appends): one statement for up to 100 rows. */
+    insertEntries: new PreparedRows<DatabaseSchema, LogRow>(db, 100, (db, count, slot) =>
+      db.insertInto('event_log').values(Array.from({ length: count }, (_, i) => logRow((column) => slot(i, column)))),
     ),
   };
+}
+
+/** An `event_log` row whose every column is a slot. */
+function logRow(slot: (column: keyof LogRow & string) => unknown) {
+  return {
+    topic: slot('topic'),
+    partition_no: slot('partition_no'),
+    log_offset: slot('log_offset'),
+    message_id: slot('message_id'),
+    headers: slot('headers'),
+    envelope: slot('envelope'),
+    created_at: slot('created_at'),
+  } as LogRow;
 }
 
 export type LogStatements = ReturnType<typeof logStatements>;
