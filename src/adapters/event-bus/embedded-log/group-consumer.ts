@@ -196,15 +196,13 @@ export class GroupConsumer {
     const lastRead = this.tableReads.get(p) ?? -Infinity;
     if (recent.atEnd && now - lastRead < options.pollMs) return [];
     this.tableReads.set(p, now);
-    return this.db
-      .selectFrom('event_log')
-      .selectAll()
-      .where('topic', '=', topic)
-      .where('partition_no', '=', p)
-      .where('log_offset', '>=', next)
-      .orderBy('log_offset')
-      .limit(options.batchSize)
-      .execute();
+    const { rows } = await this.log.statements.readEntries.run(this.db, {
+      topic,
+      partition: p,
+      next,
+      limit: options.batchSize,
+    });
+    return rows;
   }
 
   /**

@@ -51,6 +51,21 @@ export function logStatements(db: Kysely<DatabaseSchema>) {
     insertEntry: new PreparedQuery<DatabaseSchema, unknown, LogRow>(db, (db, p) =>
       db.insertInto('event_log').values(logRow((column) => p(column))),
     ),
+    /** A consumer's next batch of a partition, from `next` on. */
+    readEntries: new PreparedQuery<
+      DatabaseSchema,
+      LogRow,
+      { topic: string; partition: number; next: number; limit: number }
+    >(db, (db, p) =>
+      db
+        .selectFrom('event_log')
+        .selectAll()
+        .where('topic', '=', p('topic'))
+        .where('partition_no', '=', p('partition'))
+        .where('log_offset', '>=', p('next'))
+        .orderBy('log_offset')
+        .limit(p('limit')),
+    ),
     /** The entries of a batch (the outbox's appends): one statement for up to 100 rows. */
     insertEntries: new PreparedRows<DatabaseSchema, LogRow>(db, 100, (db, count, slot) =>
       db.insertInto('event_log').values(Array.from({ length: count }, (_, i) => logRow((column) => slot(i, column)))),
