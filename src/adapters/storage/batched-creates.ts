@@ -1,11 +1,12 @@
 import { type Context, context } from '@opentelemetry/api';
-import { type Kysely, type RawBuilder, sql } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import { BackendUnavailableError, errors } from '../../domain/errors.js';
 import type { EventsFor } from '../../domain/events.js';
 import { type NewUrlMapping, storedInstant, type UrlMapping } from '../../domain/url-mapping.js';
 import type { EncodedMessage, TransactionalOutbox } from '../event-bus/outbox.js';
 import { isDatabaseUnavailable, isSqliteFileFailure } from './connection-errors.js';
 import type { Dialect } from './database.js';
+import { PreparedQuery } from './prepared-query.js';
 import type { DatabaseSchema } from './schema.js';
 
 /**
@@ -24,25 +25,34 @@ const INSERTED: readonly { column: string; pgType: string; value: (m: NewUrlMapp
 /** What PostgreSQL answers for each inserted row: the mapping as read (its timestamps as stored). */
 const RETURNING_COLUMNS = 'id, code, url, created_at, click_count, owner_id AS owner, expires_at, max_visits';
 const COLUMN_LIST = sql.raw(INSERTED.map((c) => c.column).join(', '));
-/** PostgreSQL: one array parameter per column, unnested into rows. */
-const PG_ROWS = (batch: readonly NewUrlMapping[]) =>
-  sql.join(INSERTED.map((c) => sql`CAST(${batch.map((m) => c.value(m) ?? null)} AS ${sql.raw(c.pgType)}[])`));
 /** SQLite: one JSON parameter, an array of rows, each an array of the columns' values. */
 const SQLITE_VALUES = sql.raw(INSERTED.map((_, i) => `value ->> ${i}`).join(', '));
 
-/** The batch's multi-row insert, its text the same whatever the batch's size (a prepared statement each). */
-function insertAll(dialect: Dialect, batch: readonly NewUrlMapping[]): RawBuilder<UrlMapping> {
-  if (dialect === 'postgres') {
-    return sql<UrlMapping>`
-      INSERT INTO url_mappings (${COLUMN_LIST}) SELECT * FROM unnest(${PG_ROWS(batch)})
-      ON CONFLICT (code) DO NOTHING RETURNING ${sql.raw(RETURNING_COLUMNS)}`;
-  }
-  // The row is what was written, with the id it got: only those two are read back. `WHERE true`:
-  // without it SQLite would read ON CONFLICT as a join constraint.
-  const rows = JSON.stringify(batch.map((m) => INSERTED.map((c) => c.value(m) ?? null)));
-  return sql<UrlMapping>`
-    INSERT INTO url_mappings (${COLUMN_LIST}) SELECT ${SQLITE_VALUES} FROM json_each(${rows}) WHERE true
-    ON CONFLICT (code) DO NOTHING RETURNING id, code`;
+/**
+ * The batch's multi-row insert, built and compiled once (a prepared statement, its text the same
+ * whatever the batch's size): PostgreSQL takes one array parameter per column, unnested into
+ * rows; SQLite one JSON parameter, an array of rows, each an array of the columns' values.
+ */
+function insertAll(db: Kysely<DatabaseSchema>, dialect: Dialect) {
+  const statement = new PreparedQuery<DatabaseSchema, UrlMapping>(db, (db, p) => ({
+    compile: () =>
+      (dialect === 'postgres'
+        ? sql<UrlMapping>`
+            INSERT INTO url_mappings (${COLUMN_LIST})
+            SELECT * FROM unnest(${sql.join(INSERTED.map((c) => sql`CAST(${p(c.column)} AS ${sql.raw(c.pgType)}[])`))})
+            ON CONFLICT (code) DO NOTHING RETURNING ${sql.raw(RETURNING_COLUMNS)}`
+        : // The row is what was written, with the id it got: only those two are read back. `WHERE
+          // true`: without it SQLite would read ON CONFLICT as a join constraint.
+          sql<UrlMapping>`
+            INSERT INTO url_mappings (${COLUMN_LIST}) SELECT ${SQLITE_VALUES} FROM json_each(${p('rows')}) WHERE true
+            ON CONFLICT (code) DO NOTHING RETURNING id, code`
+      ).compile(db),
+  }));
+  const params: (batch: readonly NewUrlMapping[]) => Record<string, unknown> =
+    dialect === 'postgres'
+      ? (batch) => Object.fromEntries(INSERTED.map((c) => [c.column, batch.map((m) => c.value(m) ?? null)]))
+      : (batch) => ({ rows: JSON.stringify(batch.map((m) => INSERTED.map((c) => c.value(m) ?? null))) });
+  return (trx: Kysely<DatabaseSchema>, batch: readonly NewUrlMapping[]) => statement.run(trx, params(batch));
 }
 
 interface PendingCreate {
@@ -73,6 +83,7 @@ export class BatchedCreates {
   /** Batches in flight (one by default: a batch holds the log partitions it appends to until its commit, so a second would mostly wait, and split the requests into smaller batches). */
   private inFlight = 0;
   private scheduled = false;
+  private readonly insertAll: ReturnType<typeof insertAll>;
 
   constructor(
     private readonly db: Kysely<DatabaseSchema>,
@@ -82,7 +93,9 @@ export class BatchedCreates {
     /** Most creates one transaction takes; the rest wait for the next. */
     private readonly maxBatch = 256,
     private readonly maxInFlight = 1,
-  ) {}
+  ) {
+    this.insertAll = insertAll(db, dialect);
+  }
 
   create(mapping: NewUrlMapping, events: EventsFor<UrlMapping> | undefined): Promise<UrlMapping> {
     return new Promise<UrlMapping>((resolve, reject) => {
@@ -150,10 +163,10 @@ export class BatchedCreates {
     batch: readonly PendingCreate[],
     record: (messages: readonly EncodedMessage[]) => void,
   ): Promise<(UrlMapping | undefined)[]> {
-    const { rows } = await insertAll(
-      this.dialect,
+    const { rows } = await this.insertAll(
+      trx,
       batch.map((p) => p.mapping),
-    ).execute(trx);
+    );
     const byCode = new Map(rows.map((row) => [row.code, row]));
     return batch.map((p) => {
       const returned = byCode.get(p.mapping.code);

@@ -4,10 +4,15 @@ import type { DatabaseSchema } from '../../storage/schema.js';
 import type { LogRow } from './log-entry.js';
 
 /**
- * The statements of every append and of every position commit, built once: appends are on the
- * write path of every change, commits on the path of every batch a consumer handles.
+ * The statements of every append, read and position commit, built once: appends are on the
+ * write path of every change, reads and commits on the path of every batch a consumer handles.
  */
 export function logStatements(db: Kysely<DatabaseSchema>) {
+  return { ...offsetStatements(db), ...entryStatements(db) };
+}
+
+/** The partitions' offsets (taken by appends) and the groups' positions (committed by consumers). */
+function offsetStatements(db: Kysely<DatabaseSchema>) {
   return {
     takeOffset: new PreparedQuery(db, (db, p) =>
       db
@@ -48,6 +53,12 @@ export function logStatements(db: Kysely<DatabaseSchema>) {
         .where('topic', '=', p('topic'))
         .where('partition_no', '=', p('partition')),
     ),
+  };
+}
+
+/** The log's entries: appended one at a time or a batch at a time, and read by consumers. */
+function entryStatements(db: Kysely<DatabaseSchema>) {
+  return {
     insertEntry: new PreparedQuery<DatabaseSchema, unknown, LogRow>(db, (db, p) =>
       db.insertInto('event_log').values(logRow((column) => p(column))),
     ),
