@@ -95,6 +95,28 @@ describe('ClickBuffer', () => {
     expect(order).toEqual(['first reads', 'first sees 2', 'written', 'second reads', 'second sees 2']);
   });
 
+  it('a read of counts that fails lets the chunk waiting for it be written', async () => {
+    const repository = new FakeRepository();
+    const buffer = new ClickBuffer(repository, { flushIntervalMs: 500, compactIntervalMs: 60_000 });
+    buffer.record(1);
+    const failing = gate();
+    const read = buffer.readCounts(
+      async () => {
+        await failing.opened;
+        throw new Error('database away');
+      },
+      () => 0,
+    );
+    const flushed = buffer.flush();
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(repository.writes).toEqual([]);
+    failing.open();
+    await expect(read).rejects.toThrow('database away');
+    await flushed;
+    expect(repository.writes.map((w) => w.clicks)).toEqual([[[1, 1]]]);
+    expect(buffer.pending(1)).toBe(0);
+  });
+
   it('keeps the clicks of a failed write for the next flush', async () => {
     const repository = new FakeRepository();
     const buffer = new ClickBuffer(repository, { flushIntervalMs: 500, compactIntervalMs: 60_000 });
