@@ -67,7 +67,8 @@ export class MigrationRecorder {
     }
     // Reads (the migrator's and the introspection's), its locks and bookkeeping tables are no
     // migration's work; what the migrations write is.
-    if (!/^(create|alter|drop|insert|update|delete) /i.test(text)) return;
+    // (A statement written as a template literal starts with a line break: it counts too.)
+    if (!/^\s*(create|alter|drop|insert|update|delete)\s/i.test(text)) return;
     if (/kysely_migration|^create schema if not exists /i.test(text)) return;
     if (parameters.length > 0) throw new Error(`a migration ran a statement with parameters: ${text}`);
     this.pending.push(text);

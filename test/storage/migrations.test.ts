@@ -26,10 +26,17 @@ import {
  * must be brought up to date by today's code without any migration running twice, and each
  * migration must still do what it did. The fixtures hold what the earlier code did, per dialect.
  */
+/** The recorded fixtures (test/storage/record-migrations.ts): one more each time a migration is added. */
+const FIXTURE_VERSIONS = ['0052', '0075'] as const;
+
 describe.each(BACKENDS)('migrations on $name', (backend) => {
-  const fixture = JSON.parse(
-    readFileSync(new URL(`fixtures/0052-${backend.name}.json`, import.meta.url), 'utf8'),
-  ) as MigratedDatabaseFixture;
+  const recordedAt = (version: string) =>
+    JSON.parse(
+      readFileSync(new URL(`fixtures/${version}-${backend.name}.json`, import.meta.url), 'utf8'),
+    ) as MigratedDatabaseFixture;
+  /** 0052: main before the migrations moved into one folder; 0075: the visit segments. */
+  const fixtures = FIXTURE_VERSIONS.map((version) => ({ version, fixture: recordedAt(version) }));
+  const fixture = fixtures[0]!.fixture;
   const opened: { testDb: TestDatabase; database: Database }[] = [];
 
   async function emptyDatabase(recorder?: MigrationRecorder): Promise<Database> {
@@ -54,29 +61,34 @@ describe.each(BACKENDS)('migrations on $name', (backend) => {
     }
   });
 
-  it.skipIf(!backend.available)('every recorded migration keeps its name and runs the same statements', async () => {
-    const today = await fresh();
-    const recorded = fixture.migrations.map((m) => m.name);
-    expect(today.applied.filter((name) => recorded.includes(name))).toEqual(recorded);
-    for (const migration of fixture.migrations) {
-      expect(today.migrations.find((m) => m.name === migration.name)).toEqual(migration);
-    }
-  });
+  for (const { version, fixture } of fixtures) {
+    it.skipIf(!backend.available)(
+      `every migration recorded at ${version} keeps its name and runs the same statements`,
+      async () => {
+        const today = await fresh();
+        const recorded = fixture.migrations.map((m) => m.name);
+        expect(today.applied.filter((name) => recorded.includes(name))).toEqual(recorded);
+        for (const migration of fixture.migrations) {
+          expect(today.migrations.find((m) => m.name === migration.name)).toEqual(migration);
+        }
+      },
+    );
 
-  it.skipIf(!backend.available)(
-    'a database migrated at 0052 gets nothing re-applied and ends as a new one',
-    async () => {
-      const today = await fresh();
-      const database = await emptyDatabase();
-      await buildFromFixture(database.db, fixture);
-      expect(await describeSchema(database.db, database.dialect)).toEqual(fixture.schema);
-      const recorded = fixture.migrations.map((m) => m.name);
-      expect((await migrateToLatest(database.db, database.dialect)).applied).toEqual(
-        today.applied.filter((name) => !recorded.includes(name)),
-      );
-      expect(await describeSchema(database.db, database.dialect)).toEqual(today.schema);
-    },
-  );
+    it.skipIf(!backend.available)(
+      `a database migrated at ${version} gets nothing re-applied and ends as a new one`,
+      async () => {
+        const today = await fresh();
+        const database = await emptyDatabase();
+        await buildFromFixture(database.db, fixture);
+        expect(await describeSchema(database.db, database.dialect)).toEqual(fixture.schema);
+        const recorded = fixture.migrations.map((m) => m.name);
+        expect((await migrateToLatest(database.db, database.dialect)).applied).toEqual(
+          today.applied.filter((name) => !recorded.includes(name)),
+        );
+        expect(await describeSchema(database.db, database.dialect)).toEqual(today.schema);
+      },
+    );
+  }
 
   it.skipIf(!backend.available)('a database without 0040 that has 0051 and 0052 gets 0040 alone', async () => {
     const today = await fresh();

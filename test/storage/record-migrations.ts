@@ -4,8 +4,9 @@
  * writes test/storage/fixtures/NAME-<dialect>.json.
  *
  * The fixtures in that folder were recorded from the code of their time (0052: main before the
- * migrations moved into one folder); migrations.test.ts checks today's code against them. Record
- * a new one when a migration is added; never re-record an old one to make that test pass.
+ * migrations moved into one folder; 0075: the visit segments, recorded late, at 0075 itself);
+ * migrations.test.ts checks today's code against them (add the name to its FIXTURE_VERSIONS).
+ * Record a new one when a migration is added; never re-record an old one to make that test pass.
  */
 import { writeFileSync } from 'node:fs';
 import { openDatabase } from '../../src/adapters/storage/database.js';
