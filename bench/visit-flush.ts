@@ -4,8 +4,9 @@
  * on a fresh SQLite file, then flushes, FLUSH_BENCH_ROUNDS times, folding the day rows after every
  * FLUSH_BENCH_FOLD_EVERY flushes (5: a fold every 5 s at one flush a second), and prints the CPU
  * µs per visit of the capture (`record`), of the flush and of the fold, medians of the rounds.
- * FLUSH_BENCH_DROP: one SQL statement run after the migrations (an experiment). Not part of
- * `npm test`.
+ * FLUSH_BENCH_DROP: one SQL statement run after the migrations (an experiment).
+ * FLUSH_BENCH_MIXED=1: visits from six User-Agents (a bot among them) and four referrers instead of
+ * one User-Agent, so that a link's visits do not all share their fields. Not part of `npm test`.
  *
  *   node --import tsx bench/visit-flush.ts
  *   FLUSH_BENCH_MAPPINGS=1000 FLUSH_BENCH_VISITS=20000 FLUSH_BENCH_ROUNDS=10 node --import tsx bench/visit-flush.ts
@@ -26,6 +27,20 @@ const ROUNDS = Number(process.env.FLUSH_BENCH_ROUNDS ?? 10);
 const FOLD_EVERY = Number(process.env.FLUSH_BENCH_FOLD_EVERY ?? 5);
 const AGENT =
   'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36';
+const MIXED_AGENTS = [
+  AGENT,
+  'Mozilla/5.0 (iPhone; CPU iPhone OS 17_2 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.2 Mobile/15E148 Safari/604.1',
+  'Mozilla/5.0 (X11; Linux x86_64; rv:121.0) Gecko/20100101 Firefox/121.0',
+  'Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Mobile Safari/537.36',
+  'Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.2 Safari/605.1.15',
+  'Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)',
+];
+const MIXED_REFERRERS = [
+  'https://news.example.com/a',
+  'https://social.example.org/p/1',
+  'https://mail.example.net/',
+  '',
+];
 
 const dir = mkdtempSync(join(tmpdir(), 'visit-flush-bench-'));
 const database = openDatabase(
@@ -36,7 +51,14 @@ try {
   if (process.env.FLUSH_BENCH_DROP) await sql.raw(process.env.FLUSH_BENCH_DROP).execute(database.db);
   const repository = new KyselyVisitRepository(database.db, database.dialect);
   const buffer = new VisitBuffer(repository, { flushIntervalMs: 60_000 });
-  const headers = ['Host', 'bench', 'User-Agent', AGENT];
+  const mixed = process.env.FLUSH_BENCH_MIXED === '1';
+  const headersOf = (i: number): string[] => {
+    if (!mixed) return ['Host', 'bench', 'User-Agent', AGENT];
+    const referrer = MIXED_REFERRERS[(i * 31) % MIXED_REFERRERS.length]!;
+    const agent = ['User-Agent', MIXED_AGENTS[(i * 17) % MIXED_AGENTS.length]!];
+    return ['Host', 'bench', ...agent, ...(referrer ? ['Referer', referrer] : [])];
+  };
+  const headerLists = Array.from({ length: 997 }, (_, i) => headersOf(i));
   const cpu = async (work: () => unknown) => {
     const start = process.cpuUsage();
     await work();
@@ -50,7 +72,7 @@ try {
     const base = round * VISITS;
     const recording = await cpu(() => {
       for (let i = 0; i < VISITS; i++)
-        buffer.record(1 + (((base + i) * 7919) % MAPPINGS), headers, `10.0.${i % 250}.${round}`);
+        buffer.record(1 + (((base + i) * 7919) % MAPPINGS), headerLists[i % 997]!, `10.0.${i % 250}.${round}`);
     });
     record.push(recording / VISITS);
     flush.push((await cpu(() => buffer.flush())) / VISITS);
@@ -66,8 +88,11 @@ try {
   }
   const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
   const [r, f, d] = [median(record), median(flush), median(fold)];
+  const stored = await sql<{ bytes: number; visits: number }>`
+    SELECT SUM(LENGTH(data)) AS bytes, SUM(visits) AS visits FROM visit_segments`.execute(database.db);
+  const bytesPerVisit = Number(stored.rows[0]!.bytes) / Number(stored.rows[0]!.visits);
   console.log(
-    `[visit-flush-bench] ${VISITS} visits over ${MAPPINGS} links a flush, a fold every ${FOLD_EVERY}: CPU µs per visit, medians: record ${r.toFixed(2)}, flush ${f.toFixed(2)}, fold ${d.toFixed(2)}, in all ${(r + f + d).toFixed(2)}`,
+    `[visit-flush-bench] ${VISITS} visits${mixed ? ' (mixed)' : ''} over ${MAPPINGS} links a flush, ${bytesPerVisit.toFixed(1)} segment bytes a visit, a fold every ${FOLD_EVERY}: CPU µs per visit, medians: record ${r.toFixed(2)}, flush ${f.toFixed(2)}, fold ${d.toFixed(2)}, in all ${(r + f + d).toFixed(2)}`,
   );
 } finally {
   await database.db.destroy();

@@ -9,9 +9,12 @@ import { addValues, mergePackedSketch, packRegisters, register, type VisitDay } 
  *
  * - `t`: the visits' times, the first as an offset from the segment's `first_ms`, each next one
  *   as an offset from the one before (ascending);
- * - `s`: the distinct strings of the segment's fields; `f`: six numbers per visit, the referrer
- *   host, country, browser, OS and device class as 1 + their index in `s` (0: none), and 1 for
- *   a bot (else 0);
+ * - `s`: the distinct strings of the segment's fields; `g`: the distinct combinations of a
+ *   visit's fields, six numbers each: the referrer host, country, browser, OS and device class
+ *   as 1 + their index in `s` (0: none), and 1 for a bot (else 0); `i`: for each visit, the index
+ *   of its combination in `g`. A link's visits of half a second mostly share a few combinations,
+ *   so a visit costs its time and one small number (segments written before this held `f`, the
+ *   six numbers of each visit, instead of `g` and `i`: both are read);
  * - `u`: the segment's own HyperLogLog registers of its visitors (packed as the day rows' are),
  *   what folding it into its day row adds to the day's sketch. The visitors' hashes themselves
  *   are not kept.
@@ -39,16 +42,28 @@ export const SEGMENT_SPAN_MS = 60_000;
 interface SegmentText {
   t: number[];
   s: string[];
-  f: number[];
+  /** The fields' combinations, six numbers each, and each visit's combination (by index). */
+  g?: number[];
+  i?: number[];
+  /** Before `g` and `i`: six numbers per visit. */
+  f?: number[];
   u: string;
 }
+
+/** Numbers per combination of fields (and per visit in the older `f`). */
+const FIELDS = 6;
 
 /** One segment being built: the visits of one mapping and day, in time order. */
 class SegmentBuilder {
   private readonly offsets: number[] = [];
   private readonly strings: string[] = [];
   private readonly index = new Map<string, number>();
-  private readonly fields: number[] = [];
+  /** The distinct combinations of fields (FIELDS numbers each), and each visit's by index. */
+  private readonly combinations: number[] = [];
+  private readonly combinationIndex = new Map<string, number>();
+  private readonly visitCombinations: number[] = [];
+  /** The last visit's combination (-1: none yet): consecutive visits mostly repeat it. */
+  private lastCombination = -1;
   /** The segment's non-zero registers, index → rank (most segments have a few visitors). */
   private readonly registers = new Map<number, number>();
   private last: number;
@@ -75,14 +90,33 @@ class SegmentBuilder {
   add(v: VisitRecord): void {
     this.offsets.push(v.visitedAt - this.last);
     this.last = v.visitedAt;
-    this.fields.push(
-      this.code(v.referrerHost),
-      this.code(v.country),
-      this.code(v.browser),
-      this.code(v.os),
-      this.code(v.device),
-      v.bot ? 1 : 0,
-    );
+    const r = this.code(v.referrerHost);
+    const c = this.code(v.country);
+    const b = this.code(v.browser);
+    const o = this.code(v.os);
+    const d = this.code(v.device);
+    const bot = v.bot ? 1 : 0;
+    const g = this.combinations;
+    const last = this.lastCombination * FIELDS;
+    const repeated =
+      this.lastCombination >= 0 &&
+      g[last] === r &&
+      g[last + 1] === c &&
+      g[last + 2] === b &&
+      g[last + 3] === o &&
+      g[last + 4] === d &&
+      g[last + 5] === bot;
+    if (!repeated) {
+      const key = `${r},${c},${b},${o},${d},${bot}`;
+      let index = this.combinationIndex.get(key);
+      if (index === undefined) {
+        index = g.length / FIELDS;
+        g.push(r, c, b, o, d, bot);
+        this.combinationIndex.set(key, index);
+      }
+      this.lastCombination = index;
+    }
+    this.visitCombinations.push(this.lastCombination);
     this.count++;
   }
 
@@ -95,7 +129,8 @@ class SegmentBuilder {
     const text: SegmentText = {
       t: this.offsets,
       s: this.strings,
-      f: this.fields,
+      g: this.combinations,
+      i: this.visitCombinations,
       u: packRegisters(this.registers).toString('base64'),
     };
     return {
@@ -151,12 +186,27 @@ export function decodeSegment(urlId: number, firstMs: number, data: string): Vis
   return visitsOf(urlId, firstMs, JSON.parse(data) as SegmentText);
 }
 
-function visitsOf(urlId: number, firstMs: number, { t, s, f }: SegmentText): VisitRecord[] {
+/**
+ * The segment's combinations of fields (six numbers each) and visit `v`'s among them: `g` and
+ * `i`, or (older segments) `f`, where each visit has a combination of its own.
+ */
+function combinationsOf(text: SegmentText): { fields: number[]; of: (v: number) => number } {
+  if (text.g !== undefined && text.i !== undefined) {
+    const { g, i } = text;
+    return { fields: g, of: (v) => i[v]! };
+  }
+  return { fields: text.f ?? [], of: (v) => v };
+}
+
+function visitsOf(urlId: number, firstMs: number, text: SegmentText): VisitRecord[] {
+  const { t, s } = text;
+  const { fields: f, of } = combinationsOf(text);
   const value = (code: number) => (code === 0 ? null : s[code - 1]!);
   const visits: VisitRecord[] = new Array(t.length);
   let time = firstMs;
-  for (let i = 0, at = 0; i < t.length; i++, at += 6) {
+  for (let i = 0; i < t.length; i++) {
     time += t[i]!;
+    const at = of(i) * FIELDS;
     visits[i] = {
       urlId,
       visitedAt: time,
@@ -176,17 +226,24 @@ function visitsOf(urlId: number, firstMs: number, { t, s, f }: SegmentText): Vis
  * from its columns: each distinct value once, not a visit object each.
  */
 export function addSegment(day: VisitDay, firstMs: number, data: string): void {
-  const { t, s, f, u } = JSON.parse(data) as SegmentText;
-  // Per field, visits per code (0: none; 1 + index in `s`).
-  const counts = FIELD_DIMENSIONS.map(() => new Array<number>(s.length + 1).fill(0));
+  const text = JSON.parse(data) as SegmentText;
+  const { t, s, u } = text;
+  const { fields: f, of } = combinationsOf(text);
+  // Visits per combination, then per field, visits per code (0: none; 1 + index in `s`).
+  const perCombination = new Array<number>(f.length / FIELDS).fill(0);
   let time = firstMs;
-  for (let i = 0, at = 0; i < t.length; i++, at += 6) {
+  for (let i = 0; i < t.length; i++) {
     time += t[i]!;
     const hour = hourOf(time) % 24;
+    const combination = of(i);
     day.hours[hour]!++;
-    if (f[at + 5] === 1) day.bots[hour]!++;
-    for (let field = 0; field < 5; field++) counts[field]![f[at + field]!]!++;
+    if (f[combination * FIELDS + 5] === 1) day.bots[hour]!++;
+    perCombination[combination]!++;
   }
+  const counts = FIELD_DIMENSIONS.map(() => new Array<number>(s.length + 1).fill(0));
+  perCombination.forEach((visits, combination) => {
+    for (let field = 0; field < 5; field++) counts[field]![f[combination * FIELDS + field]!]! += visits;
+  });
   FIELD_DIMENSIONS.forEach((dimension, field) => {
     const byCode = counts[field]!;
     for (let code = 0; code < byCode.length; code++) {
@@ -198,5 +255,5 @@ export function addSegment(day: VisitDay, firstMs: number, data: string): void {
   mergePackedSketch(day.sketch, Buffer.from(u, 'base64'));
 }
 
-/** The dimensions of the five coded fields, in their order in `f`. */
+/** The dimensions of the five coded fields, in their order in a combination. */
 const FIELD_DIMENSIONS: readonly VisitDimension[] = ['referrer', 'country', 'browser', 'os', 'device'];

@@ -67,4 +67,30 @@ describe('visit segments', () => {
     for (const hash of hashes) addVisitor(expected, hash);
     expect(folded.sketch).toEqual(expected.sketch);
   });
+
+  it('keep each distinct combination of fields once, and read segments written before that (six numbers a visit) the same', () => {
+    const start = Date.UTC(2026, 10, 26, 9);
+    const visits = Array.from({ length: 200 }, (_, n) => visit(5, start + n * 100, n % 4 === 3 ? n : 0));
+    const [segment] = segmentsOf(
+      visits,
+      visits.map((_, n) => n * 7_919),
+    );
+    const text = JSON.parse(segment!.data) as { g: number[]; i: number[]; f?: number[] };
+    const distinct = new Set(visits.map((v) => JSON.stringify({ ...v, visitedAt: 0 }))).size;
+    expect(text.g).toHaveLength(6 * distinct);
+    expect(text.i).toHaveLength(200);
+    expect(text.f).toBeUndefined();
+    // The same visits as the older form held them: each visit's six numbers in `f`.
+    const { g, i, ...rest } = text;
+    const older = JSON.stringify({ ...rest, f: i.flatMap((c) => g.slice(c * 6, c * 6 + 6)) });
+    expect(decodeSegment(5, segment!.first_ms, older)).toEqual(decodeSegment(5, segment!.first_ms, segment!.data));
+    expect(decodeSegment(5, segment!.first_ms, segment!.data)).toEqual(visits);
+    const [fromOlder, fromNewer] = [emptyVisitDay(), emptyVisitDay()];
+    addSegment(fromOlder, segment!.first_ms, older);
+    addSegment(fromNewer, segment!.first_ms, segment!.data);
+    expect(fromNewer).toEqual(fromOlder);
+    const one = emptyVisitDay();
+    for (const v of visits) addVisit(one, v);
+    expect({ ...fromNewer, sketch: undefined }).toEqual({ ...one, sketch: undefined });
+  });
 });
