@@ -206,8 +206,7 @@ export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
   ): Promise<LogEntry> {
     const offset = await this.offsets.take(trx, topic, partition);
     const entry = this.entry(topic, partition, offset, messageId, message);
-    const { decoded: _decoded, ...row } = entry;
-    await this.log.statements.insertEntry.run(trx, row);
+    await this.log.statements.insertEntries.run(trx, [entry]);
     return entry;
   }
 

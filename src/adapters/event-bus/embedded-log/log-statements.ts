@@ -59,9 +59,6 @@ function offsetStatements(db: Kysely<DatabaseSchema>) {
 /** The log's entries: appended one at a time or a batch at a time, and read by consumers. */
 function entryStatements(db: Kysely<DatabaseSchema>) {
   return {
-    insertEntry: new PreparedQuery<DatabaseSchema, unknown, LogRow>(db, (db, p) =>
-      db.insertInto('event_log').values(logRow((column) => p(column))),
-    ),
     /** A consumer's next batch of a partition, from `next` on. */
     readEntries: new PreparedQuery<
       DatabaseSchema,
@@ -77,24 +74,21 @@ function entryStatements(db: Kysely<DatabaseSchema>) {
         .orderBy('log_offset')
         .limit(p('limit')),
     ),
-    /** The entries of a batch (the outbox's appends): one statement for up to 100 rows. */
+    /** Entries, one (a publish) or a batch (the outbox's appends): one statement for up to 100 rows. */
     insertEntries: new PreparedRows<DatabaseSchema, LogRow>(db, 100, (db, count, slot) =>
-      db.insertInto('event_log').values(Array.from({ length: count }, (_, i) => logRow((column) => slot(i, column)))),
+      db.insertInto('event_log').values(
+        Array.from({ length: count }, (_, i) => ({
+          topic: slot(i, 'topic'),
+          partition_no: slot(i, 'partition_no'),
+          log_offset: slot(i, 'log_offset'),
+          message_id: slot(i, 'message_id'),
+          headers: slot(i, 'headers'),
+          envelope: slot(i, 'envelope'),
+          created_at: slot(i, 'created_at'),
+        })),
+      ),
     ),
   };
-}
-
-/** An `event_log` row whose every column is a slot. */
-function logRow(slot: (column: keyof LogRow & string) => unknown) {
-  return {
-    topic: slot('topic'),
-    partition_no: slot('partition_no'),
-    log_offset: slot('log_offset'),
-    message_id: slot('message_id'),
-    headers: slot('headers'),
-    envelope: slot('envelope'),
-    created_at: slot('created_at'),
-  } as LogRow;
 }
 
 export type LogStatements = ReturnType<typeof logStatements>;
