@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { KyselyLinkImportStore } from '../../src/adapters/storage/kysely-link-import-store.js';
 import { KyselyUrlMappingRepository } from '../../src/adapters/storage/kysely-url-mapping-repository.js';
+import type { UrlMapping } from '../../src/domain/url-mapping.js';
 import type { UrlMappingRepository } from '../../src/ports/url-mapping-repository.js';
 import { LinkTransferService } from '../../src/services/link-transfer-service.js';
 import { UrlMappingService } from '../../src/services/url-mapping-service.js';
@@ -80,23 +81,48 @@ describe.each(BACKENDS)('click counts read while clicks are written, on $name', 
       repo = new KyselyUrlMappingRepository(database.db, database.dialect, undefined, database.reader);
   });
 
-  it.skipIf(!backend.available)(
-    'a listing made once a chunk has committed, before it returns, counts each click once',
-    async () => {
-      const mapping = await create(10);
-      const { slow, committed, release } = holdingAfterCommit();
-      const { clicks, urls } = service(slow);
-      await click(urls, mapping.code, 3);
-      const flushed = clicks.flush();
-      await committed.opened; // stored: 13; the chunk has not returned, so its 3 are still pending
-      const listing = listed(urls, mapping.id);
-      const answeredFirst = await release(listing);
-      await flushed;
-      expect(await listing).toBe(13);
-      expect(answeredFirst).toBe(false); // the read waited for the chunk
-      expect(await storedClicks(database.db, mapping)).toBe(13);
+  /** The reads that show counts, each made once a chunk has committed and before it returns. */
+  const afterCommit: {
+    name: string;
+    clicks: number;
+    read: (s: ReturnType<typeof service>, mapping: UrlMapping) => Promise<number | undefined>;
+  }[] = [
+    { name: 'a listing', clicks: 3, read: ({ urls }, mapping) => listed(urls, mapping.id) },
+    {
+      name: "a PATCH's answer",
+      clicks: 2,
+      read: async ({ urls }, mapping) =>
+        (await urls.update(mapping.code, { url: 'https://example.com/b' })).click_count,
     },
-  );
+    {
+      name: 'an export page',
+      clicks: 4,
+      read: async ({ transfer }, mapping) => {
+        for await (const record of transfer.exportLinks()) if (record.code === mapping.code) return record.click_count;
+        return undefined;
+      },
+    },
+  ];
+
+  for (const { name, clicks: clicked, read } of afterCommit) {
+    it.skipIf(!backend.available)(
+      `${name} made once a chunk has committed, before it returns, counts each click once`,
+      async () => {
+        const mapping = await create(10);
+        const { slow, committed, release } = holdingAfterCommit();
+        const made = service(slow);
+        await click(made.urls, mapping.code, clicked);
+        const flushed = made.clicks.flush();
+        await committed.opened; // stored: 10 + clicked; the chunk has not returned, so its clicks are still pending
+        const shown = read(made, mapping);
+        const answeredFirst = await release(shown);
+        await flushed;
+        expect(await shown).toBe(10 + clicked);
+        expect(answeredFirst).toBe(false); // the read waited for the chunk
+        expect(await storedClicks(database.db, mapping)).toBe(10 + clicked);
+      },
+    );
+  }
 
   it.skipIf(!backend.available)(
     'a listing whose read ended before a chunk committed counts each click once',
@@ -135,43 +161,6 @@ describe.each(BACKENDS)('click counts read while clicks are written, on $name', 
       expect(writes).toBe(1);
       expect(await storedClicks(database.db, mapping)).toBe(13);
       expect(await listed(urls, mapping.id)).toBe(13);
-    },
-  );
-
-  it.skipIf(!backend.available)(
-    'a PATCH made once a chunk has committed, before it returns, answers each click once',
-    async () => {
-      const mapping = await create(10);
-      const { slow, committed, release } = holdingAfterCommit();
-      const { clicks, urls } = service(slow);
-      await click(urls, mapping.code, 2);
-      const flushed = clicks.flush();
-      await committed.opened;
-      const patched = urls.update(mapping.code, { url: 'https://example.com/b' });
-      const answeredFirst = await release(patched);
-      await flushed;
-      expect((await patched).click_count).toBe(12);
-      expect(answeredFirst).toBe(false);
-    },
-  );
-
-  it.skipIf(!backend.available)(
-    'an export page read once a chunk has committed, before it returns, counts each click once',
-    async () => {
-      const mapping = await create(10);
-      const { slow, committed, release } = holdingAfterCommit();
-      const { clicks, urls, transfer } = service(slow);
-      await click(urls, mapping.code, 4);
-      const flushed = clicks.flush();
-      await committed.opened;
-      const exported = (async () => {
-        for await (const record of transfer.exportLinks()) if (record.code === mapping.code) return record.click_count;
-        return undefined;
-      })();
-      const answeredFirst = await release(exported);
-      await flushed;
-      expect(await exported).toBe(14);
-      expect(answeredFirst).toBe(false);
     },
   );
 
