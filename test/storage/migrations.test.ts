@@ -36,7 +36,8 @@ describe.each(BACKENDS)('migrations on $name', (backend) => {
     ) as MigratedDatabaseFixture;
   /** 0052: main before the migrations moved into one folder; 0075: the visit segments. */
   const fixtures = FIXTURE_VERSIONS.map((version) => ({ version, fixture: recordedAt(version) }));
-  const fixture = fixtures[0]!.fixture;
+  /** 0052's fixture, for the tests below that build a database as 0052 left it. */
+  const at0052 = fixtures.find((f) => f.version === '0052')!.fixture;
   const opened: { testDb: TestDatabase; database: Database }[] = [];
 
   async function emptyDatabase(recorder?: MigrationRecorder): Promise<Database> {
@@ -93,8 +94,8 @@ describe.each(BACKENDS)('migrations on $name', (backend) => {
   it.skipIf(!backend.available)('a database without 0040 that has 0051 and 0052 gets 0040 alone', async () => {
     const today = await fresh();
     const database = await emptyDatabase();
-    await buildFromFixture(database.db, fixture, ['0040_url_click_deltas']);
-    const recorded = fixture.migrations.map((m) => m.name);
+    await buildFromFixture(database.db, at0052, ['0040_url_click_deltas']);
+    const recorded = at0052.migrations.map((m) => m.name);
     expect((await migrateToLatest(database.db, database.dialect)).applied).toEqual([
       '0040_url_click_deltas',
       ...today.applied.filter((name) => !recorded.includes(name)),
@@ -106,7 +107,7 @@ describe.each(BACKENDS)('migrations on $name', (backend) => {
     '0065 to 0067 keep the users a 0052 database had: enabled, and able to hold API keys',
     async () => {
       const database = await emptyDatabase();
-      await buildFromFixture(database.db, fixture);
+      await buildFromFixture(database.db, at0052);
       const at = '2024-05-06T07:08:09Z';
       await database.db
         .insertInto('users')
@@ -143,7 +144,7 @@ describe.each(BACKENDS)('migrations on $name', (backend) => {
 
   it.skipIf(!backend.available)('0068 gives the settings a 0052 database stored a version to follow', async () => {
     const database = await emptyDatabase();
-    await buildFromFixture(database.db, fixture);
+    await buildFromFixture(database.db, at0052);
     await sql`INSERT INTO settings (key, value, updated_at)
       VALUES ('max_login_attempts', '3', '2024-01-01T00:00:00Z')`.execute(database.db);
     await migrateToLatest(database.db, database.dialect);
@@ -157,7 +158,7 @@ describe.each(BACKENDS)('migrations on $name', (backend) => {
     'mappings stored at 0052 keep their data, have no owner, and are found by search after 0060 and 0061',
     async () => {
       const database = await emptyDatabase();
-      await buildFromFixture(database.db, fixture);
+      await buildFromFixture(database.db, at0052);
       await sql`INSERT INTO url_mappings (code, url, created_at, click_count)
         VALUES ('Before1', 'https://example.com/kept-through-0061', '2024-01-01T00:00:00Z', 4)`.execute(database.db);
       expect((await migrateToLatest(database.db, database.dialect)).applied).toEqual(
