@@ -17,18 +17,19 @@ const RETENTION_CHUNK = 1_000;
 const RETENTION_CHUNKS = 20;
 /**
  * How often the day rows are caught up from the segments written since (every instance tries;
- * what one folds the others do not), and the links one fold transaction takes. A link's day row is
+ * what one folds the others do not), and the segments one fold transaction takes. A link's day row is
  * then read, merged and written once every few seconds, not once every flush: that was the largest
  * part of what recording a visit cost where many links are followed.
  */
 const FOLD_INTERVAL_MS = 5_000;
 /**
- * How many links one fold transaction takes: as many as fit in about `targetMs`, since the
- * transaction holds the event loop that long on SQLite (better-sqlite3 is synchronous), and its
- * JavaScript does on either backend. 250 links a transaction took tens of ms where each link had
- * many visits, which redirects waiting behind it saw as their p99 (bench/PROFILE.md).
+ * How many segments one fold transaction takes (it ends at a link's last): as many as fit in about
+ * `targetMs`, since the transaction holds the event loop that long on SQLite (better-sqlite3 is
+ * synchronous), and its JavaScript does on either backend. 250 links a transaction took tens of ms
+ * where each link had many visits, which redirects waiting behind it saw as their p99
+ * (bench/PROFILE.md).
  */
-const FOLD_SIZING = { initial: 25, min: 1, max: 1_000, targetMs: 2 } as const;
+const FOLD_SIZING = { initial: 250, min: 1, max: 20_000, targetMs: 2 } as const;
 /** Batch ids are kept this long: far longer than any flush is retried. */
 const BATCH_IDS_KEPT_MS = DAY_MS;
 
@@ -108,17 +109,19 @@ export function composeVisits(
 
 type VisitWrites = Pick<VisitRepository, 'foldMark' | 'fold' | 'prune'>;
 
-/** Folds the segments written so far (not those that arrive meanwhile), `sizer`'s links a transaction. */
+/** Folds the segments written so far (not those that arrive meanwhile), `sizer`'s segments a transaction. */
 async function foldAll(writes: VisitWrites, sizer: BatchSizer): Promise<number> {
   const upTo = await writes.foldMark();
   if (upTo === 0) return 0;
   let folded = 0;
-  for (;;) {
+  for (let after = 0; ; ) {
     const started = performance.now();
-    const n = await writes.fold(sizer.size, upTo);
-    if (n === 0) return folded; // (an empty run's time says nothing about a full one's)
-    sizer.took(performance.now() - started);
-    folded += n;
+    const step = await writes.fold(sizer.size, upTo, after);
+    if (step.through === undefined) return folded;
+    // (A step that found its range locked by another instance says nothing about a full one's time.)
+    if (step.segments > 0) sizer.took(performance.now() - started);
+    folded += step.segments;
+    after = step.through;
     await new Promise((resolve) => setImmediate(resolve)); // requests get the writer in between
   }
 }

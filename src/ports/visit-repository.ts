@@ -34,6 +34,12 @@ export interface VisitPageRow extends VisitRecord {
   readonly id: number;
 }
 
+/** What a fold step did: how many segments it folded, and the mapping it went through (undefined: none was left). */
+export interface FoldStep {
+  readonly segments: number;
+  readonly through: number | undefined;
+}
+
 /** Visits, their day rows and the day salts, in the service's database. */
 export interface VisitRepository {
   /** Writes the batch's visits, in one transaction; false if it was written before. */
@@ -41,11 +47,13 @@ export interface VisitRepository {
   /** The newest visit segment (0: none): what a fold run goes up to. */
   foldMark(): Promise<number>;
   /**
-   * Adds the visit segments not yet folded, up to segment `upTo`, of up to `links` mappings to the
-   * day rows; how many segments (0: nothing left, or another instance is folding those). Statistics
-   * count what is not folded yet as well: folding changes what they read, not what they say.
+   * One step of a fold run: adds the visit segments not yet folded, up to segment `upTo`, of the
+   * mappings after mapping id `after` (0: from the first), about `segments` of them, to the day
+   * rows. A run starts at 0 and goes on from each step's `through` until it is undefined.
+   * Statistics count what is not folded yet as well: folding changes what they read, not what
+   * they say.
    */
-  fold(links: number, upTo: number): Promise<number>;
+  fold(segments: number, upTo: number, after: number): Promise<FoldStep>;
   /** The salt of UTC day `day`, made by the first instance that asks. */
   daySalt(day: number): Promise<string>;
   /** The day rows of the whole UTC days the range touches (with what is not folded yet), in day order. */

@@ -179,8 +179,8 @@ describe.skipIf(!postgres.available)('PostgreSQL away while visits are recorded'
     const outcomes = { failed: 0, folded: 0 };
     for (let cut = 0; cut < 60; cut++) {
       // (A pooled connection the last cut closed may fail the mark too, as after a restart.)
-      const folding = (async () => cutOff.fold(4, await cutOff.foldMark()))().then(
-        (n) => (outcomes.folded += n > 0 ? 1 : 0),
+      const folding = (async () => cutOff.fold(4, await cutOff.foldMark(), 0))().then(
+        (step) => (outcomes.folded += step.segments > 0 ? 1 : 0),
         () => outcomes.failed++,
       );
       await sleep(cut / 2);

@@ -85,7 +85,10 @@ export async function rollupsAndRecount(db: Kysely<DatabaseSchema>, urlId: numbe
   const repository = new KyselyVisitRepository(db, dialectOf(db));
   // Until none is left (a serving instance may be folding some at the same time).
   while (await db.selectFrom('visit_unfolded').select('segment_id').limit(1).executeTakeFirst()) {
-    await repository.fold(1_000, await repository.foldMark());
+    const upTo = await repository.foldMark();
+    for (let after: number | undefined = 0; after !== undefined; ) {
+      after = (await repository.fold(1_000, upTo, after)).through;
+    }
   }
   const visits = await visitRowsOf(db, urlId);
   const recount = new Map<number, DayCounts>();

@@ -11,6 +11,7 @@ import {
   type VisitSegmentRow,
 } from '../../domain/visit-segment.js';
 import type {
+  FoldStep,
   StatsRange,
   StoredVisitDay,
   VisitBatch,
@@ -19,6 +20,7 @@ import type {
   VisitRepository,
 } from '../../ports/visit-repository.js';
 import type { Dialect } from './database.js';
+import { PreparedQuery } from './prepared-query.js';
 import type { DatabaseSchema } from './schema.js';
 
 /** Rows per statement (each statement has one parameter per column, whatever its rows). */
@@ -83,6 +85,48 @@ function* chunks<T>(rows: readonly T[]): Generator<T[]> {
   }
 }
 
+interface FoldRange {
+  readonly after: number;
+  readonly through: number;
+  readonly upTo: number;
+}
+
+type UnfoldedSegment = { url_id: number | string; day: number | string; first_ms: number | string; data: string };
+
+/**
+ * A fold step's statements, prepared once (a step runs them every few ms while a run lasts):
+ * - `through`: the mapping of the `skip + 1`th unfolded segment after mapping `after`, in
+ *   (mapping, segment) order: where the step ends;
+ * - `take`: the segments of the range, and on PostgreSQL their removal from the list too (the rows
+ *   another instance has locked are skipped); `forget` removes them on SQLite, where the
+ *   transaction already holds the one writer.
+ */
+function foldStatements(db: Kysely<DatabaseSchema>, dialect: Dialect) {
+  const prepared = <Row, Params extends object>(build: (p: (name: keyof Params & string) => unknown) => RawBuilder<Row>) =>
+    new PreparedQuery<DatabaseSchema, Row, Params>(db, (db, p) => ({ compile: () => build(p).compile(db) }));
+  return {
+    through: prepared<{ url_id: number | string }, { after: number; upTo: number; skip: number }>(
+      (p) => sql`SELECT url_id FROM visit_unfolded WHERE url_id > ${p('after')} AND segment_id <= ${p('upTo')}
+        ORDER BY url_id, segment_id LIMIT 1 OFFSET ${p('skip')}`,
+    ),
+    take: prepared<UnfoldedSegment, FoldRange>((p) =>
+      dialect === 'postgres'
+        ? sql`WITH taken AS (DELETE FROM visit_unfolded WHERE (url_id, segment_id) IN
+              (SELECT url_id, segment_id FROM visit_unfolded
+                WHERE url_id > ${p('after')} AND url_id <= ${p('through')} AND segment_id <= ${p('upTo')}
+                FOR UPDATE SKIP LOCKED)
+              RETURNING segment_id)
+            SELECT s.url_id, s.day, s.first_ms, s.data FROM taken JOIN visit_segments AS s ON s.id = taken.segment_id`
+        : sql`SELECT s.url_id, s.day, s.first_ms, s.data FROM visit_unfolded AS u JOIN visit_segments AS s ON s.id = u.segment_id
+            WHERE u.url_id > ${p('after')} AND u.url_id <= ${p('through')} AND u.segment_id <= ${p('upTo')}`,
+    ),
+    forget: prepared<never, FoldRange>(
+      (p) => sql`DELETE FROM visit_unfolded
+        WHERE url_id > ${p('after')} AND url_id <= ${p('through')} AND segment_id <= ${p('upTo')}`,
+    ),
+  };
+}
+
 /**
  * Visits and their day rows in SQLite or PostgreSQL. A batch is written in one transaction: its
  * id and its segments (src/domain/visit-segment.ts), each listed as not yet folded. The day rows
@@ -90,11 +134,15 @@ function* chunks<T>(rows: readonly T[]): Generator<T[]> {
  * it first; statistics read the day rows and add the unfolded segments of the link as they read.
  */
 export class KyselyVisitRepository implements VisitRepository {
+  private readonly foldStatements: ReturnType<typeof foldStatements>;
+
   constructor(
     private readonly db: Kysely<DatabaseSchema>,
     private readonly dialect: Dialect,
     private readonly now: () => number = Date.now,
-  ) {}
+  ) {
+    this.foldStatements = foldStatements(db, dialect);
+  }
 
   writeBatch(batch: VisitBatch): Promise<boolean> {
     return this.db.transaction().execute(async (trx) => {
@@ -119,27 +167,27 @@ export class KyselyVisitRepository implements VisitRepository {
   }
 
   /**
-   * Adds the unfolded segments up to `upTo` of up to `links` mappings (lowest ids first) to their
-   * day rows, in one transaction that takes them off the unfolded list; how many segments. All of
-   * a mapping's segments are taken at once, so each day row is read and written once a run. Instances
-   * fold at once without waiting for each other (PostgreSQL: each takes segments the others have
-   * not locked, and finds none where another is at work) and without adding a segment twice.
+   * One step of a fold run: adds the unfolded segments up to `upTo` of the mappings after `after`
+   * (lowest ids first), about `segments` of them, to their day rows, in one transaction that takes
+   * them off the unfolded list. The last mapping's segments are all taken (a step ends at a
+   * mapping's last segment), so each day row is read and written once a run. The step is a range
+   * of mapping ids: a run walks the unfolded list once, its next step starting at `through`,
+   * instead of looking past the segments that arrived since its mark for the mappings it has
+   * done, at every step. Instances fold at once without waiting for each other (PostgreSQL: each
+   * takes the segments of its range the others have not locked) and without adding a segment twice.
    */
-  fold(links: number, upTo: number): Promise<number> {
+  fold(segments: number, upTo: number, after: number): Promise<FoldStep> {
     return this.db.transaction().execute(async (trx) => {
-      const skipLocked = this.dialect === 'postgres' ? sql` FOR UPDATE SKIP LOCKED` : sql``;
-      const taken = await sql<{ segment_id: number | string }>`DELETE FROM visit_unfolded WHERE (url_id, segment_id) IN
-        (SELECT url_id, segment_id FROM visit_unfolded WHERE segment_id <= ${upTo} AND url_id IN
-          (SELECT DISTINCT url_id FROM visit_unfolded WHERE segment_id <= ${upTo} ORDER BY url_id LIMIT ${links})${skipLocked})
-        RETURNING segment_id`.execute(trx);
-      if (taken.rows.length === 0) return 0;
-      const segments = await trx
-        .selectFrom('visit_segments')
-        .select(['url_id', 'day', 'first_ms', 'data'])
-        .where('id', 'in', this.numberList(taken.rows.map((r) => Number(r.segment_id))))
-        .execute();
-      await this.mergeDays(trx, segmentDeltas(segments));
-      return taken.rows.length;
+      const limit = await this.foldStatements.through.run(trx, { after, upTo, skip: Math.max(0, segments - 1) });
+      const last = limit.rows[0];
+      const through = last === undefined ? Number.MAX_SAFE_INTEGER : Number(last.url_id);
+      const taken = (await this.foldStatements.take.run(trx, { after, through, upTo })).rows;
+      if (this.dialect === 'sqlite') await this.foldStatements.forget.run(trx, { after, through, upTo });
+      if (taken.length > 0) await this.mergeDays(trx, segmentDeltas(taken));
+      if (last !== undefined) return { segments: taken.length, through };
+      // The rest of the list: its last mapping, or none left.
+      const reached = taken.reduce((most, row) => Math.max(most, Number(row.url_id)), -1);
+      return { segments: taken.length, through: reached < 0 ? undefined : reached };
     });
   }
 
@@ -331,9 +379,7 @@ export class KyselyVisitRepository implements VisitRepository {
 }
 
 /** What the segments add to each (mapping, UTC day), in key order (day, mapping: every writer locks rows in that order). */
-function segmentDeltas(
-  segments: readonly { url_id: number | string; day: number | string; first_ms: number | string; data: string }[],
-): VisitDayDelta[] {
+function segmentDeltas(segments: readonly UnfoldedSegment[]): VisitDayDelta[] {
   const days = new Map<string, VisitDayDelta>();
   for (const segment of segments) {
     const url_id = Number(segment.url_id);

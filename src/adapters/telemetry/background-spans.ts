@@ -101,7 +101,8 @@ export function tracedVisitWrites(repository: VisitWrites): VisitWrites {
       ),
     daySalt: (day) => repository.daySalt(day),
     foldMark: () => repository.foldMark(),
-    fold: (links, upTo) => inBackgroundSpan(BACKGROUND_SPANS.visitFold, {}, () => repository.fold(links, upTo)),
+    fold: (segments, upTo, after) =>
+      inBackgroundSpan(BACKGROUND_SPANS.visitFold, {}, () => repository.fold(segments, upTo, after)),
     prune: (options) => inBackgroundSpan(BACKGROUND_SPANS.visitPrune, {}, () => repository.prune(options)),
   };
 }
