@@ -83,7 +83,7 @@ try {
       const upTo = await repository.foldMark();
       fold.push(
         (await cpu(async () => {
-          for (let after: number | undefined = 0; after !== undefined; ) {
+          for (let after: number | undefined = 0; after !== undefined;) {
             after = (await repository.fold(FOLD_SEGMENTS, upTo, after)).through;
           }
         })) /

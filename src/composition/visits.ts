@@ -114,7 +114,7 @@ async function foldAll(writes: VisitWrites, sizer: BatchSizer): Promise<number> 
   const upTo = await writes.foldMark();
   if (upTo === 0) return 0;
   let folded = 0;
-  for (let after = 0; ; ) {
+  for (let after = 0; ;) {
     const started = performance.now();
     const step = await writes.fold(sizer.size, upTo, after);
     if (step.through === undefined) return folded;

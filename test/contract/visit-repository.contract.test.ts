@@ -48,33 +48,52 @@ describe.each(BACKENDS)('VisitRepository on $name', (backend) => {
   });
 
   it.skipIf(!backend.available)(
-    'pages a link’s visits newest first, each once, across overlapping segments',
+    'pages a link’s visits newest first, each once, across overlapping segments, folded or not, while a fold runs',
     async () => {
       const start = Date.UTC(2026, 10, 20, 23, 59); // the visits span midnight
       const all: VisitRecord[] = [];
       // Batches whose times overlap (instances, and batches held and written late), of other links too.
-      for (let batch = 0; batch < 6; batch++) {
-        const own = visitsOf(1, 700, start, 180_000, batch);
-        all.push(...own);
-        await visits.writeBatch({
-          id: randomUUID(),
-          visits: [...own, ...visitsOf(2, 50, start, 180_000, batch)],
-          visitors: [],
-        });
-      }
+      const writeBatches = async (batches: readonly number[]) => {
+        for (const batch of batches) {
+          const own = visitsOf(1, 700, start, 180_000, batch);
+          all.push(...own);
+          await visits.writeBatch({
+            id: randomUUID(),
+            visits: [...own, ...visitsOf(2, 50, start, 180_000, batch)],
+            visitors: [],
+          });
+        }
+      };
+      const foldRun = async (segments: number) => {
+        const upTo = await visits.foldMark();
+        for (let after: number | undefined = 0; after !== undefined;) {
+          after = (await visits.fold(segments, upTo, after)).through;
+        }
+      };
       const from = start + 20_000;
       const to = start + 150_000;
-      const seen = await allVisitPages(visits, { urlId: 1, from, to }, 97, 100);
-      const expected = all.filter((v) => v.visitedAt >= from && v.visitedAt < to);
-      expect(seen).toHaveLength(expected.length);
-      expect(new Set(seen.map((v) => v.id)).size).toBe(seen.length);
-      for (let i = 1; i < seen.length; i++) {
-        const [a, b] = [seen[i - 1]!, seen[i]!];
-        expect(a.visitedAt > b.visitedAt || (a.visitedAt === b.visitedAt && a.id > b.id)).toBe(true);
-      }
       const key = (v: VisitRecord) =>
         JSON.stringify([v.visitedAt, v.referrerHost, v.browser, v.os, v.device, v.bot, v.country]);
-      expect(seen.map(key).sort()).toEqual(expected.map(key).sort());
+      const checkPages = (seen: readonly (VisitRecord & { id: number })[]) => {
+        const expected = all.filter((v) => v.visitedAt >= from && v.visitedAt < to);
+        expect(seen).toHaveLength(expected.length);
+        expect(new Set(seen.map((v) => v.id)).size).toBe(seen.length);
+        for (let i = 1; i < seen.length; i++) {
+          const [a, b] = [seen[i - 1]!, seen[i]!];
+          expect(a.visitedAt > b.visitedAt || (a.visitedAt === b.visitedAt && a.id > b.id)).toBe(true);
+        }
+        expect(seen.map(key).sort()).toEqual(expected.map(key).sort());
+      };
+      // Half of them folded (listed by link), half not.
+      await writeBatches([0, 1, 2]);
+      await foldRun(1_000);
+      await writeBatches([3, 4, 5]);
+      const seen = await allVisitPages(visits, { urlId: 1, from, to }, 97, 100);
+      checkPages(seen);
+      // The same pages while a fold moves the rest from one list to the other, a segment a step.
+      const [during] = await Promise.all([allVisitPages(visits, { urlId: 1, from, to }, 97, 100), foldRun(1)]);
+      expect(during).toEqual(seen);
+      expect(await allVisitPages(visits, { urlId: 1, from, to }, 97, 100)).toEqual(seen);
     },
   );
 
@@ -91,7 +110,7 @@ describe.each(BACKENDS)('VisitRepository on $name', (backend) => {
       const run = async (segments: number, between?: () => Promise<unknown>) => {
         const upTo = await visits.foldMark();
         const steps: { segments: number; through: number | undefined }[] = [];
-        for (let after: number | undefined = 0; after !== undefined; ) {
+        for (let after: number | undefined = 0; after !== undefined;) {
           const step = await visits.fold(segments, upTo, after);
           steps.push(step);
           after = step.through;
@@ -133,7 +152,7 @@ describe.each(BACKENDS)('VisitRepository on $name', (backend) => {
         while (writing) {
           const upTo = await repository.foldMark();
           // A whole run, a few segments a step.
-          for (let after: number | undefined = upTo > 0 ? 0 : undefined; after !== undefined; ) {
+          for (let after: number | undefined = upTo > 0 ? 0 : undefined; after !== undefined;) {
             const step = await repository.fold(7, upTo, after);
             folded += step.segments;
             after = step.through;

@@ -40,7 +40,7 @@ export async function allVisitPages(
 
 /** Every table visits are written to: their rows as text (to look for what must never be stored). */
 export async function visitTablesText(db: Kysely<DatabaseSchema>): Promise<string> {
-  const tables = ['visit_segments', 'visit_unfolded', 'visit_days', 'visit_batches'] as const;
+  const tables = ['visit_segments', 'visit_unfolded', 'visit_link_segments', 'visit_days', 'visit_batches'] as const;
   const dumps: unknown[] = [];
   for (const table of tables) dumps.push(await db.selectFrom(table).selectAll().execute());
   return JSON.stringify(dumps);
@@ -86,7 +86,7 @@ export async function rollupsAndRecount(db: Kysely<DatabaseSchema>, urlId: numbe
   // Until none is left (a serving instance may be folding some at the same time).
   while (await db.selectFrom('visit_unfolded').select('segment_id').limit(1).executeTakeFirst()) {
     const upTo = await repository.foldMark();
-    for (let after: number | undefined = 0; after !== undefined; ) {
+    for (let after: number | undefined = 0; after !== undefined;) {
       after = (await repository.fold(1_000, upTo, after)).through;
     }
   }

@@ -27,14 +27,14 @@ import {
  * migration must still do what it did. The fixtures hold what the earlier code did, per dialect.
  */
 /** The recorded fixtures (test/storage/record-migrations.ts): one more each time a migration is added. */
-const FIXTURE_VERSIONS = ['0052', '0075'] as const;
+const FIXTURE_VERSIONS = ['0052', '0075', '0076'] as const;
 
 describe.each(BACKENDS)('migrations on $name', (backend) => {
   const recordedAt = (version: string) =>
     JSON.parse(
       readFileSync(new URL(`fixtures/${version}-${backend.name}.json`, import.meta.url), 'utf8'),
     ) as MigratedDatabaseFixture;
-  /** 0052: main before the migrations moved into one folder; 0075: the visit segments. */
+  /** 0052: main before the migrations moved into one folder; 0075: the visit segments; 0076: segments listed by link. */
   const fixtures = FIXTURE_VERSIONS.map((version) => ({ version, fixture: recordedAt(version) }));
   /** 0052's fixture, for the tests below that build a database as 0052 left it. */
   const at0052 = fixtures.find((f) => f.version === '0052')!.fixture;
@@ -221,7 +221,13 @@ describe.each(BACKENDS)('migrations on $name', (backend) => {
           .execute();
       }
 
-      expect((await migrateToLatest(database.db, database.dialect)).applied).toEqual(['0075_visit_segments']);
+      const at0075 = await migrator.migrateTo('0075_visit_segments');
+      expect(at0075.error).toBeUndefined();
+      expect(at0075.results?.map((r) => r.migrationName)).toEqual(['0075_visit_segments']);
+      // Converted segments are already in their day rows: none is listed as unfolded.
+      expect(await database.db.selectFrom('visit_unfolded').selectAll().execute()).toEqual([]);
+      // 0076 lists them by link, which is how the repository pages them.
+      expect((await migrateToLatest(database.db, database.dialect)).applied).toEqual(['0076_visit_link_segments']);
       const sorted = (list: readonly object[]) =>
         list.map((row) => JSON.stringify(row)).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
       for (const urlId of [11, 7]) {
@@ -239,12 +245,9 @@ describe.each(BACKENDS)('migrations on $name', (backend) => {
           .map((row) => row.visited_at_ms)
           .reverse(),
       );
-      // Converted segments are already in their day rows: none is listed as unfolded.
-      expect(await database.db.selectFrom('visit_unfolded').selectAll().execute()).toEqual([]);
-
-      const down = await migrator.migrateDown();
+      const down = await migrator.migrateTo('0074_url_mapping_expiry_index');
       expect(down.error).toBeUndefined();
-      expect(down.results?.map((r) => r.migrationName)).toEqual(['0075_visit_segments']);
+      expect(down.results?.map((r) => r.migrationName)).toEqual(['0076_visit_link_segments', '0075_visit_segments']);
       expect(
         await database.db
           .selectFrom('visits' as never)
@@ -253,6 +256,63 @@ describe.each(BACKENDS)('migrations on $name', (backend) => {
       ).toEqual([]);
       await expect(database.db.selectFrom('visit_segments').selectAll().execute()).rejects.toThrow();
       await expect(database.db.selectFrom('visit_unfolded').selectAll().execute()).rejects.toThrow();
+    },
+  );
+
+  it.skipIf(!backend.available)(
+    '0076 lists the folded segments by link (the unfolded ones are left to the fold) in place of the index on visit_segments, and its down puts the index back',
+    async () => {
+      const database = await emptyDatabase();
+      const migrator = await migratorFor(database.db, database.dialect);
+      expect((await migrator.migrateTo('0075_visit_segments')).error).toBeUndefined();
+      const segment = (url_id: number, last_ms: number) => ({
+        url_id,
+        day: 20_000,
+        first_ms: last_ms - 10,
+        last_ms,
+        visits: 1,
+        data: '{}',
+      });
+      const ids = [];
+      for (const [urlId, last] of [
+        [5, 100],
+        [5, 200],
+        [9, 150],
+        [9, 300],
+      ] as const) {
+        const row = await database.db
+          .insertInto('visit_segments')
+          .values(segment(urlId, last))
+          .returning('id')
+          .executeTakeFirstOrThrow();
+        ids.push(Number(row.id));
+      }
+      // The second segment of each link is not folded yet.
+      await database.db
+        .insertInto('visit_unfolded')
+        .values([
+          { url_id: 5, segment_id: ids[1]! },
+          { url_id: 9, segment_id: ids[3]! },
+        ])
+        .execute();
+      const indexes = async () =>
+        (await describeSchema(database.db, database.dialect))
+          .filter((row) => row.type === 'index' || row.kind === 'index')
+          .map((row) => row.name ?? row.indexname);
+
+      expect(await indexes()).toContain('visit_segments_url_last');
+      expect((await migrateToLatest(database.db, database.dialect)).applied).toEqual(['0076_visit_link_segments']);
+      const listed = await database.db.selectFrom('visit_link_segments').selectAll().orderBy('segment_id').execute();
+      expect(listed.map((r) => [Number(r.url_id), Number(r.last_ms), Number(r.segment_id)])).toEqual([
+        [5, 100, ids[0]],
+        [9, 150, ids[2]],
+      ]);
+      expect(await indexes()).not.toContain('visit_segments_url_last');
+
+      const down = await migrator.migrateDown();
+      expect(down.results?.map((r) => r.migrationName)).toEqual(['0076_visit_link_segments']);
+      expect(await indexes()).toContain('visit_segments_url_last');
+      await expect(database.db.selectFrom('visit_link_segments').selectAll().execute()).rejects.toThrow();
     },
   );
 });

@@ -4,7 +4,8 @@
  * writes test/storage/fixtures/NAME-<dialect>.json.
  *
  * The fixtures in that folder were recorded from the code of their time (0052: main before the
- * migrations moved into one folder; 0075: the visit segments, recorded late, at 0075 itself);
+ * migrations moved into one folder; 0075: the visit segments, recorded late, at 0075 itself; 0076:
+ * the segments listed by link);
  * migrations.test.ts checks today's code against them (add the name to its FIXTURE_VERSIONS).
  * Record a new one when a migration is added; never re-record an old one to make that test pass.
  */

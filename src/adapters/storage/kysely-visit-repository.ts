@@ -97,13 +97,14 @@ type UnfoldedSegment = { url_id: number | string; day: number | string; first_ms
  * A fold step's statements, prepared once (a step runs them every few ms while a run lasts):
  * - `through`: the mapping of the `skip + 1`th unfolded segment after mapping `after`, in
  *   (mapping, segment) order: where the step ends;
- * - `take`: the segments of the range, and on PostgreSQL their removal from the list too (the rows
- *   another instance has locked are skipped); `forget` removes them on SQLite, where the
- *   transaction already holds the one writer.
+ * - `take`: the segments of the range; on PostgreSQL it also takes them off the unfolded list (the
+ *   rows another instance has locked are skipped) and lists them by link (`visit_link_segments`),
+ *   which on SQLite `list` and `forget` do, the transaction holding the one writer already.
  */
 function foldStatements(db: Kysely<DatabaseSchema>, dialect: Dialect) {
-  const prepared = <Row, Params extends object>(build: (p: (name: keyof Params & string) => unknown) => RawBuilder<Row>) =>
-    new PreparedQuery<DatabaseSchema, Row, Params>(db, (db, p) => ({ compile: () => build(p).compile(db) }));
+  const prepared = <Row, Params extends object>(
+    build: (p: (name: keyof Params & string) => unknown) => RawBuilder<Row>,
+  ) => new PreparedQuery<DatabaseSchema, Row, Params>(db, (db, p) => ({ compile: () => build(p).compile(db) }));
   return {
     through: prepared<{ url_id: number | string }, { after: number; upTo: number; skip: number }>(
       (p) => sql`SELECT url_id FROM visit_unfolded WHERE url_id > ${p('after')} AND segment_id <= ${p('upTo')}
@@ -115,10 +116,19 @@ function foldStatements(db: Kysely<DatabaseSchema>, dialect: Dialect) {
               (SELECT url_id, segment_id FROM visit_unfolded
                 WHERE url_id > ${p('after')} AND url_id <= ${p('through')} AND segment_id <= ${p('upTo')}
                 FOR UPDATE SKIP LOCKED)
-              RETURNING segment_id)
-            SELECT s.url_id, s.day, s.first_ms, s.data FROM taken JOIN visit_segments AS s ON s.id = taken.segment_id`
+              RETURNING segment_id),
+            segments AS (SELECT s.id, s.url_id, s.day, s.first_ms, s.last_ms, s.data
+              FROM taken JOIN visit_segments AS s ON s.id = taken.segment_id),
+            listed AS (INSERT INTO visit_link_segments (url_id, last_ms, segment_id)
+              SELECT url_id, last_ms, id FROM segments)
+            SELECT url_id, day, first_ms, data FROM segments`
         : sql`SELECT s.url_id, s.day, s.first_ms, s.data FROM visit_unfolded AS u JOIN visit_segments AS s ON s.id = u.segment_id
             WHERE u.url_id > ${p('after')} AND u.url_id <= ${p('through')} AND u.segment_id <= ${p('upTo')}`,
+    ),
+    list: prepared<never, FoldRange>(
+      (p) => sql`INSERT INTO visit_link_segments (url_id, last_ms, segment_id)
+        SELECT u.url_id, s.last_ms, s.id FROM visit_unfolded AS u JOIN visit_segments AS s ON s.id = u.segment_id
+        WHERE u.url_id > ${p('after')} AND u.url_id <= ${p('through')} AND u.segment_id <= ${p('upTo')}`,
     ),
     forget: prepared<never, FoldRange>(
       (p) => sql`DELETE FROM visit_unfolded
@@ -131,7 +141,9 @@ function foldStatements(db: Kysely<DatabaseSchema>, dialect: Dialect) {
  * Visits and their day rows in SQLite or PostgreSQL. A batch is written in one transaction: its
  * id and its segments (src/domain/visit-segment.ts), each listed as not yet folded. The day rows
  * are caught up from the unfolded segments by `fold`, every few seconds by whichever instance runs
- * it first; statistics read the day rows and add the unfolded segments of the link as they read.
+ * it first, which also lists them by link and end (`visit_link_segments`, migration 0076: no index
+ * of `visit_segments` is written a segment); statistics read the day rows and add the unfolded
+ * segments of the link as they read.
  */
 export class KyselyVisitRepository implements VisitRepository {
   private readonly foldStatements: ReturnType<typeof foldStatements>;
@@ -182,13 +194,23 @@ export class KyselyVisitRepository implements VisitRepository {
       const last = limit.rows[0];
       const through = last === undefined ? Number.MAX_SAFE_INTEGER : Number(last.url_id);
       const taken = (await this.foldStatements.take.run(trx, { after, through, upTo })).rows;
-      if (this.dialect === 'sqlite') await this.foldStatements.forget.run(trx, { after, through, upTo });
+      if (this.dialect === 'sqlite') {
+        await this.foldStatements.list.run(trx, { after, through, upTo });
+        await this.foldStatements.forget.run(trx, { after, through, upTo });
+      }
       if (taken.length > 0) await this.mergeDays(trx, segmentDeltas(taken));
       if (last !== undefined) return { segments: taken.length, through };
       // The rest of the list: its last mapping, or none left.
       const reached = taken.reduce((most, row) => Math.max(most, Number(row.url_id)), -1);
       return { segments: taken.length, through: reached < 0 ? undefined : reached };
     });
+  }
+
+  /** A list of (link, end, segment) keys to compare with `IN` (one parameter a column, whatever its length). */
+  private keyList(keys: readonly (readonly [number, number, number])[]) {
+    return this.dialect === 'sqlite'
+      ? sql`(SELECT value ->> 0, value ->> 1, value ->> 2 FROM json_each(${JSON.stringify(keys)}))`
+      : sql`(SELECT * FROM unnest(CAST(${keys.map((k) => k[0])} AS BIGINT[]), CAST(${keys.map((k) => k[1])} AS BIGINT[]), CAST(${keys.map((k) => k[2])} AS BIGINT[])))`;
   }
 
   /** A list of numbers to compare with `IN` (one parameter, whatever its length). */
@@ -324,15 +346,7 @@ export class KyselyVisitRepository implements VisitRepository {
     const found: VisitPageRow[] = [];
     let after: { last: number; id: number } | undefined;
     for (;;) {
-      let query = this.db
-        .selectFrom('visit_segments')
-        .select(['id', 'first_ms', 'last_ms', 'data'])
-        .where('url_id', '=', urlId)
-        .where('last_ms', '>=', from)
-        .where('last_ms', '<=', upper + SEGMENT_SPAN_MS)
-        .where('first_ms', '<=', upper);
-      if (after) query = query.where(sql<boolean>`(last_ms, id) < (${after.last}, ${after.id})`);
-      const segments = await query.orderBy('last_ms', 'desc').orderBy('id', 'desc').limit(PAGE_SEGMENTS).execute();
+      const segments = await this.pageSegments(urlId, from, upper, after);
       for (const segment of segments) {
         const visits = decodeSegment(urlId, Number(segment.first_ms), segment.data);
         for (let i = 0; i < visits.length; i++) {
@@ -357,6 +371,48 @@ export class KyselyVisitRepository implements VisitRepository {
   }
 
   /**
+   * The next PAGE_SEGMENTS of the link's segments that can hold visits from `from` to `upper`,
+   * newest-ending first, after `after`: the unfolded ones (through `visit_unfolded`) and the folded
+   * ones (through `visit_link_segments`), PAGE_SEGMENTS of each, merged. The unfolded are read
+   * first: a segment the fold moves from one list to the other between the two reads is then read
+   * twice, and kept once, rather than missed.
+   */
+  private async pageSegments(urlId: number, from: number, upper: number, after?: { last: number; id: number }) {
+    const unfolded = await this.db
+      .selectFrom('visit_unfolded as u')
+      .innerJoin('visit_segments as s', 's.id', 'u.segment_id')
+      .select(['s.id', 's.first_ms', 's.last_ms', 's.data'])
+      .where('u.url_id', '=', urlId)
+      .where('s.last_ms', '>=', from)
+      .where('s.last_ms', '<=', upper + SEGMENT_SPAN_MS)
+      .where('s.first_ms', '<=', upper)
+      .$if(after !== undefined, (q) => q.where(sql<boolean>`(s.last_ms, s.id) < (${after!.last}, ${after!.id})`))
+      .orderBy('s.last_ms', 'desc')
+      .orderBy('s.id', 'desc')
+      .limit(PAGE_SEGMENTS)
+      .execute();
+    const folded = await this.db
+      .selectFrom('visit_link_segments as l')
+      .innerJoin('visit_segments as s', 's.id', 'l.segment_id')
+      .select(['s.id', 's.first_ms', 's.last_ms', 's.data'])
+      .where('l.url_id', '=', urlId)
+      .where('l.last_ms', '>=', from)
+      .where('l.last_ms', '<=', upper + SEGMENT_SPAN_MS)
+      .where('s.first_ms', '<=', upper)
+      .$if(after !== undefined, (q) =>
+        q.where(sql<boolean>`(l.last_ms, l.segment_id) < (${after!.last}, ${after!.id})`),
+      )
+      .orderBy('l.last_ms', 'desc')
+      .orderBy('l.segment_id', 'desc')
+      .limit(PAGE_SEGMENTS)
+      .execute();
+    const byId = new Map([...unfolded, ...folded].map((segment) => [Number(segment.id), segment]));
+    return [...byId.values()]
+      .sort((a, b) => Number(b.last_ms) - Number(a.last_ms) || Number(b.id) - Number(a.id))
+      .slice(0, PAGE_SEGMENTS);
+  }
+
+  /**
    * Retention walks the oldest segments rather than an index of times (one index less to keep up):
    * of the `limit` lowest ids, the folded segments wholly older than `before` go. Ids follow the
    * visits' times but for the batches held while the database was away, written late: such a
@@ -364,13 +420,21 @@ export class KyselyVisitRepository implements VisitRepository {
    */
   async prune(options: { before: number; hashesBefore: number; batchesBefore: number; limit: number }) {
     const { before, hashesBefore, batchesBefore, limit } = options;
-    const deleted = await this.db
-      .deleteFrom('visit_segments')
-      .where('id', 'in', (db) => db.selectFrom('visit_segments').select('id').orderBy('id').limit(limit))
-      .where('last_ms', '<', before)
-      .where('id', 'not in', (db) => db.selectFrom('visit_unfolded').select('segment_id'))
-      .returning('visits')
-      .execute();
+    // The segments and their entries by link go together (an entry left alone would point at nothing).
+    const deleted = await this.db.transaction().execute(async (trx) => {
+      const rows = await trx
+        .deleteFrom('visit_segments')
+        .where('id', 'in', (db) => db.selectFrom('visit_segments').select('id').orderBy('id').limit(limit))
+        .where('last_ms', '<', before)
+        .where('id', 'not in', (db) => db.selectFrom('visit_unfolded').select('segment_id'))
+        .returning(['id', 'url_id', 'last_ms', 'visits'])
+        .execute();
+      if (rows.length > 0) {
+        const keys = this.keyList(rows.map((r) => [Number(r.url_id), Number(r.last_ms), Number(r.id)] as const));
+        await sql`DELETE FROM visit_link_segments WHERE (url_id, last_ms, segment_id) IN ${keys}`.execute(trx);
+      }
+      return rows;
+    });
     await this.db.deleteFrom('visit_days').where('day', '<', dayOf(before)).execute();
     await this.db.deleteFrom('visit_salts').where('day', '<', hashesBefore).execute();
     await this.db.deleteFrom('visit_batches').where('written_at_ms', '<', batchesBefore).execute();

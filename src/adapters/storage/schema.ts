@@ -55,6 +55,13 @@ export interface VisitSegmentsTable {
   data: string;
 }
 
+/** The segments added to their day rows, by link and end (what a page of a link's visits looks for). */
+export interface VisitLinkSegmentsTable {
+  url_id: number;
+  last_ms: number;
+  segment_id: number;
+}
+
 /** Segments not yet added to their day rows. */
 export interface VisitUnfoldedTable {
   segment_id: number;
@@ -284,6 +291,7 @@ export interface DatabaseSchema {
   api_keys: ApiKeysTable;
   visit_segments: VisitSegmentsTable;
   visit_unfolded: VisitUnfoldedTable;
+  visit_link_segments: VisitLinkSegmentsTable;
   visit_batches: VisitBatchesTable;
   visit_days: VisitDaysTable;
   visit_salts: VisitSaltsTable;

@@ -21,6 +21,7 @@ import { visitRollups } from './0071-visit-rollups.js';
 import { visitorHashes } from './0072-visitor-hashes.js';
 import { urlMappingLifecycle } from './0073-url-mapping-lifecycle.js';
 import { visitSegments } from './0075-visit-segments.js';
+import { visitLinkSegments } from './0076-visit-link-segments.js';
 import { urlMappingExpiryIndex } from './0074-url-mapping-expiry-index.js';
 import { dialectColumns } from './columns.js';
 import type { SchemaMigration } from './migration.js';
@@ -49,6 +50,7 @@ const MIGRATIONS: readonly SchemaMigration[] = [
   urlMappingLifecycle,
   urlMappingExpiryIndex,
   visitSegments,
+  visitLinkSegments,
 ];
 
 /** The migrations as Kysely's migrator takes them, by name, for one dialect. */
