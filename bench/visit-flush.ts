@@ -4,6 +4,7 @@
  * on a fresh SQLite file, then flushes, FLUSH_BENCH_ROUNDS times, folding the day rows after every
  * FLUSH_BENCH_FOLD_EVERY flushes (5: a fold every 5 s at one flush a second), and prints the CPU
  * µs per visit of the capture (`record`), of the flush and of the fold, medians of the rounds.
+ * FLUSH_BENCH_WARMUP_ROUNDS: rounds run first and not measured (0), for a database with a history.
  * FLUSH_BENCH_FOLD_SEGMENTS: segments a fold transaction takes (250; the service sizes its own by
  * time). FLUSH_BENCH_DROP: one SQL statement run after the migrations (an experiment).
  * FLUSH_BENCH_MIXED=1: visits from six User-Agents (a bot among them) and four referrers instead of
@@ -25,6 +26,11 @@ import { VisitBuffer } from '../src/support/visit-buffer.js';
 const MAPPINGS = Number(process.env.FLUSH_BENCH_MAPPINGS ?? 1000);
 const VISITS = Number(process.env.FLUSH_BENCH_VISITS ?? 10_000);
 const ROUNDS = Number(process.env.FLUSH_BENCH_ROUNDS ?? 10);
+/**
+ * Rounds run first and not measured: a history of segments and day rows, as a database that has
+ * been recording for a while holds (its indexes then spread over more pages).
+ */
+const WARMUP_ROUNDS = Number(process.env.FLUSH_BENCH_WARMUP_ROUNDS ?? 0);
 const FOLD_EVERY = Number(process.env.FLUSH_BENCH_FOLD_EVERY ?? 5);
 /** Segments a fold transaction takes (the service sizes its own by time: about 2 ms each). */
 const FOLD_SEGMENTS = Number(process.env.FLUSH_BENCH_FOLD_SEGMENTS ?? 250);
@@ -71,24 +77,26 @@ try {
   const record: number[] = [];
   const flush: number[] = [];
   const fold: number[] = [];
-  for (let round = 1; round <= ROUNDS; round++) {
+  for (let round = 1; round <= WARMUP_ROUNDS + ROUNDS; round++) {
+    const measured = round > WARMUP_ROUNDS;
     const base = round * VISITS;
     const recording = await cpu(() => {
       for (let i = 0; i < VISITS; i++)
         buffer.record(1 + (((base + i) * 7919) % MAPPINGS), headerLists[i % 997]!, `10.0.${i % 250}.${round}`);
     });
-    record.push(recording / VISITS);
-    flush.push((await cpu(() => buffer.flush())) / VISITS);
+    const flushing = await cpu(() => buffer.flush());
+    if (measured) record.push(recording / VISITS);
+    if (measured) flush.push(flushing / VISITS);
     if (round % FOLD_EVERY === 0) {
       const upTo = await repository.foldMark();
-      fold.push(
+      const folding =
         (await cpu(async () => {
           for (let after: number | undefined = 0; after !== undefined;) {
             after = (await repository.fold(FOLD_SEGMENTS, upTo, after)).through;
           }
         })) /
-          (VISITS * FOLD_EVERY),
-      );
+        (VISITS * FOLD_EVERY);
+      if (measured) fold.push(folding);
     }
   }
   const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
