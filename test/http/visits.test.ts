@@ -301,6 +301,20 @@ describe.each(BACKENDS)('visits and statistics on $name', (backend) => {
     expect(await visitRows(db, link.code)).toHaveLength(1);
     const { recount, stored } = await rollupsAndRecount(db, link.id);
     expect(stored).toEqual(recount);
+    // Every segment left, folded now, is listed by link once; the deleted ones' entries went with them.
+    const listed = await db
+      .selectFrom('visit_link_segments')
+      .select('segment_id')
+      .where('url_id', '=', link.id)
+      .orderBy('segment_id')
+      .execute();
+    const kept = await db
+      .selectFrom('visit_segments')
+      .select('id')
+      .where('url_id', '=', link.id)
+      .orderBy('id')
+      .execute();
+    expect(listed.map((row) => Number(row.segment_id))).toEqual(kept.map((row) => Number(row.id)));
     expect(
       await db
         .selectFrom('visit_salts')
