@@ -5,7 +5,7 @@ import { KyselyVisitRepository } from '../../src/adapters/storage/kysely-visit-r
 import { DAY_MS, type VisitRecord } from '../../src/domain/visit.js';
 import { BACKENDS, testConfig } from '../helpers/backends.js';
 import { useOpenDatabase } from '../helpers/storage.js';
-import { allVisitPages, rollupsAndRecount } from '../helpers/visits.js';
+import { allVisitPages, foldRun, rollupsAndRecount } from '../helpers/visits.js';
 
 const BROWSERS = ['Chrome', 'Firefox', 'Safari', null];
 
@@ -64,12 +64,6 @@ describe.each(BACKENDS)('VisitRepository on $name', (backend) => {
           });
         }
       };
-      const foldRun = async (segments: number) => {
-        const upTo = await visits.foldMark();
-        for (let after: number | undefined = 0; after !== undefined;) {
-          after = (await visits.fold(segments, upTo, after)).through;
-        }
-      };
       const from = start + 20_000;
       const to = start + 150_000;
       const key = (v: VisitRecord) =>
@@ -86,12 +80,12 @@ describe.each(BACKENDS)('VisitRepository on $name', (backend) => {
       };
       // Half of them folded (listed by link), half not.
       await writeBatches([0, 1, 2]);
-      await foldRun(1_000);
+      await foldRun(visits, 1_000);
       await writeBatches([3, 4, 5]);
       const seen = await allVisitPages(visits, { urlId: 1, from, to }, 97, 100);
       checkPages(seen);
       // The same pages while a fold moves the rest from one list to the other, a segment a step.
-      const [during] = await Promise.all([allVisitPages(visits, { urlId: 1, from, to }, 97, 100), foldRun(1)]);
+      const [during] = await Promise.all([allVisitPages(visits, { urlId: 1, from, to }, 97, 100), foldRun(visits, 1)]);
       expect(during).toEqual(seen);
       expect(await allVisitPages(visits, { urlId: 1, from, to }, 97, 100)).toEqual(seen);
     },
@@ -107,20 +101,9 @@ describe.each(BACKENDS)('VisitRepository on $name', (backend) => {
         const batchVisits = links.flatMap((urlId) => visitsOf(urlId, 5, start + round * 120_000, 1_000, round + urlId));
         return visits.writeBatch({ id: randomUUID(), visits: batchVisits, visitors: batchVisits.map((_, n) => n) });
       };
-      const run = async (segments: number, between?: () => Promise<unknown>) => {
-        const upTo = await visits.foldMark();
-        const steps: { segments: number; through: number | undefined }[] = [];
-        for (let after: number | undefined = 0; after !== undefined;) {
-          const step = await visits.fold(segments, upTo, after);
-          steps.push(step);
-          after = step.through;
-          if (steps.length === 1) await between?.();
-        }
-        return steps;
-      };
-      await run(1_000); // what earlier tests left
+      await foldRun(visits, 1_000); // what earlier tests left
       for (let round = 0; round < 3; round++) await writeRound(round);
-      const steps = await run(4, () => writeRound(3));
+      const steps = await foldRun(visits, 4, () => writeRound(3));
       // 4 segments reach into a link's 3: each step takes two whole links.
       expect(steps).toEqual([
         ...[301, 303, 305, 307, 309].map((through) => ({ segments: 6, through })),
@@ -128,7 +111,7 @@ describe.each(BACKENDS)('VisitRepository on $name', (backend) => {
       ]);
       const left = await database.db.selectFrom('visit_unfolded').select(['url_id', 'segment_id']).execute();
       expect(left.map((row) => Number(row.url_id)).sort()).toEqual(links);
-      expect(await run(1_000)).toEqual([
+      expect(await foldRun(visits, 1_000)).toEqual([
         { segments: 10, through: 309 },
         { segments: 0, through: undefined },
       ]);
@@ -150,13 +133,8 @@ describe.each(BACKENDS)('VisitRepository on $name', (backend) => {
       const folder = async (repository: KyselyVisitRepository) => {
         let folded = 0;
         while (writing) {
-          const upTo = await repository.foldMark();
           // A whole run, a few segments a step.
-          for (let after: number | undefined = upTo > 0 ? 0 : undefined; after !== undefined;) {
-            const step = await repository.fold(7, upTo, after);
-            folded += step.segments;
-            after = step.through;
-          }
+          for (const step of await foldRun(repository, 7)) folded += step.segments;
           await new Promise((resolve) => setTimeout(resolve, 2));
         }
         return folded;

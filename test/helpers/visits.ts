@@ -5,7 +5,7 @@ import type { DatabaseSchema } from '../../src/adapters/storage/schema.js';
 import { DAY_MS, HOUR_MS } from '../../src/domain/visit.js';
 import { decodeVisitDay, estimateVisitors } from '../../src/domain/visit-day.js';
 import { decodeSegment, SEGMENT_VISITS } from '../../src/domain/visit-segment.js';
-import type { StatsRange, VisitPageRow, VisitRepository } from '../../src/ports/visit-repository.js';
+import type { FoldStep, StatsRange, VisitPageRow, VisitRepository } from '../../src/ports/visit-repository.js';
 
 export const CHROME_WINDOWS =
   'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36';
@@ -36,6 +36,27 @@ export async function allVisitPages(
     before = { visitedAt: page.at(-1)!.visitedAt, id: page.at(-1)!.id };
   }
   throw new Error(`more than ${maxPages} pages of ${limit} visits`);
+}
+
+/**
+ * One fold run of `repository`, as an instance's: up to the newest segment now, `segments` a step,
+ * from the first link to the last; its steps. `afterFirstStep` runs between its first two steps.
+ */
+export async function foldRun(
+  repository: Pick<VisitRepository, 'foldMark' | 'fold'>,
+  segments: number,
+  afterFirstStep?: () => Promise<unknown>,
+): Promise<FoldStep[]> {
+  const upTo = await repository.foldMark();
+  const steps: FoldStep[] = [];
+  if (upTo === 0) return steps;
+  for (let after: number | undefined = 0; after !== undefined;) {
+    const step = await repository.fold(segments, upTo, after);
+    steps.push(step);
+    after = step.through;
+    if (steps.length === 1) await afterFirstStep?.();
+  }
+  return steps;
 }
 
 /** Every table visits are written to: their rows as text (to look for what must never be stored). */
@@ -85,10 +106,7 @@ export async function rollupsAndRecount(db: Kysely<DatabaseSchema>, urlId: numbe
   const repository = new KyselyVisitRepository(db, dialectOf(db));
   // Until none is left (a serving instance may be folding some at the same time).
   while (await db.selectFrom('visit_unfolded').select('segment_id').limit(1).executeTakeFirst()) {
-    const upTo = await repository.foldMark();
-    for (let after: number | undefined = 0; after !== undefined;) {
-      after = (await repository.fold(1_000, upTo, after)).through;
-    }
+    await foldRun(repository, 1_000);
   }
   const visits = await visitRowsOf(db, urlId);
   const recount = new Map<number, DayCounts>();

@@ -193,8 +193,8 @@ export class KyselyVisitRepository implements VisitRepository {
    */
   fold(segments: number, upTo: number, after: number): Promise<FoldStep> {
     return this.db.transaction().execute(async (trx) => {
-      const limit = await this.foldStatements.through.run(trx, { after, upTo, skip: Math.max(0, segments - 1) });
-      const last = limit.rows[0];
+      const end = await this.foldStatements.through.run(trx, { after, upTo, skip: Math.max(0, segments - 1) });
+      const last = end.rows[0];
       const through = last === undefined ? Number.MAX_SAFE_INTEGER : Number(last.url_id);
       const taken = await this.takeRange(trx, { after, through, upTo });
       if (taken.length > 0) await this.mergeDays(trx, segmentDeltas(taken));
@@ -390,34 +390,20 @@ export class KyselyVisitRepository implements VisitRepository {
    * twice, and kept once, rather than missed.
    */
   private async pageSegments(urlId: number, from: number, upper: number, after?: { last: number; id: number }) {
-    const unfolded = await this.db
-      .selectFrom('visit_unfolded as u')
-      .innerJoin('visit_segments as s', 's.id', 'u.segment_id')
-      .select(['s.id', 's.first_ms', 's.last_ms', 's.data'])
-      .where('u.url_id', '=', urlId)
-      .where('s.last_ms', '>=', from)
-      .where('s.last_ms', '<=', upper + SEGMENT_SPAN_MS)
-      .where('s.first_ms', '<=', upper)
-      .$if(after !== undefined, (q) => q.where(sql<boolean>`(s.last_ms, s.id) < (${after!.last}, ${after!.id})`))
-      .orderBy('s.last_ms', 'desc')
-      .orderBy('s.id', 'desc')
-      .limit(PAGE_SEGMENTS)
-      .execute();
-    const folded = await this.db
-      .selectFrom('visit_link_segments as l')
-      .innerJoin('visit_segments as s', 's.id', 'l.segment_id')
-      .select(['s.id', 's.first_ms', 's.last_ms', 's.data'])
-      .where('l.url_id', '=', urlId)
-      .where('l.last_ms', '>=', from)
-      .where('l.last_ms', '<=', upper + SEGMENT_SPAN_MS)
-      .where('s.first_ms', '<=', upper)
-      .$if(after !== undefined, (q) =>
-        q.where(sql<boolean>`(l.last_ms, l.segment_id) < (${after!.last}, ${after!.id})`),
-      )
-      .orderBy('l.last_ms', 'desc')
-      .orderBy('l.segment_id', 'desc')
-      .limit(PAGE_SEGMENTS)
-      .execute();
+    // The folded list in its key's order (url_id, last_ms, segment id), so that its LIMIT stops the
+    // read early; the unfolded list holds a few segments a link, ordered by the segments' own columns.
+    const page = async (list: 'visit_unfolded' | 'visit_link_segments', end: string, id: string) =>
+      (
+        await sql<{ id: number | string; first_ms: number | string; last_ms: number | string; data: string }>`
+          SELECT s.id, s.first_ms, s.last_ms, s.data FROM ${sql.table(list)} AS l
+          JOIN visit_segments AS s ON s.id = l.segment_id
+          WHERE l.url_id = ${urlId} AND ${sql.ref(end)} >= ${from} AND ${sql.ref(end)} <= ${upper + SEGMENT_SPAN_MS}
+            AND s.first_ms <= ${upper}
+            ${after ? sql`AND (${sql.ref(end)}, ${sql.ref(id)}) < (${after.last}, ${after.id})` : sql``}
+          ORDER BY ${sql.ref(end)} DESC, ${sql.ref(id)} DESC LIMIT ${PAGE_SEGMENTS}`.execute(this.db)
+      ).rows;
+    const unfolded = await page('visit_unfolded', 's.last_ms', 's.id');
+    const folded = await page('visit_link_segments', 'l.last_ms', 'l.segment_id');
     const byId = new Map([...unfolded, ...folded].map((segment) => [Number(segment.id), segment]));
     return [...byId.values()]
       .sort((a, b) => Number(b.last_ms) - Number(a.last_ms) || Number(b.id) - Number(a.id))
