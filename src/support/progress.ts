@@ -21,9 +21,9 @@ const count = (n: number) => n.toLocaleString('en');
  *   progress.done(rowsDone);
  */
 export class Progress {
-  private lastDraw = 0;
+  private lastDraw = Number.NEGATIVE_INFINITY;
   private lastTenth = -1;
-  private readonly started = performance.now();
+  private readonly started: number;
   private readonly cpuAtStart = process.cpuUsage();
 
   constructor(
@@ -33,13 +33,17 @@ export class Progress {
     private readonly total: number,
     /** What `items` counts: rows, links. */
     private readonly unit: string,
-  ) {}
+    /** Milliseconds on a monotonic clock; a test holds it still to see the redraw interval at work. */
+    private readonly now: () => number = () => performance.now(),
+  ) {
+    this.started = now();
+  }
 
   /** `done` of `total` so far, `items` of `unit` finished. */
   update(done: number, items: number): void {
     const fraction = this.total > 0 ? Math.min(done / this.total, 1) : 0;
     if (this.output.isTTY) {
-      const now = performance.now();
+      const now = this.now();
       if (now - this.lastDraw < REDRAW_MS) return;
       this.lastDraw = now;
       const filled = Math.round(fraction * BAR_WIDTH);
@@ -57,7 +61,7 @@ export class Progress {
 
   /** The last line: how many, how fast, and the CPU time it took (what a busy machine does not change). */
   done(items: number): void {
-    const seconds = (performance.now() - this.started) / 1000;
+    const seconds = (this.now() - this.started) / 1000;
     const rate = seconds > 0 ? Math.round(items / seconds) : items;
     const cpu = process.cpuUsage(this.cpuAtStart);
     const cpuSeconds = (cpu.user + cpu.system) / 1e6;

@@ -9,14 +9,20 @@ const output = (isTTY: boolean) => {
 describe('the progress of a long command', () => {
   it('draws a bar in place on a terminal, then its last line', () => {
     const out = output(true);
-    const progress = new Progress(out, 'importing', 1000, 'rows');
+    let clock = 1_000;
+    const progress = new Progress(out, 'importing', 1000, 'rows', () => clock);
     progress.update(500, 4000);
+    clock += 99;
     progress.update(600, 4800); // within the redraw interval: not drawn
+    clock += 1;
+    progress.update(700, 5600);
+    clock += 1_900;
     progress.done(8000);
     expect(out.written[0]).toBe(`\rimporting [${'#'.repeat(15)}${'-'.repeat(15)}]  50% 4,000 rows`);
-    expect(out.written).toHaveLength(2);
-    expect(out.written[1]).toMatch(
-      /^\rimporting: 100% \(8,000 rows in [\d.]+ s, [\d,]+ rows\/s, CPU [\d.]+ s\)\x1b\[K\n$/,
+    expect(out.written[1]).toBe(`\rimporting [${'#'.repeat(21)}${'-'.repeat(9)}]  70% 5,600 rows`);
+    expect(out.written).toHaveLength(3);
+    expect(out.written[2]).toMatch(
+      /^\rimporting: 100% \(8,000 rows in 2\.0 s, 4,000 rows\/s, CPU [\d.]+ s\)\x1b\[K\n$/,
     );
   });
 
