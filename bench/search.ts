@@ -22,7 +22,7 @@ import { migrateToLatest, migratorFor } from '../src/adapters/storage/migrations
 import { migrationsFor } from '../src/adapters/storage/migrations/index.js';
 import type { ListOptions } from '../src/ports/url-mapping-repository.js';
 import { seedMapping } from './lib/codes.js';
-import { withClient } from './lib/datasets.js';
+import { connectClient, withClient } from './lib/datasets.js';
 import { ROOT } from './lib/processes.js';
 import { loadPostgres, loadSqlite } from './lib/seed.js';
 import { TEST_DATABASE_URL } from './lib/settings.js';
@@ -106,7 +106,7 @@ async function openPostgres(): Promise<Database> {
   const [, ms] = await timed(() =>
     withClient(url.toString(), async (client) => {
       await client.query('SET maintenance_work_mem = 262144'); // 256 MiB, in kB
-      await loadPostgres(client, MAPPINGS);
+      await loadPostgres(client, MAPPINGS, () => connectClient(url.toString()));
     }),
   );
   log(`postgres: loaded ${MAPPINGS.toLocaleString('en-US')} mappings in ${(ms / 1000).toFixed(1)} s`);

@@ -165,9 +165,15 @@ export function sqliteBackend(dataDir: string): StorageBackend {
   };
 }
 
-export async function withClient<T>(connectionString: string, use: (client: pg.Client) => Promise<T>): Promise<T> {
+/** A connected client of `connectionString`; the caller ends it. */
+export async function connectClient(connectionString: string): Promise<pg.Client> {
   const client = new pg.Client({ connectionString, connectionTimeoutMillis: 5_000 });
   await client.connect();
+  return client;
+}
+
+export async function withClient<T>(connectionString: string, use: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = await connectClient(connectionString);
   try {
     return await use(client);
   } finally {
@@ -248,7 +254,7 @@ async function loadPgSchema(serverUrl: string, schema: string, size: DatasetSize
   return timed(async () => {
     await migrate(databaseUrl);
     await withClient(databaseUrl, async (client) => {
-      await loadPostgres(client, size.mappings);
+      await loadPostgres(client, size.mappings, () => connectClient(databaseUrl));
       const stamp: PgStamp = { ...fingerprintOf(size), emptyTables: await emptyTables(client, schema) };
       await client.query(`COMMENT ON SCHEMA ${schema} IS '${JSON.stringify(stamp).replace(/'/g, "''")}'`);
     });

@@ -1,0 +1,111 @@
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import SQLite from 'better-sqlite3';
+import { afterEach, describe, expect, it } from 'vitest';
+import { connectClient } from '../../bench/lib/datasets.js';
+import { seedMapping } from '../../bench/lib/codes.js';
+import { loadPostgres, loadSqlite } from '../../bench/lib/seed.js';
+import { BACKENDS, type TestDatabase } from '../helpers/backends.js';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+const COUNT = 3_000;
+
+/** The schema as `urlshortener migrate` leaves it, through the same entry point the bench uses (built or not). */
+function migrate(databaseUrl: string): void {
+  execFileSync(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'migrate'], {
+    cwd: ROOT,
+    env: { ...process.env, DATABASE_URL: databaseUrl, LOG_LEVEL: 'warn' },
+  });
+}
+
+const sqliteFile = (databaseUrl: string) => databaseUrl.slice('sqlite:'.length);
+
+/** Index names and definitions of url_mappings, and whether the search finds what it should. */
+async function inspect(backend: 'sqlite' | 'postgres', databaseUrl: string) {
+  const probe = seedMapping(1234);
+  if (backend === 'sqlite') {
+    const db = new SQLite(sqliteFile(databaseUrl), { readonly: true });
+    try {
+      return {
+        rows: (db.prepare('SELECT count(*) AS n FROM url_mappings').get() as { n: number }).n,
+        indexes: db
+          .prepare(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'url_mappings' ORDER BY name",
+          )
+          .all(),
+        found: db
+          .prepare('SELECT rowid FROM url_mappings_search WHERE url LIKE ?')
+          .all(`%${probe.code}%`)
+          .map((r) => (r as { rowid: number }).rowid),
+        indexedUpTo: (db.prepare('SELECT indexed_up_to AS n FROM url_mappings_search_state').get() as { n: number }).n,
+        settings: db.prepare("SELECT k, v FROM url_mappings_search_config WHERE k <> 'version'").all(),
+        idOfProbe: (
+          db.prepare('SELECT id FROM url_mappings WHERE code = ?').get(probe.code) as { id: number } | undefined
+        )?.id,
+      };
+    } finally {
+      db.close();
+    }
+  }
+  const client = await connectClient(databaseUrl);
+  try {
+    const rows = Number((await client.query('SELECT count(*) AS n FROM url_mappings')).rows[0].n);
+    const { rows: indexes } = await client.query(
+      `SELECT indexname AS name, regexp_replace(indexdef, ' ON \\S+\\.', ' ON ') AS sql FROM pg_indexes
+       WHERE schemaname = current_schema() AND tablename = 'url_mappings' ORDER BY indexname`,
+    );
+    await client.query('SET enable_seqscan = off');
+    const found = (await client.query('SELECT id FROM url_mappings WHERE url ILIKE $1', [`%${probe.code}%`])).rows.map(
+      (r: { id: string }) => Number(r.id),
+    );
+    const probeRow = (await client.query('SELECT id FROM url_mappings WHERE code = $1', [probe.code])).rows[0];
+    const idOfProbe = probeRow === undefined ? undefined : Number(probeRow.id);
+    return { rows, indexes, found, idOfProbe };
+  } finally {
+    await client.end();
+  }
+}
+
+describe.each(BACKENDS)("the bench's loader on $name", (backend) => {
+  let databases: TestDatabase[] = [];
+  afterEach(async () => {
+    await Promise.all(databases.map((d) => d.drop()));
+    databases = [];
+  });
+  const fresh = async () => {
+    const database = await backend.create();
+    databases.push(database);
+    migrate(database.databaseUrl);
+    return database.databaseUrl;
+  };
+
+  it.skipIf(!backend.available)(
+    'loads every seeded mapping and leaves the indexes and the search as the migrations make them',
+    async () => {
+      const migratedOnly = await inspect(backend.name, await fresh());
+      const loaded = await fresh();
+      if (backend.name === 'sqlite') {
+        loadSqlite(sqliteFile(loaded), COUNT);
+      } else {
+        const client = await connectClient(loaded);
+        try {
+          await loadPostgres(client, COUNT, () => connectClient(loaded));
+        } finally {
+          await client.end();
+        }
+      }
+      const after = await inspect(backend.name, loaded);
+      expect(after.rows).toBe(COUNT);
+      expect(after.indexes).toEqual(migratedOnly.indexes);
+      // The probe's URL holds its code once: the search (FTS5 on SQLite, a trigram index on PostgreSQL) finds that row.
+      expect(after.idOfProbe).toBeDefined();
+      expect(after.found).toEqual([after.idOfProbe]);
+      if (backend.name === 'sqlite') {
+        expect(after.indexedUpTo).toBe(COUNT);
+        // FTS5's merging as the service gets it: 'automerge' back at its default.
+        expect(after.settings).toEqual([{ k: 'automerge', v: 4 }]);
+      }
+    },
+    60_000,
+  );
+});
