@@ -38,6 +38,12 @@ export interface VisitPageRow extends VisitRecord {
 export interface FoldStep {
   readonly segments: number;
   readonly through: number | undefined;
+  /**
+   * Milliseconds the step kept the event loop from requests: its whole time on a synchronous
+   * driver (SQLite), only its own JavaScript between statements on an asynchronous one
+   * (PostgreSQL, where waiting for the server holds nothing). What the run sizes its steps by.
+   */
+  readonly heldMs: number;
 }
 
 /** Visits, their day rows and the day salts, in the service's database. */

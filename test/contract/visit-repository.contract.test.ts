@@ -125,6 +125,37 @@ describe.each(BACKENDS)('VisitRepository on $name', (backend) => {
   );
 
   it.skipIf(!backend.available)(
+    'a fold step says how long it held the event loop: its whole time on SQLite, its JavaScript only on PostgreSQL',
+    async () => {
+      await foldRun(visits, 1_000); // what earlier tests left
+      const links = Array.from({ length: 30 }, (_, i) => 500 + i);
+      const start = Date.UTC(2026, 10, 23, 12);
+      const batchVisits = links.flatMap((urlId) => visitsOf(urlId, 40, start, 60_000, urlId));
+      await visits.writeBatch({ id: randomUUID(), visits: batchVisits, visitors: batchVisits.map((_, n) => n) });
+      const upTo = await visits.foldMark();
+      // Another turn of the loop keeps running while the step waits for its statements: on
+      // PostgreSQL a step's wall time includes this 30 ms, its held time must not.
+      const started = performance.now();
+      const busy = new Promise((resolve) => setImmediate(resolve)).then(() => {
+        const until = performance.now() + 30;
+        while (performance.now() < until);
+      });
+      const step = await visits.fold(1_000, upTo, 0);
+      const wallMs = performance.now() - started;
+      await busy;
+      expect(step.segments).toBe(links.length);
+      expect(step.heldMs).toBeGreaterThan(0);
+      if (database.dialect === 'sqlite') {
+        // Synchronous from its first statement to its commit: the busy turn ran after it.
+        expect(step.heldMs).toBeLessThanOrEqual(wallMs);
+      } else {
+        expect(wallMs).toBeGreaterThanOrEqual(30);
+        expect(step.heldMs).toBeLessThan(wallMs - 25);
+      }
+    },
+  );
+
+  it.skipIf(!backend.available)(
     'two instances folding while batches are written: every visit in its day row once, statistics the same before and after',
     async () => {
       const links = Array.from({ length: 40 }, (_, i) => 100 + i);
