@@ -104,10 +104,7 @@ async function openPostgres(): Promise<Database> {
   database = open();
   await migrateBefore0060(database);
   const [, ms] = await timed(() =>
-    withClient(url.toString(), async (client) => {
-      await client.query('SET maintenance_work_mem = 262144'); // 256 MiB, in kB
-      await loadPostgres(client, MAPPINGS, () => connectClient(url.toString()));
-    }),
+    withClient(url.toString(), (client) => loadPostgres(client, MAPPINGS, () => connectClient(url.toString()))),
   );
   log(`postgres: loaded ${MAPPINGS.toLocaleString('en-US')} mappings in ${(ms / 1000).toFixed(1)} s`);
   return database;

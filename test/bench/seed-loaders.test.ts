@@ -1,21 +1,22 @@
-import { execFileSync } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import SQLite from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
+import { openDatabase } from '../../src/adapters/storage/database.js';
+import { migrateToLatest } from '../../src/adapters/storage/migrations.js';
 import { connectClient } from '../../bench/lib/datasets.js';
 import { seedMapping } from '../../bench/lib/codes.js';
 import { loadPostgres, loadSqlite } from '../../bench/lib/seed.js';
-import { BACKENDS, type TestDatabase } from '../helpers/backends.js';
+import { BACKENDS, type TestDatabase, testConfig } from '../helpers/backends.js';
 
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 const COUNT = 3_000;
 
-/** The schema as `urlshortener migrate` leaves it, through the same entry point the bench uses (built or not). */
-function migrate(databaseUrl: string): void {
-  execFileSync(process.execPath, ['--import', 'tsx', 'src/cli.ts', 'migrate'], {
-    cwd: ROOT,
-    env: { ...process.env, DATABASE_URL: databaseUrl, LOG_LEVEL: 'warn' },
-  });
+/** The schema as `urlshortener migrate` leaves it, before the bench's loader fills it. */
+async function migrate(databaseUrl: string): Promise<void> {
+  const database = openDatabase(testConfig(databaseUrl).database);
+  try {
+    await migrateToLatest(database.db, database.dialect);
+  } finally {
+    await database.close();
+  }
 }
 
 const sqliteFile = (databaseUrl: string) => databaseUrl.slice('sqlite:'.length);
@@ -75,7 +76,7 @@ describe.each(BACKENDS)("the bench's loader on $name", (backend) => {
   const fresh = async () => {
     const database = await backend.create();
     databases.push(database);
-    migrate(database.databaseUrl);
+    await migrate(database.databaseUrl);
     return database.databaseUrl;
   };
 
