@@ -82,13 +82,26 @@ describe.each(BACKENDS)('creates made at once, with their events, on $name', (ba
       });
       const outbox = new TransactionalOutbox('test', { log, maxEventBytes: MAX_EVENT_BYTES });
       const repo = new KyselyUrlMappingRepository(database.db, database.dialect, outbox);
+      // What a consumer of this process is handed (from the entries the appends keep in memory,
+      // with the offsets they were given): each event once, at its offset in the table.
+      const delivered: { code: string; at: string }[] = [];
+      const subscription = await log.subscribe({
+        group: 'batched-creates-check',
+        topic: 'url_events',
+        startAt: 'earliest',
+        handler: async (m) => {
+          delivered.push({ code: (m.envelope.payload as { code: string }).code, at: `${m.partition}:${m.offset}` });
+        },
+      });
+      // One create alone first: its partition's counter exists, the others' not yet.
+      const warm = await repo.create(mapping('btcwarm'), (row) => [events.created(row)]);
       // A batch where every create commits (PostgreSQL: one transaction, each partition's offsets taken at once) …
       const cleanBatch = (prefix: string) =>
         Promise.all(
           Array.from({ length: 24 }, (_, i) => repo.create(mapping(`${prefix}${i}xx`), (row) => [events.created(row)])),
         );
-      // (twice: the first creates the partitions' counters, the second finds them)
-      const clean = [...(await cleanBatch('btc')), ...(await cleanBatch('btd'))];
+      // (twice: the first finds one partition's counter and creates the others', the second finds them all)
+      const clean = [warm, ...(await cleanBatch('btc')), ...(await cleanBatch('btd'))];
       // … and one that runs again create by create.
       const stored = [...clean.map((m) => m.code), ...(await createAtOnce(repo, 'btl'))];
       // And again, so that the second batch's offsets follow the first's.
@@ -107,6 +120,15 @@ describe.each(BACKENDS)('creates made at once, with their events, on $name', (ba
           .sort((a, b) => a - b);
         expect(offsets).toEqual(offsets.map((_, i) => i));
       }
+      const inTable = entries
+        .map((e) => ({
+          code: (JSON.parse(e.envelope) as { payload: { code: string } }).payload.code,
+          at: `${e.partition_no}:${Number(e.log_offset)}`,
+        }))
+        .sort((a, b) => a.code.localeCompare(b.code));
+      await eventually(() => delivered.length >= inTable.length, { timeoutMs: 10_000 });
+      expect([...delivered].sort((a, b) => a.code.localeCompare(b.code))).toEqual(inTable);
+      await subscription.close();
       await log.close();
     },
   );
