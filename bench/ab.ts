@@ -1,8 +1,8 @@
 /**
  * `node --import tsx bench/ab.ts`: a quick A/B of service variants on one workload, without the
  * baseline, for investigating a budget. Each variant runs as its own process on its own copy of
- * one loaded SQLite dataset, pinned like the bench's targets (BENCH_GENERATOR_CORES,
- * BENCH_TARGET_CORES); wrk drives them in rounds whose order rotates (as the bench's) and the
+ * one loaded dataset (SQLite, or PostgreSQL with AB_BACKEND=postgres), pinned like the bench's
+ * targets (BENCH_GENERATOR_CORES, BENCH_TARGET_CORES); wrk drives them in rounds whose order rotates (as the bench's) and the
  * median of the rounds is printed.
  * Optionally one variant runs under `node --cpu-prof`.
  *
@@ -12,6 +12,8 @@
  *                  two processes' profiles under the same load
  *   AB_WORKLOAD    popular (default; "redirect" too), uniform or shorten
  *   AB_MAPPINGS    1000 (default) or 10000000: a dataset of bench/.data
+ *   AB_BACKEND     sqlite (default) or postgres: the bench's PostgreSQL (DATABASE_URL, or the test
+ *                  database), a schema of its own per variant at 1,000 mappings (bench/lib/datasets.ts)
  *   AB_ROUNDS      rounds (default 5), AB_DURATION_S seconds each (default 5), after a 2 s warm-up
  *   AB_PROFILE     variant names: those processes write a .cpuprofile into AB_PROFILE_DIR (default /tmp/ab-prof)
  *   AB_ENV_<NAME>  extra variant: AB_ENV_x='TRACING_SAMPLING_RATE=0.1,FOO=bar' adds variant x; the
@@ -23,7 +25,7 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cleanUpAll, cleanUpOnSignals, registerCleanup } from './lib/cleanup.js';
 import { shortenTag } from './lib/codes.js';
-import { sqliteBackend } from './lib/datasets.js';
+import { postgresBackend, sqliteBackend } from './lib/datasets.js';
 import { type ChildServer, cpuSeconds, node, startServer } from './lib/processes.js';
 import { rotated } from './lib/scenarios.js';
 import { DATASET_SIZES, loadSettings } from './lib/settings.js';
@@ -119,7 +121,11 @@ async function main(): Promise<void> {
 
   const dir = mkdtempSync(join(tmpdir(), 'urlshortener-ab-'));
   registerCleanup(() => rmSync(dir, { recursive: true, force: true }));
-  const dataset = await sqliteBackend(settings.dataDir).open(size, (text) => process.stdout.write(`${text}\n`));
+  const backend =
+    env.AB_BACKEND === 'postgres' ? postgresBackend(settings.postgresCandidate) : sqliteBackend(settings.dataDir);
+  if (env.AB_BACKEND !== undefined && env.AB_BACKEND !== backend.name)
+    throw new Error('AB_BACKEND: sqlite or postgres');
+  const dataset = await backend.open(size, (text) => process.stdout.write(`${text}\n`));
   const servers: ChildServer[] = [];
   const letters = new Map<string, string>();
   for (const variant of variants) {

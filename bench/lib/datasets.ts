@@ -6,8 +6,9 @@
  * - SQLite: a master file under BENCH_DATA_DIR (bench/.data/sqlite-10m.db) that no service opens;
  *   every service process gets a private copy (`isolate`), made once per group of scenarios.
  * - PostgreSQL: a schema per size (bench_data_10m) on the given database, its fingerprint in the
- *   schema's comment. Every service process of a group shares it; before use it is reset to the
- *   loaded state (created rows deleted, click counts zeroed, tables that were empty emptied).
+ *   schema's comment; before use it is reset to the loaded state (created rows deleted, click
+ *   counts zeroed, tables that were empty emptied). Up to 100,000 mappings every service process
+ *   gets a schema of its own, loaded afresh (bench_data_1k_default); above, they share the size's.
  */
 import { copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -261,14 +262,39 @@ async function loadPgSchema(serverUrl: string, schema: string, size: DatasetSize
   });
 }
 
-/** PostgreSQL datasets: a schema per size on `serverUrl`'s database, kept for the next run. */
-export function postgresBackend(serverUrl: string): StorageBackend {
+/**
+ * Up to this many mappings, every PostgreSQL target gets a schema of its own, loaded afresh (as
+ * every SQLite target gets a copy of its file); above it the targets share the size's schema, as
+ * loading it again per target would take minutes. Targets sharing a schema share what runs on it:
+ * their consumers take each other's events and their visit folds each other's segments.
+ */
+const PG_ISOLATED_UP_TO = 100_000;
+
+/** A PostgreSQL target's data at `databaseUrl` (a schema in its search_path). */
+function postgresTarget(databaseUrl: string, drop: () => Promise<void>): TargetData {
+  const countCreated = (prefix: string) =>
+    withClient(databaseUrl, async (client) => {
+      const { rows } = await client.query<{ n: string }>(
+        // In byte order whatever the database's collation (a C collation also uses the index).
+        'SELECT count(*) AS n FROM url_mappings WHERE code COLLATE "C" >= $1 AND code COLLATE "C" < $2',
+        [prefix, prefixEnd(prefix)],
+      );
+      return Number(rows[0]?.n ?? 0);
+    });
+  return { databaseUrl, countCreated, drop };
+}
+
+/**
+ * PostgreSQL datasets: a schema per size on `serverUrl`'s database, kept for the next run; small
+ * ones loaded again into a schema per target (PG_ISOLATED_UP_TO).
+ */
+export function postgresBackend(serverUrl: string, schemaPrefix = 'bench_data'): StorageBackend {
   const parsed = new URL(serverUrl);
   return {
     name: 'postgres',
     where: `${parsed.hostname}:${parsed.port || 5432}${parsed.pathname}`,
     async open(size, log) {
-      const schema = `bench_data_${size.label}`;
+      const schema = `${schemaPrefix}_${size.label}`;
       const databaseUrl = urlWithSchema(serverUrl, schema);
       const stamp = await withClient(serverUrl, (client) => readPgStamp(client, schema));
       let loadSeconds: number | undefined;
@@ -289,17 +315,19 @@ export function postgresBackend(serverUrl: string): StorageBackend {
           `schema ${schema} holds ${count} rows, expected ${size.mappings}: DROP SCHEMA ${schema} CASCADE`,
         );
       }
-      const countCreated = (prefix: string) =>
-        withClient(databaseUrl, async (client) => {
-          const { rows } = await client.query<{ n: string }>(
-            // In byte order whatever the database's collation (a C collation also uses the index).
-            'SELECT count(*) AS n FROM url_mappings WHERE code COLLATE "C" >= $1 AND code COLLATE "C" < $2',
-            [prefix, prefixEnd(prefix)],
-          );
-          return Number(rows[0]?.n ?? 0);
-        });
-      const shared: TargetData = { databaseUrl, countCreated, drop: async () => {} };
-      return { backend: 'postgres', size, databaseUrl, loadSeconds, isolate: async () => shared };
+      const shared = postgresTarget(databaseUrl, async () => {});
+      const isolate = async (name: string): Promise<TargetData> => {
+        if (size.mappings > PG_ISOLATED_UP_TO) return shared;
+        // A schema of its own, loaded the same way (a second or two at this size): no other
+        // target's consumers, fold or created rows in it.
+        const own = `${schema}_${name.replace(/[^a-z0-9]/gi, '_').toLowerCase()}`;
+        await loadPgSchema(serverUrl, own, size);
+        const drop = registerCleanup(() =>
+          withClient(serverUrl, (client) => client.query(`DROP SCHEMA IF EXISTS ${own} CASCADE`)).then(() => {}),
+        );
+        return postgresTarget(urlWithSchema(serverUrl, own), drop);
+      };
+      return { backend: 'postgres', size, databaseUrl, loadSeconds, isolate };
     },
   };
 }
