@@ -6,6 +6,7 @@
 
 import { dirname, join } from 'node:path';
 import { isValidEmail, isValidUsername, PASSWORD_MAX_BYTES, passwordLength } from '../domain/user.js';
+import { deepFreeze } from '../support/deep-freeze.js';
 import { isProblem, SECRET_KEY_MIN_BYTES } from './parsers.js';
 import { weakSecretReason } from './secret-strength.js';
 import type { Setting } from './setting-declaration.js';
@@ -275,12 +276,4 @@ function executionsConfig(v: SettingValues): ExecutionsConfig {
     maxPendingPerUser: v.EXECUTION_MAX_PENDING_PER_USER,
     ackWaitMs: v.EXECUTION_ACK_WAIT_MS,
   };
-}
-
-function deepFreeze<T>(value: T): T {
-  if (typeof value === 'object' && value !== null) {
-    for (const inner of Object.values(value)) deepFreeze(inner);
-    Object.freeze(value);
-  }
-  return value;
 }

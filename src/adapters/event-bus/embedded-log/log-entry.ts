@@ -17,12 +17,3 @@ export const positionOf = (entry: LogRow): PublishedPosition => ({
   partition: entry.partition_no,
   offset: entry.log_offset,
 });
-
-/** Freezes `value` and everything it holds. */
-export function deepFreeze<T>(value: T): T {
-  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
-    Object.freeze(value);
-    for (const child of Object.values(value)) deepFreeze(child);
-  }
-  return value;
-}
