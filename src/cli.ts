@@ -1,19 +1,18 @@
 #!/usr/bin/env node
 import { type Config, ConfigError, loadConfig, ROLES, type Role, settingsMarkdown } from './config/config.js';
-import { openDatabase } from './adapters/storage/database.js';
-import { migrateToLatest } from './adapters/storage/migrations.js';
-import { compose } from './composition/compose.js';
 import { startupFailure } from './composition/startup-failure.js';
-import { serve } from './server.js';
 import { createInterface } from 'node:readline';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { AppError } from './domain/errors.js';
 import cluster from 'node:cluster';
-import { primaryStopRequests, runPrimary } from './cluster.js';
-import { createLogger } from './composition/logger.js';
-import { resolveSecretKey } from './adapters/auth/secret-key.js';
 import { WORKER_SETTINGS } from './config/settings-workers.js';
-import { exportCommand, importCommand, type TransferOptions } from './cli-link-transfer.js';
+import type { TransferOptions } from './cli-link-transfer.js';
+
+// The service's modules (the HTTP app, the adapters, their drivers: about a second to load) are
+// loaded by the commands that use them, so that `--help`, a usage error or `config` answer at once.
+const database = () => import('./adapters/storage/database.js');
+const migrations = () => import('./adapters/storage/migrations.js');
+const composition = () => import('./composition/compose.js');
 
 /** What each command is for, and its options: the text of `<command> --help`. */
 const COMMANDS = {
@@ -189,19 +188,21 @@ function run(command: Exclude<Command, 'config'>, config: Config, options: Optio
     case 'create-admin':
       return createAdmin(config, options.username as string | undefined, options.email as string | undefined);
     case 'export':
-      return exportCommand(config, options as TransferOptions);
+      return import('./cli-link-transfer.js').then((m) => m.exportCommand(config, options as TransferOptions));
     case 'import':
-      return importCommand(config, (options._ as string[])[0], options as TransferOptions);
+      return import('./cli-link-transfer.js').then((m) =>
+        m.importCommand(config, (options._ as string[])[0], options as TransferOptions),
+      );
   }
 }
 
 async function migrate(config: Config): Promise<number> {
-  const database = openDatabase(config.database);
+  const opened = (await database()).openDatabase(config.database);
   try {
-    const { applied } = await migrateToLatest(database.db, database.dialect);
+    const { applied } = await (await migrations()).migrateToLatest(opened.db, opened.dialect);
     process.stdout.write(applied.length ? `applied: ${applied.join(', ')}\n` : 'schema is up to date\n');
   } finally {
-    await database.close();
+    await opened.close();
   }
   return 0;
 }
@@ -223,6 +224,7 @@ async function serveCommand(
     return 64;
   }
   if (workers > 1 && cluster.isPrimary) return servePrimary({ ...config, role: role as Role, workers });
+  const [{ primaryStopRequests }, { serve }] = await Promise.all([import('./cluster.js'), import('./server.js')]);
   // A worker of a cluster also stops when its primary asks (see src/cluster.ts).
   const onStopRequest = cluster.isWorker ? primaryStopRequests() : undefined;
   await serve({ ...config, role: role as Role, workers: 1 }, onStopRequest ? { onStopRequest } : {});
@@ -234,12 +236,17 @@ async function serveCommand(
  * once (so the workers neither race for them nor disagree), then runs the serving processes.
  */
 async function servePrimary(config: Config): Promise<number> {
-  const database = openDatabase(config.database);
+  const opened = (await database()).openDatabase(config.database);
   try {
-    await migrateToLatest(database.db, database.dialect);
+    await (await migrations()).migrateToLatest(opened.db, opened.dialect);
   } finally {
-    await database.close();
+    await opened.close();
   }
+  const [{ resolveSecretKey }, { runPrimary }, { createLogger }] = await Promise.all([
+    import('./adapters/auth/secret-key.js'),
+    import('./cluster.js'),
+    import('./composition/logger.js'),
+  ]);
   resolveSecretKey(config.auth);
   return runPrimary({
     workers: config.workers,
@@ -252,7 +259,9 @@ async function servePrimary(config: Config): Promise<number> {
 
 /** The document depends on the routes only: they are built over a throw-away in-memory database. */
 async function printOpenApi(config: Config): Promise<number> {
-  const service = await compose(
+  const service = await (
+    await composition()
+  ).compose(
     // No key file either: the document needs no stable secret.
     {
       ...config,
@@ -278,7 +287,7 @@ async function createAdmin(config: Config, username: string | undefined, email: 
     process.stderr.write('no password: set ADMIN_PASSWORD or pass it on stdin\n');
     return EX_USAGE;
   }
-  const service = await compose(config, { logger: false });
+  const service = await (await composition()).compose(config, { logger: false });
   try {
     const user = await service.auth.createUser({ username, email, password }, 'admin');
     process.stdout.write(`administrator ${user.username} created (id ${user.id})\n`);
