@@ -2,8 +2,8 @@
  * `node --import tsx bench/ab.ts`: a quick A/B of service variants on one workload, without the
  * baseline, for investigating a budget. Each variant runs as its own process on its own copy of
  * one loaded dataset (SQLite, or PostgreSQL with AB_BACKEND=postgres), pinned like the bench's
- * targets (BENCH_GENERATOR_CORES, BENCH_TARGET_CORES); wrk drives them in rounds whose order rotates (as the bench's) and the
- * median of the rounds is printed.
+ * targets (BENCH_GENERATOR_CORES, BENCH_TARGET_CORES); wrk drives them in rounds whose order
+ * rotates (as the bench's) and the median of the rounds is printed.
  * Optionally one variant runs under `node --cpu-prof`.
  *
  *   AB_VARIANTS    comma-separated names from SERVICE_VARIANTS (default: all of them), and

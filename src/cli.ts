@@ -9,10 +9,7 @@ import { WORKER_SETTINGS } from './config/settings-workers.js';
 import type { TransferOptions } from './cli-link-transfer.js';
 
 // The service's modules (the HTTP app, the adapters, their drivers: about a second to load) are
-// loaded by the commands that use them, so that `--help`, a usage error or `config` answer at once.
-const database = () => import('./adapters/storage/database.js');
-const migrations = () => import('./adapters/storage/migrations.js');
-const composition = () => import('./composition/compose.js');
+// imported by the commands that use them, so that `--help`, a usage error or `config` answer at once.
 
 /** What each command is for, and its options: the text of `<command> --help`. */
 const COMMANDS = {
@@ -197,14 +194,23 @@ function run(command: Exclude<Command, 'config'>, config: Config, options: Optio
 }
 
 async function migrate(config: Config): Promise<number> {
-  const opened = (await database()).openDatabase(config.database);
-  try {
-    const { applied } = await (await migrations()).migrateToLatest(opened.db, opened.dialect);
-    process.stdout.write(applied.length ? `applied: ${applied.join(', ')}\n` : 'schema is up to date\n');
-  } finally {
-    await opened.close();
-  }
+  const applied = await migrateSchema(config);
+  process.stdout.write(applied.length ? `applied: ${applied.join(', ')}\n` : 'schema is up to date\n');
   return 0;
+}
+
+/** Brings the database's schema up to date; answers the migrations it applied. */
+async function migrateSchema(config: Config): Promise<readonly string[]> {
+  const [{ openDatabase }, { migrateToLatest }] = await Promise.all([
+    import('./adapters/storage/database.js'),
+    import('./adapters/storage/migrations.js'),
+  ]);
+  const database = openDatabase(config.database);
+  try {
+    return (await migrateToLatest(database.db, database.dialect)).applied;
+  } finally {
+    await database.close();
+  }
 }
 
 /** `serve [--role all|api|worker] [--workers N|auto]`: runs until a signal stops it. */
@@ -236,12 +242,7 @@ async function serveCommand(
  * once (so the workers neither race for them nor disagree), then runs the serving processes.
  */
 async function servePrimary(config: Config): Promise<number> {
-  const opened = (await database()).openDatabase(config.database);
-  try {
-    await (await migrations()).migrateToLatest(opened.db, opened.dialect);
-  } finally {
-    await opened.close();
-  }
+  await migrateSchema(config);
   const [{ resolveSecretKey }, { runPrimary }, { createLogger }] = await Promise.all([
     import('./adapters/auth/secret-key.js'),
     import('./cluster.js'),
@@ -259,9 +260,8 @@ async function servePrimary(config: Config): Promise<number> {
 
 /** The document depends on the routes only: they are built over a throw-away in-memory database. */
 async function printOpenApi(config: Config): Promise<number> {
-  const service = await (
-    await composition()
-  ).compose(
+  const { compose } = await import('./composition/compose.js');
+  const service = await compose(
     // No key file either: the document needs no stable secret.
     {
       ...config,
@@ -287,7 +287,8 @@ async function createAdmin(config: Config, username: string | undefined, email: 
     process.stderr.write('no password: set ADMIN_PASSWORD or pass it on stdin\n');
     return EX_USAGE;
   }
-  const service = await (await composition()).compose(config, { logger: false });
+  const { compose } = await import('./composition/compose.js');
+  const service = await compose(config, { logger: false });
   try {
     const user = await service.auth.createUser({ username, email, password }, 'admin');
     process.stdout.write(`administrator ${user.username} created (id ${user.id})\n`);
