@@ -1,5 +1,6 @@
 import type { Config } from './config/config.js';
 import { compose, type Service } from './composition/compose.js';
+import { retainTickShapes } from './support/tick-shapes.js';
 
 export interface ServeOptions {
   /** Another way to ask for the graceful stop (a cluster's primary): `stop` does nothing once one is under way. */
@@ -8,6 +9,7 @@ export interface ServeOptions {
 
 /** Starts the service and stops it gracefully on SIGTERM/SIGINT. */
 export async function serve(config: Config, options: ServeOptions = {}): Promise<Service> {
+  retainTickShapes();
   // Normally started already by `--import ./dist/instrumentation.js`; this covers a bare `urlshortener serve`.
   const tracing = config.tracing.enabled
     ? (await import('./adapters/telemetry/tracing.js')).startTracing(config.tracing)
