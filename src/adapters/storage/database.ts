@@ -3,6 +3,8 @@ import { dirname } from 'node:path';
 import SQLite from 'better-sqlite3';
 import {
   type ColumnMetadata,
+  CompiledQuery,
+  type DatabaseConnection,
   type DatabaseIntrospector,
   type DatabaseMetadataOptions,
   DEFAULT_MIGRATION_LOCK_TABLE,
@@ -17,6 +19,9 @@ import {
   type TableMetadata,
   type SqliteDatabase,
   SqliteDialect,
+  type SqliteDialectConfig,
+  SqliteDriver,
+  type TransactionSettings,
 } from 'kysely';
 import pg from 'pg';
 import type { DatabaseConfig } from '../../config/config.js';
@@ -107,7 +112,7 @@ function openSqlite(file: string, options: OpenDatabaseOptions): Database {
       : new SqliteCheckpointer(file, options.checkpointIntervalMs);
   if (checkpointer) connection.pragma(`wal_autocheckpoint = ${FALLBACK_AUTOCHECKPOINT_PAGES}`);
   const db = new Kysely<DatabaseSchema>({
-    dialect: new SqliteDialect({ database: withStatementCache(connection) }),
+    dialect: new SqliteWriterDialect({ database: withStatementCache(connection) }),
     ...kyselyOptions(options),
   });
   const database = withPing(db, 'sqlite');
@@ -122,6 +127,33 @@ function openSqlite(file: string, options: OpenDatabaseOptions): Database {
       await database.close();
     },
   };
+}
+
+/**
+ * Kysely's SQLite driver, except that a transaction that says it writes
+ * (`db.transaction().setAccessMode('read write')`) begins IMMEDIATE: it takes the database's write
+ * lock at its start, waiting for it as long as `busy_timeout` allows. A deferred transaction
+ * (SQLite's default) takes it at its first write instead; if it read first, and another process
+ * (`--workers`) wrote in between, that write fails at once with SQLITE_BUSY_SNAPSHOT (or
+ * SQLITE_BUSY where waiting could deadlock), whatever the timeout. In one process it changes
+ * nothing: its one connection runs one transaction at a time.
+ */
+class SqliteWriterDriver extends SqliteDriver {
+  override async beginTransaction(connection: DatabaseConnection, settings?: TransactionSettings): Promise<void> {
+    await connection.executeQuery(
+      CompiledQuery.raw(settings?.accessMode === 'read write' ? 'begin immediate' : 'begin'),
+    );
+  }
+}
+
+class SqliteWriterDialect extends SqliteDialect {
+  constructor(private readonly writerConfig: SqliteDialectConfig) {
+    super(writerConfig);
+  }
+
+  override createDriver(): SqliteDriver {
+    return new SqliteWriterDriver(this.writerConfig);
+  }
 }
 
 /** A read-only connection (see `Database.reader`), its pages mapped: lookups touch the whole table. */

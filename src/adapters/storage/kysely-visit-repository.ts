@@ -194,22 +194,26 @@ export class KyselyVisitRepository implements VisitRepository {
   async fold(segments: number, upTo: number, after: number): Promise<FoldStep> {
     const started = performance.now();
     const work = new HeldTime();
-    const step = await this.db.transaction().execute(async (trx) => {
-      const end = await this.foldStatements.through.run(trx, { after, upTo, skip: Math.max(0, segments - 1) });
-      const last = end.rows[0];
-      const through = last === undefined ? Number.MAX_SAFE_INTEGER : Number(last.url_id);
-      const taken = await this.takeRange(trx, { after, through, upTo });
-      if (taken.length > 0)
-        await this.mergeDays(
-          trx,
-          work.run(() => segmentDeltas(taken)),
-          work,
-        );
-      if (last !== undefined) return { segments: taken.length, through };
-      // The rest of the list: its last mapping, or none left.
-      const reached = taken.reduce((most, row) => Math.max(most, Number(row.url_id)), -1);
-      return { segments: taken.length, through: reached < 0 ? undefined : reached };
-    });
+    // Reads, then writes: on SQLite it takes the write lock first (another process may be folding).
+    const step = await this.db
+      .transaction()
+      .setAccessMode('read write')
+      .execute(async (trx) => {
+        const end = await this.foldStatements.through.run(trx, { after, upTo, skip: Math.max(0, segments - 1) });
+        const last = end.rows[0];
+        const through = last === undefined ? Number.MAX_SAFE_INTEGER : Number(last.url_id);
+        const taken = await this.takeRange(trx, { after, through, upTo });
+        if (taken.length > 0)
+          await this.mergeDays(
+            trx,
+            work.run(() => segmentDeltas(taken)),
+            work,
+          );
+        if (last !== undefined) return { segments: taken.length, through };
+        // The rest of the list: its last mapping, or none left.
+        const reached = taken.reduce((most, row) => Math.max(most, Number(row.url_id)), -1);
+        return { segments: taken.length, through: reached < 0 ? undefined : reached };
+      });
     // better-sqlite3 runs every statement synchronously: the step held the loop from start to commit.
     return { ...step, heldMs: this.dialect === 'sqlite' ? performance.now() - started : work.ms };
   }
