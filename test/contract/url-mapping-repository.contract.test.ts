@@ -492,6 +492,36 @@ describe.each(BACKENDS)('UrlMappingRepository on $name', (backend) => {
         b,
       ]);
     });
+
+    test('orders instants within one second as time does, fractions of any length', async () => {
+      const user = owner();
+      // Canonical forms drop trailing zeros: as text, ".5Z" sorts after ".52Z" and "Z" after both.
+      const times = [
+        '2024-05-01T10:00:00.52Z',
+        '2024-05-01T10:00:00Z',
+        '2024-05-01T10:00:00.5Z',
+        '2024-05-01T10:00:00.000001Z',
+        '2024-05-01T10:00:00.999999Z',
+        '2024-05-01T09:59:59.9Z',
+        '2024-05-01T10:00:00.05Z',
+        '2024-05-01T10:00:01Z',
+      ];
+      const made: UrlMapping[] = [];
+      for (const created_at of times) made.push(await repo.create({ ...mapping({ created_at }), owner: user }));
+      /** Microseconds since the epoch, for the order expected (Date.parse keeps milliseconds only). */
+      const micros = (t: string) =>
+        Date.parse(`${t.slice(0, 19)}Z`) * 1000 + Number(`${t.slice(20, -1)}000000`.slice(0, 6));
+      const expected = ids([...made].sort((x, y) => micros(x.created_at) - micros(y.created_at)));
+      expect(made.map((m) => m.created_at)).toEqual(times);
+      const q = 'example.com';
+      for (const descending of [false, true]) {
+        const want = descending ? [...expected].reverse() : expected;
+        const sort = { field: 'created_at', descending } as const;
+        expect(ids(await repo.list({ owner: user, sort }))).toEqual(want);
+        for (const limit of [1, 3]) expect(ids(await allPages({ owner: user, sort }, limit))).toEqual(want);
+        expect(ids(await allPages({ owner: user, q, sort }, 2))).toEqual(want);
+      }
+    });
   });
 
   describe('lifecycle limits', () => {

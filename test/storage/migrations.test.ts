@@ -27,14 +27,17 @@ import {
  * migration must still do what it did. The fixtures hold what the earlier code did, per dialect.
  */
 /** The recorded fixtures (test/storage/record-migrations.ts): one more each time a migration is added. */
-const FIXTURE_VERSIONS = ['0052', '0075', '0076'] as const;
+const FIXTURE_VERSIONS = ['0052', '0075', '0076', '0062'] as const;
 
 describe.each(BACKENDS)('migrations on $name', (backend) => {
   const recordedAt = (version: string) =>
     JSON.parse(
       readFileSync(new URL(`fixtures/${version}-${backend.name}.json`, import.meta.url), 'utf8'),
     ) as MigratedDatabaseFixture;
-  /** 0052: main before the migrations moved into one folder; 0075: the visit segments; 0076: segments listed by link. */
+  /**
+   * 0052: main before the migrations moved into one folder; 0075: the visit segments; 0076: segments
+   * listed by link; 0062: SQLite's created_at order (landed after 0076).
+   */
   const fixtures = FIXTURE_VERSIONS.map((version) => ({ version, fixture: recordedAt(version) }));
   /** 0052's fixture, for the tests below that build a database as 0052 left it. */
   const at0052 = fixtures.find((f) => f.version === '0052')!.fixture;

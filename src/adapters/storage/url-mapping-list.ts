@@ -2,6 +2,7 @@ import { type Expression, type Kysely, type RawBuilder, sql, type SqlBool } from
 import type { UrlMapping } from '../../domain/url-mapping.js';
 import type { ListOptions, ListSort } from '../../ports/url-mapping-repository.js';
 import type { Dialect } from './database.js';
+import { sqliteInstantOrder } from './instant-order.js';
 import type { DatabaseSchema } from './schema.js';
 
 /** A mapping's count as every read shows it: what is folded into its row plus its pending deltas. */
@@ -35,20 +36,38 @@ export function withLimitsIfSet<R extends UrlMapping>(row: R): R {
 
 const ID_ORDER: ListSort = { field: 'id', descending: false };
 
-/** The value a mapping is sorted by, on `url_mappings` or on the keyset anchor. */
-function sortKey(sort: ListSort, table: 'url_mappings' | 'anchor'): RawBuilder<unknown> {
-  return sort.field === 'click_count' ? clickCount(table) : sql.ref(`${table}.${sort.field}`);
+/**
+ * The value a mapping is sorted by, on `url_mappings`, on the keyset anchor or on a search's
+ * candidates. `created_at` on SQLite: its instant in an order-preserving text (instant-order.ts),
+ * which migration 0062's indexes hold.
+ */
+function sortKey(
+  dialect: Dialect,
+  sort: ListSort,
+  table: 'url_mappings' | 'anchor' | 'candidates',
+): RawBuilder<unknown> {
+  if (sort.field === 'click_count' && table !== 'candidates') return clickCount(table);
+  const column = sql.ref(`${table}.${sort.field}`);
+  return sort.field === 'created_at' && dialect === 'sqlite' ? sqliteInstantOrder(column) : column;
 }
 
 /**
  * After the mapping with id `after` in this order: `(key, id)` beyond the anchor's. With the id
  * order that is `id > after` whether or not the mapping is still there, as before sorting existed.
+ * SQLite reads a range of an index on an expression for a plain comparison of it, never for a
+ * row value holding it: `key` up to the anchor's is said once more on its own, which bounds the
+ * walk of migration 0062's index (without it, a page deep in the list read every row before it).
  */
-function afterCondition(sort: ListSort, after: number): Expression<SqlBool> {
+function afterCondition(dialect: Dialect, sort: ListSort, after: number): Expression<SqlBool> {
   const beyond = sql.raw(sort.descending ? '<' : '>');
   if (sort.field === 'id') return sql<SqlBool>`url_mappings.id ${beyond} ${after}`;
-  return sql<SqlBool>`(${sortKey(sort, 'url_mappings')}, url_mappings.id) ${beyond}
-    (SELECT ${sortKey(sort, 'anchor')}, anchor.id FROM url_mappings AS anchor WHERE anchor.id = ${after})`;
+  const key = sortKey(dialect, sort, 'url_mappings');
+  const anchorKey = sortKey(dialect, sort, 'anchor');
+  const anchor = sql`FROM url_mappings AS anchor WHERE anchor.id = ${after}`;
+  const pair = sql<SqlBool>`(${key}, url_mappings.id) ${beyond} (SELECT ${anchorKey}, anchor.id ${anchor})`;
+  if (!(sort.field === 'created_at' && dialect === 'sqlite')) return pair;
+  const upTo = sql.raw(sort.descending ? '<=' : '>=');
+  return sql<SqlBool>`${key} ${upTo} (SELECT ${anchorKey} ${anchor}) AND ${pair}`;
 }
 
 /** `%q%` for LIKE, with LIKE's own wildcards in `q` taken literally (escape character `\`). */
@@ -140,14 +159,14 @@ type ListQuery = ReturnType<typeof baseQuery>;
  * The list's statement without the search: filtered by owner and keyset, in order. `slim`: only
  * what finding and ordering need (no pending clicks looked up per row unless sorting by them).
  */
-function baseQuery(db: Kysely<DatabaseSchema>, options: ListOptions, sort: ListSort, slim = false) {
+function baseQuery(db: Kysely<DatabaseSchema>, dialect: Dialect, options: ListOptions, sort: ListSort, slim = false) {
   const direction = sort.descending ? 'desc' : 'asc';
   const columns = slim ? SLIM_COLUMNS[sort.field] : READ_COLUMNS;
   let query = db.selectFrom('url_mappings').select(columns as typeof READ_COLUMNS);
   if (options.owner === null) query = query.where('owner_id', 'is', null);
   else if (options.owner !== undefined) query = query.where('owner_id', '=', options.owner);
-  if (options.after !== undefined) query = query.where(afterCondition(sort, options.after));
-  if (sort.field !== 'id') query = query.orderBy(sortKey(sort, 'url_mappings'), direction);
+  if (options.after !== undefined) query = query.where(afterCondition(dialect, sort, options.after));
+  if (sort.field !== 'id') query = query.orderBy(sortKey(dialect, sort, 'url_mappings'), direction);
   return query.orderBy('url_mappings.id', direction);
 }
 
@@ -167,14 +186,14 @@ async function scanFirst(
 ): Promise<UrlMapping[] | undefined> {
   const direction = sort.descending ? 'desc' : 'asc';
   let found = db
-    .selectFrom(baseQuery(db, options, sort, true).limit(SCAN_FIRST).as('candidates'))
+    .selectFrom(baseQuery(db, dialect, options, sort, true).limit(SCAN_FIRST).as('candidates'))
     .select('candidates.id')
     .where(matchesOnRow(dialect, 'candidates', options.q));
-  if (sort.field !== 'id') found = found.orderBy(sql.ref(`candidates.${sort.field}`), direction);
+  if (sort.field !== 'id') found = found.orderBy(sortKey(dialect, sort, 'candidates'), direction);
   const rows = await found.orderBy('candidates.id', direction).limit(options.limit).execute();
   if (rows.length < options.limit) return undefined;
   const ids = rows.map((row) => Number(row.id));
-  return baseQuery(db, options, sort).where(amongIds(dialect, ids)).execute();
+  return baseQuery(db, dialect, options, sort).where(amongIds(dialect, ids)).execute();
 }
 
 /** The mappings `options` asks for, in its order (see ListOptions). */
@@ -184,7 +203,7 @@ export async function listMappings(
   options: ListOptions,
 ): Promise<UrlMapping[]> {
   const sort = options.sort ?? ID_ORDER;
-  const query = baseQuery(db, options, sort);
+  const query = baseQuery(db, dialect, options, sort);
   const limited = (built: ListQuery) => (options.limit === undefined ? built : built.limit(options.limit));
   return (await findMappings(db, dialect, options, sort, query, limited)).map(withLimitsIfSet);
 }
