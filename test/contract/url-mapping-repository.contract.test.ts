@@ -493,6 +493,27 @@ describe.each(BACKENDS)('UrlMappingRepository on $name', (backend) => {
       ]);
     });
 
+    test('pages through many links of one instant, the pages ending anywhere among them', async () => {
+      const user = owner();
+      // 12 links of one instant (as an import without created_at gives them) between two others.
+      const times = ['2024-06-01T00:00:00Z', ...Array(12).fill('2024-06-02T00:00:00Z'), '2024-06-03T00:00:00Z'];
+      const made: UrlMapping[] = [];
+      for (const created_at of times) made.push(await repo.create({ ...mapping({ created_at }), owner: user }));
+      const oldestFirst = ids(made); // created in time order, ties in id order
+      for (const descending of [false, true]) {
+        const want = descending ? [...oldestFirst].reverse() : oldestFirst;
+        const sort = { field: 'created_at', descending } as const;
+        for (const limit of [1, 4, 5, 13, 14]) {
+          expect(ids(await allPages({ owner: user, sort }, limit))).toEqual(want);
+          expect(ids(await allPages({ owner: user, q: 'example.com', sort }, limit))).toEqual(want);
+        }
+        // A page from the middle of the ties.
+        const [, anchorId] = want;
+        const page = await repo.list({ after: anchorId, limit: 3, sort, owner: user });
+        expect(ids(page)).toEqual(want.slice(2, 5));
+      }
+    });
+
     test('orders instants within one second as time does, fractions of any length', async () => {
       const user = owner();
       // Canonical forms drop trailing zeros: as text, ".5Z" sorts after ".52Z" and "Z" after both.

@@ -52,22 +52,33 @@ function sortKey(
 }
 
 /**
+ * Which mappings after the keyset anchor a statement reads: all of them, or (SQLite, created_at)
+ * first those whose key ties with the anchor's, then those beyond it (see `listMappings`).
+ */
+type AnchorPart = 'all' | 'ties' | 'beyond';
+
+/** The list's options as one statement reads them. */
+interface StatementOptions extends ListOptions {
+  readonly part?: AnchorPart;
+}
+
+/**
  * After the mapping with id `after` in this order: `(key, id)` beyond the anchor's. With the id
  * order that is `id > after` whether or not the mapping is still there, as before sorting existed.
- * SQLite reads a range of an index on an expression for a plain comparison of it, never for a
- * row value holding it: `key` up to the anchor's is said once more on its own, which bounds the
- * walk of migration 0062's index (without it, a page deep in the list read every row before it).
+ * SQLite reads an index by a row value's first column only (and by an expression not at all), so
+ * its created_at order asks in two parts, each a range of migration 0062's indexes: the anchor's
+ * ties beyond its id, then the keys beyond its key.
  */
-function afterCondition(dialect: Dialect, sort: ListSort, after: number): Expression<SqlBool> {
+function afterCondition(dialect: Dialect, sort: ListSort, after: number, part: AnchorPart): Expression<SqlBool> {
   const beyond = sql.raw(sort.descending ? '<' : '>');
   if (sort.field === 'id') return sql<SqlBool>`url_mappings.id ${beyond} ${after}`;
   const key = sortKey(dialect, sort, 'url_mappings');
   const anchorKey = sortKey(dialect, sort, 'anchor');
   const anchor = sql`FROM url_mappings AS anchor WHERE anchor.id = ${after}`;
-  const pair = sql<SqlBool>`(${key}, url_mappings.id) ${beyond} (SELECT ${anchorKey}, anchor.id ${anchor})`;
-  if (!(sort.field === 'created_at' && dialect === 'sqlite')) return pair;
-  const upTo = sql.raw(sort.descending ? '<=' : '>=');
-  return sql<SqlBool>`${key} ${upTo} (SELECT ${anchorKey} ${anchor}) AND ${pair}`;
+  if (part === 'ties')
+    return sql<SqlBool>`${key} = (SELECT ${anchorKey} ${anchor}) AND url_mappings.id ${beyond} ${after}`;
+  if (part === 'beyond') return sql<SqlBool>`${key} ${beyond} (SELECT ${anchorKey} ${anchor})`;
+  return sql<SqlBool>`(${key}, url_mappings.id) ${beyond} (SELECT ${anchorKey}, anchor.id ${anchor})`;
 }
 
 /** `%q%` for LIKE, with LIKE's own wildcards in `q` taken literally (escape character `\`). */
@@ -159,14 +170,23 @@ type ListQuery = ReturnType<typeof baseQuery>;
  * The list's statement without the search: filtered by owner and keyset, in order. `slim`: only
  * what finding and ordering need (no pending clicks looked up per row unless sorting by them).
  */
-function baseQuery(db: Kysely<DatabaseSchema>, dialect: Dialect, options: ListOptions, sort: ListSort, slim = false) {
+function baseQuery(
+  db: Kysely<DatabaseSchema>,
+  dialect: Dialect,
+  options: StatementOptions,
+  sort: ListSort,
+  slim = false,
+) {
   const direction = sort.descending ? 'desc' : 'asc';
   const columns = slim ? SLIM_COLUMNS[sort.field] : READ_COLUMNS;
   let query = db.selectFrom('url_mappings').select(columns as typeof READ_COLUMNS);
   if (options.owner === null) query = query.where('owner_id', 'is', null);
   else if (options.owner !== undefined) query = query.where('owner_id', '=', options.owner);
-  if (options.after !== undefined) query = query.where(afterCondition(dialect, sort, options.after));
-  if (sort.field !== 'id') query = query.orderBy(sortKey(dialect, sort, 'url_mappings'), direction);
+  if (options.after !== undefined)
+    query = query.where(afterCondition(dialect, sort, options.after, options.part ?? 'all'));
+  // The anchor's ties share its key: ordered by id alone, read in order from the index.
+  if (sort.field !== 'id' && options.part !== 'ties')
+    query = query.orderBy(sortKey(dialect, sort, 'url_mappings'), direction);
   return query.orderBy('url_mappings.id', direction);
 }
 
@@ -181,7 +201,7 @@ const SLIM_COLUMNS = {
 async function scanFirst(
   db: Kysely<DatabaseSchema>,
   dialect: Dialect,
-  options: ListOptions & { limit: number; q: string },
+  options: StatementOptions & { limit: number; q: string },
   sort: ListSort,
 ): Promise<UrlMapping[] | undefined> {
   const direction = sort.descending ? 'desc' : 'asc';
@@ -196,26 +216,35 @@ async function scanFirst(
   return baseQuery(db, dialect, options, sort).where(amongIds(dialect, ids)).execute();
 }
 
-/** The mappings `options` asks for, in its order (see ListOptions). */
+/**
+ * The mappings `options` asks for, in its order (see ListOptions). On SQLite, a created_at page
+ * after an anchor is read in two statements (see `afterCondition`): the anchor's ties, then as
+ * many beyond them as the page still has room for. One statement would walk every tie before
+ * the anchor (all of an import's links can share one instant).
+ */
 export async function listMappings(
   db: Kysely<DatabaseSchema>,
   dialect: Dialect,
   options: ListOptions,
 ): Promise<UrlMapping[]> {
   const sort = options.sort ?? ID_ORDER;
-  const query = baseQuery(db, dialect, options, sort);
-  const limited = (built: ListQuery) => (options.limit === undefined ? built : built.limit(options.limit));
-  return (await findMappings(db, dialect, options, sort, query, limited)).map(withLimitsIfSet);
+  const read = (statement: StatementOptions) => findMappings(db, dialect, statement, sort);
+  if (!(dialect === 'sqlite' && sort.field === 'created_at' && options.after !== undefined))
+    return (await read(options)).map(withLimitsIfSet);
+  const ties = await read({ ...options, part: 'ties' });
+  const room = options.limit === undefined ? undefined : options.limit - ties.length;
+  const rest = room === 0 ? [] : await read({ ...options, part: 'beyond', limit: room });
+  return [...ties, ...rest].map(withLimitsIfSet);
 }
 
 async function findMappings(
   db: Kysely<DatabaseSchema>,
   dialect: Dialect,
-  options: ListOptions,
+  options: StatementOptions,
   sort: ListSort,
-  query: ListQuery,
-  limited: (built: ListQuery) => ListQuery,
 ): Promise<UrlMapping[]> {
+  const query = baseQuery(db, dialect, options, sort);
+  const limited = (built: ListQuery) => (options.limit === undefined ? built : built.limit(options.limit));
   const q = options.q === '' ? undefined : options.q;
   if (q === undefined) return limited(query).execute();
   if (options.limit !== undefined) {
