@@ -58,6 +58,46 @@ describe('RootSampling', () => {
     expect(kept).toBeLessThan(1200);
   });
 
+  it("gives a dropped trace's request a span context its root sampler would drop again, with fresh ids", () => {
+    const root = new RatioSampler(0.25);
+    const roots = new RootSampling(withParent(root), root);
+    const seen = new Set<string>();
+    let dropped = 0;
+    for (let i = 0; i < 4000; i++) {
+      if (roots.sampleNewTrace('POST /shorten', SpanKind.SERVER)) {
+        roots.idGenerator.generateTraceId(); // the primed id, handed out as the tracer would
+        continue;
+      }
+      dropped++;
+      const { traceId, spanId, traceFlags } = roots.droppedSpanContext();
+      expect(traceId).toMatch(/^[0-9a-f]{32}$/);
+      expect(spanId).toMatch(/^[0-9a-f]{16}$/);
+      expect(traceFlags).toBe(TraceFlags.NONE);
+      expect(traceIdFraction(traceId)).toBeGreaterThanOrEqual(0.25);
+      const again = root.shouldSample(ROOT_CONTEXT, traceId, 'POST /shorten', SpanKind.SERVER, {}, []);
+      expect(again.decision).toBe(SamplingDecision.NOT_RECORD);
+      seen.add(traceId).add(spanId);
+    }
+    expect(dropped).toBeGreaterThan(2800);
+    expect(seen.size).toBe(dropped * 2);
+  });
+
+  it('never hands out an id of all zeros, even when every random draw is zero', () => {
+    const root = new RatioSampler(0);
+    const roots = new RootSampling(withParent(root), root);
+    const random = vi.spyOn(Math, 'random').mockReturnValue(0);
+    try {
+      expect(roots.sampleNewTrace('POST /shorten', SpanKind.SERVER)).toBe(false);
+      expect(roots.droppedSpanContext()).toEqual({
+        traceId: `${'0'.repeat(31)}1`,
+        spanId: `${'0'.repeat(15)}1`,
+        traceFlags: TraceFlags.NONE,
+      });
+    } finally {
+      random.mockRestore();
+    }
+  });
+
   it('asks the adaptive sampler once per new trace, kept or not', () => {
     const clock = { ms: 0 };
     const root = new AdaptiveSampler({ targetPerSecond: 1_000_000, maxProbability: 1, now: () => clock.ms });
