@@ -74,7 +74,7 @@ describe('RootSampling', () => {
       expect(spanId).toMatch(/^[0-9a-f]{16}$/);
       expect(traceFlags).toBe(TraceFlags.NONE);
       expect(traceIdFraction(traceId)).toBeGreaterThanOrEqual(0.25);
-      const again = root.shouldSample(ROOT_CONTEXT, traceId, 'POST /shorten', SpanKind.SERVER, {}, []);
+      const again = root.shouldSample(ROOT_CONTEXT, traceId);
       expect(again.decision).toBe(SamplingDecision.NOT_RECORD);
       seen.add(traceId).add(spanId);
     }
