@@ -136,7 +136,23 @@ function withRandomPart(random: number): string {
   return drawIds(random, false);
 }
 
+/** Shared, frozen: the samplers only read them. */
+const NO_ATTRIBUTES: Attributes = Object.freeze({});
+const NO_LINKS: Link[] = Object.freeze([]) as unknown as Link[];
+
+/** Where every id here is drawn: a trace id's 16 bytes, then a span id's 8. */
 const IDS = Buffer.allocUnsafe(24);
+
+/** Fills IDS[from, to) with random 32-bit words; whether any bit of them is set. */
+function fillRandom(from: number, to: number): boolean {
+  let any = 0;
+  for (let i = from; i < to; i += 4) {
+    const word = (Math.random() * 2 ** 32) >>> 0;
+    any |= word;
+    IDS.writeUInt32BE(word, i);
+  }
+  return any !== 0;
+}
 
 /**
  * A random trace id whose last 13 hex digits (52 bits) are `random`, and with `span` a random span
@@ -146,37 +162,19 @@ const IDS = Buffer.allocUnsafe(24);
  * (bench/PROFILE.md). Never all zeros, as the SDK's ids.
  */
 function drawIds(random: number, span: boolean): string {
-  const end = span ? 24 : 16;
-  let spanBits = 0;
-  for (let i = 0; i < end; i += 4) {
-    const word = (Math.random() * 2 ** 32) >>> 0;
-    if (i >= 16) spanBits |= word;
-    IDS.writeUInt32BE(word, i);
-  }
+  fillRandom(0, 16);
   // Bytes 0-8 and the high half of byte 9 stay random; the rest of the trace id is `random`.
   IDS[9] = (IDS[9]! & 0xf0) | Math.floor(random / 2 ** 48);
   IDS.writeUIntBE(random % 2 ** 48, 10, 6);
   if (random === 0 && (IDS.readUInt32BE(0) | IDS.readUInt32BE(4) | IDS[8]! | IDS[9]!) === 0) IDS[15] = 1;
-  if (span && spanBits === 0) IDS[23] = 1;
-  return IDS.toString('hex', 0, end);
+  if (span && !fillRandom(16, 24)) IDS[23] = 1;
+  return IDS.toString('hex', 0, span ? 24 : 16);
 }
-
-/** Shared, frozen: the samplers only read them. */
-const NO_ATTRIBUTES: Attributes = Object.freeze({});
-const NO_LINKS: Link[] = Object.freeze([]) as unknown as Link[];
-
-const ID_BUFFER = Buffer.allocUnsafe(16);
 
 /** Random ids as the SDK's RandomIdGenerator draws them (lower-case hex, never all zero). */
 function randomId(bytes: 8 | 16): string {
-  let any = 0;
-  for (let i = 0; i < bytes; i += 4) {
-    const word = (Math.random() * 2 ** 32) >>> 0;
-    any |= word;
-    ID_BUFFER.writeUInt32BE(word, i);
-  }
-  if (any === 0) ID_BUFFER[bytes - 1] = 1;
-  return ID_BUFFER.toString('hex', 0, bytes);
+  if (!fillRandom(0, bytes)) IDS[bytes - 1] = 1;
+  return IDS.toString('hex', 0, bytes);
 }
 
 function generateTraceId(): string {
