@@ -37,10 +37,13 @@ export function withLimitsIfSet<R extends UrlMapping>(row: R): R {
 const ID_ORDER: ListSort = { field: 'id', descending: false };
 
 /**
- * The value a mapping is sorted by, on `url_mappings`, on the keyset anchor or on a search's
- * candidates. `created_at` on SQLite: its instant in an order-preserving text (instant-order.ts),
- * which migration 0062's indexes hold.
+ * Whether the list sorts by an expression of its column: `created_at` on SQLite, its instant in an
+ * order-preserving text (instant-order.ts), which migration 0062's indexes hold. SQLite reads no
+ * range of such an index for a row value, so its keyset pages are read in two parts.
  */
+const sortsByInstantText = (dialect: Dialect, sort: ListSort) => sort.field === 'created_at' && dialect === 'sqlite';
+
+/** The value a mapping is sorted by, on `url_mappings`, on the keyset anchor or on a search's candidates. */
 function sortKey(
   dialect: Dialect,
   sort: ListSort,
@@ -48,7 +51,7 @@ function sortKey(
 ): RawBuilder<unknown> {
   if (sort.field === 'click_count' && table !== 'candidates') return clickCount(table);
   const column = sql.ref(`${table}.${sort.field}`);
-  return sort.field === 'created_at' && dialect === 'sqlite' ? sqliteInstantOrder(column) : column;
+  return sortsByInstantText(dialect, sort) ? sqliteInstantOrder(column) : column;
 }
 
 /**
@@ -229,7 +232,7 @@ export async function listMappings(
 ): Promise<UrlMapping[]> {
   const sort = options.sort ?? ID_ORDER;
   const read = (statement: StatementOptions) => findMappings(db, dialect, statement, sort);
-  if (!(dialect === 'sqlite' && sort.field === 'created_at' && options.after !== undefined))
+  if (options.after === undefined || !sortsByInstantText(dialect, sort))
     return (await read(options)).map(withLimitsIfSet);
   const ties = await read({ ...options, part: 'ties' });
   const room = options.limit === undefined ? undefined : options.limit - ties.length;
