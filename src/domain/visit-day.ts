@@ -57,18 +57,21 @@ export function addVisit(day: VisitDay, v: VisitRecord): void {
   addValues(values.device, v.device, 1);
 }
 
-/** The register a visitor (48 bits of the day's salted hash) raises, and to what rank. */
-export function register(hash: number): [index: number, rank: number] {
-  const index = hash % SKETCH_REGISTERS;
+/** The register a visitor (48 bits of the day's salted hash) raises. */
+export const registerIndex = (hash: number) => hash % SKETCH_REGISTERS;
+
+/** The rank a visitor raises its register to: the leading zeros of its other bits, plus one. */
+export function registerRank(hash: number): number {
   const rest = Math.floor(hash / SKETCH_REGISTERS); // RANK_BITS bits
   const high = Math.floor(rest / 2 ** 32);
   const top = high > 0 ? 63 - Math.clz32(high) : rest > 0 ? 31 - Math.clz32(rest >>> 0) : -1;
-  return [index, RANK_BITS - top]; // rank: leading zeros + 1
+  return RANK_BITS - top;
 }
 
 /** Adds a visitor (48 bits of the day's salted hash) to the sketch. */
 export function addVisitor(day: VisitDay, hash: number): void {
-  const [index, rank] = register(hash);
+  const index = registerIndex(hash);
+  const rank = registerRank(hash);
   if (rank > day.sketch[index]!) day.sketch[index] = rank;
 }
 

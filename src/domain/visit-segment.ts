@@ -1,5 +1,12 @@
 import { type DeviceClass, dayOf, hourOf, type VisitDimension, type VisitRecord } from './visit.js';
-import { addValues, mergePackedSketch, packRegisters, register, type VisitDay } from './visit-day.js';
+import {
+  addValues,
+  mergePackedSketch,
+  packRegisters,
+  registerIndex,
+  registerRank,
+  type VisitDay,
+} from './visit-day.js';
 
 /**
  * How visits are stored (issue 15): not a row each, but one row per mapping, UTC day and flush
@@ -52,20 +59,36 @@ interface SegmentText {
 
 /** Numbers per combination of fields (and per visit in the older `f`). */
 const FIELDS = 6;
+/** Distinct strings a segment searches for a value before it keeps an index of them. */
+const SEARCHED_STRINGS = 8;
 
-/** One segment being built: the visits of one mapping and day, in time order. */
-class SegmentBuilder {
+/** What a visit's combination of fields is made of: a visit without its mapping and time. */
+export type VisitFields = Omit<VisitRecord, 'urlId' | 'visitedAt'>;
+
+/**
+ * One segment being built: the visits of one mapping and day, in time order. A visit's fields are
+ * looked up by the object that holds them first (the visit buffer hands each distinct combination
+ * of a capture over as one object), then by value: a segment's visits mostly repeat a few.
+ */
+export class SegmentBuilder {
   private readonly offsets: number[] = [];
   private readonly strings: string[] = [];
-  private readonly index = new Map<string, number>();
+  /** The strings' codes (made once there are more than a few: until then `strings` is searched). */
+  private index: Map<string, number> | undefined;
   /** The distinct combinations of fields (FIELDS numbers each), and each visit's by index. */
   private readonly combinations: number[] = [];
-  private readonly combinationIndex = new Map<string, number>();
+  /** Combinations by their numbers (made on the second combination). */
+  private combinationIndex: Map<string, number> | undefined;
+  /** Combinations by the object their fields came in (made on the second distinct object). */
+  private byObject: Map<VisitFields, number> | undefined;
   private readonly visitCombinations: number[] = [];
-  /** The last visit's combination (-1: none yet): consecutive visits mostly repeat it. */
+  /** The last visit's fields and combination (-1: none yet): consecutive visits mostly repeat them. */
+  private lastFields: VisitFields | undefined;
   private lastCombination = -1;
   /** The segment's non-zero registers, index → rank (most segments have a few visitors). */
   private readonly registers = new Map<number, number>();
+  /** The last visitor added (-1: none): repeats change no register. */
+  private lastVisitor = -1;
   private last: number;
   count = 0;
 
@@ -77,51 +100,32 @@ class SegmentBuilder {
     this.last = first;
   }
 
-  fits(v: VisitRecord): boolean {
+  /** Whether a visit of this segment's mapping at `visitedAt` (not before the last one) belongs to it. */
+  fits(visitedAt: number): boolean {
     return (
-      v.urlId === this.urlId &&
-      dayOf(v.visitedAt) === this.day &&
-      v.visitedAt >= this.last &&
-      v.visitedAt - this.first <= SEGMENT_SPAN_MS &&
+      visitedAt >= this.last &&
+      visitedAt - this.first <= SEGMENT_SPAN_MS &&
+      dayOf(visitedAt) === this.day &&
       this.count < SEGMENT_VISITS
     );
   }
 
-  add(v: VisitRecord): void {
-    this.offsets.push(v.visitedAt - this.last);
-    this.last = v.visitedAt;
-    const r = this.code(v.referrerHost);
-    const c = this.code(v.country);
-    const b = this.code(v.browser);
-    const o = this.code(v.os);
-    const d = this.code(v.device);
-    const bot = v.bot ? 1 : 0;
-    const g = this.combinations;
-    const last = this.lastCombination * FIELDS;
-    const repeated =
-      this.lastCombination >= 0 &&
-      g[last] === r &&
-      g[last + 1] === c &&
-      g[last + 2] === b &&
-      g[last + 3] === o &&
-      g[last + 4] === d &&
-      g[last + 5] === bot;
-    if (!repeated) {
-      const key = `${r},${c},${b},${o},${d},${bot}`;
-      let index = this.combinationIndex.get(key);
-      if (index === undefined) {
-        index = g.length / FIELDS;
-        g.push(r, c, b, o, d, bot);
-        this.combinationIndex.set(key, index);
-      }
-      this.lastCombination = index;
+  add(visitedAt: number, fields: VisitFields): void {
+    this.offsets.push(visitedAt - this.last);
+    this.last = visitedAt;
+    if (fields !== this.lastFields) {
+      this.lastCombination = this.combinationOf(fields);
+      this.lastFields = fields;
     }
     this.visitCombinations.push(this.lastCombination);
     this.count++;
   }
 
   addVisitor(hash: number): void {
-    const [index, rank] = register(hash);
+    if (hash === this.lastVisitor) return;
+    this.lastVisitor = hash;
+    const index = registerIndex(hash);
+    const rank = registerRank(hash);
     if (rank > (this.registers.get(index) ?? 0)) this.registers.set(index, rank);
   }
 
@@ -133,22 +137,61 @@ class SegmentBuilder {
       i: this.visitCombinations,
       u: packRegisters(this.registers).toString('base64'),
     };
+    const data = JSON.stringify(text);
     return {
       url_id: this.urlId,
       day: this.day,
       first_ms: this.first,
       last_ms: this.last,
       visits: this.count,
-      data: JSON.stringify(text),
+      data,
     };
+  }
+
+  private combinationOf(fields: VisitFields): number {
+    const known = this.byObject?.get(fields);
+    if (known !== undefined) return known;
+    const r = this.code(fields.referrerHost);
+    const c = this.code(fields.country);
+    const b = this.code(fields.browser);
+    const o = this.code(fields.os);
+    const d = this.code(fields.device);
+    const bot = fields.bot ? 1 : 0;
+    const g = this.combinations;
+    let index: number | undefined;
+    if (g.length === 0) {
+      index = 0;
+      g.push(r, c, b, o, d, bot);
+    } else {
+      const keyOf = (at: number) => `${g[at]},${g[at + 1]},${g[at + 2]},${g[at + 3]},${g[at + 4]},${g[at + 5]}`;
+      this.combinationIndex ??= new Map([[keyOf(0), 0]]);
+      const key = `${r},${c},${b},${o},${d},${bot}`;
+      index = this.combinationIndex.get(key);
+      if (index === undefined) {
+        index = g.length / FIELDS;
+        g.push(r, c, b, o, d, bot);
+        this.combinationIndex.set(key, index);
+      }
+      if (this.lastFields !== undefined) this.byObject ??= new Map([[this.lastFields, this.lastCombination]]);
+      this.byObject?.set(fields, index);
+    }
+    return index;
   }
 
   private code(value: string | null): number {
     if (value === null) return 0;
+    const strings = this.strings;
+    if (this.index === undefined) {
+      const at = strings.indexOf(value);
+      if (at >= 0) return at + 1;
+      strings.push(value);
+      if (strings.length > SEARCHED_STRINGS) this.index = new Map(strings.map((s, i) => [s, i + 1]));
+      return strings.length;
+    }
     let code = this.index.get(value);
     if (code === undefined) {
-      this.strings.push(value);
-      this.index.set(value, (code = this.strings.length));
+      strings.push(value);
+      this.index.set(value, (code = strings.length));
     }
     return code;
   }
@@ -163,17 +206,16 @@ export function segmentsOf(visits: readonly VisitRecord[], visitors: readonly nu
   const order = Array.from({ length: visits.length }, (_, i) => i);
   const before = (a: number, b: number) =>
     visits[a]!.urlId - visits[b]!.urlId || visits[a]!.visitedAt - visits[b]!.visitedAt || a - b;
-  // The visit buffer hands them over in this order already: checking is cheaper than sorting.
   if (!order.every((i) => i === 0 || before(i - 1, i) < 0)) order.sort(before);
   const segments: VisitSegmentRow[] = [];
   let open: SegmentBuilder | undefined;
   for (const i of order) {
     const v = visits[i]!;
-    if (!open?.fits(v)) {
+    if (open?.urlId !== v.urlId || !open.fits(v.visitedAt)) {
       if (open) segments.push(open.row());
       open = new SegmentBuilder(v.urlId, dayOf(v.visitedAt), v.visitedAt);
     }
-    open.add(v);
+    open.add(v.visitedAt, v);
     const hash = visitors[i];
     if (hash !== undefined) open.addVisitor(hash);
   }

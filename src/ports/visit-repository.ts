@@ -1,13 +1,15 @@
 import type { VisitRecord } from '../domain/visit.js';
 import type { VisitDay } from '../domain/visit-day.js';
+import type { VisitSegmentRow } from '../domain/visit-segment.js';
 
 /** What one flush writes, in one transaction, at most once whatever its retries (`id`). */
 export interface VisitBatch {
   /** Unique per batch; a batch whose id is already recorded is not written again. */
   readonly id: string;
-  readonly visits: readonly VisitRecord[];
-  /** The visitor of each visit (same index): 48 bits of its day's salted hash; none for a visit past the end. */
-  readonly visitors: readonly number[];
+  /** The visits, as segments (src/domain/visit-segment.ts), by mapping. */
+  readonly segments: readonly VisitSegmentRow[];
+  /** The visits the segments hold. */
+  readonly visits: number;
 }
 
 export interface StatsRange {

@@ -5,7 +5,7 @@ import { KyselyVisitRepository } from '../../src/adapters/storage/kysely-visit-r
 import { DAY_MS, type VisitRecord } from '../../src/domain/visit.js';
 import { BACKENDS, testConfig } from '../helpers/backends.js';
 import { useOpenDatabase } from '../helpers/storage.js';
-import { allVisitPages, foldRun, rollupsAndRecount } from '../helpers/visits.js';
+import { allVisitPages, foldRun, rollupsAndRecount, visitBatch } from '../helpers/visits.js';
 
 const BROWSERS = ['Chrome', 'Firefox', 'Safari', null];
 
@@ -57,11 +57,7 @@ describe.each(BACKENDS)('VisitRepository on $name', (backend) => {
         for (const batch of batches) {
           const own = visitsOf(1, 700, start, 180_000, batch);
           all.push(...own);
-          await visits.writeBatch({
-            id: randomUUID(),
-            visits: [...own, ...visitsOf(2, 50, start, 180_000, batch)],
-            visitors: [],
-          });
+          await visits.writeBatch(visitBatch(randomUUID(), [...own, ...visitsOf(2, 50, start, 180_000, batch)]));
         }
       };
       const from = start + 20_000;
@@ -99,7 +95,13 @@ describe.each(BACKENDS)('VisitRepository on $name', (backend) => {
       const writeRound = (round: number) => {
         // One segment a link a round (its visits within a second).
         const batchVisits = links.flatMap((urlId) => visitsOf(urlId, 5, start + round * 120_000, 1_000, round + urlId));
-        return visits.writeBatch({ id: randomUUID(), visits: batchVisits, visitors: batchVisits.map((_, n) => n) });
+        return visits.writeBatch(
+          visitBatch(
+            randomUUID(),
+            batchVisits,
+            batchVisits.map((_, n) => n),
+          ),
+        );
       };
       await foldRun(visits, 1_000); // what earlier tests left
       for (let round = 0; round < 3; round++) await writeRound(round);
@@ -131,7 +133,13 @@ describe.each(BACKENDS)('VisitRepository on $name', (backend) => {
       const links = Array.from({ length: 30 }, (_, i) => 500 + i);
       const start = Date.UTC(2026, 10, 23, 12);
       const batchVisits = links.flatMap((urlId) => visitsOf(urlId, 40, start, 60_000, urlId));
-      await visits.writeBatch({ id: randomUUID(), visits: batchVisits, visitors: batchVisits.map((_, n) => n) });
+      await visits.writeBatch(
+        visitBatch(
+          randomUUID(),
+          batchVisits,
+          batchVisits.map((_, n) => n),
+        ),
+      );
       const upTo = await visits.foldMark();
       // Another turn of the loop keeps running while the step waits for its statements: on
       // PostgreSQL a step's wall time includes this 30 ms, its held time must not.
@@ -174,11 +182,13 @@ describe.each(BACKENDS)('VisitRepository on $name', (backend) => {
       const writers = [visits, others].map(async (repository, w) => {
         for (let batch = 0; batch < 15; batch++) {
           const batchVisits = links.flatMap((urlId) => visitsOf(urlId, 25, start, 240_000, batch * 2 + w + urlId));
-          await repository.writeBatch({
-            id: randomUUID(),
-            visits: batchVisits,
-            visitors: batchVisits.map((_, n) => n),
-          });
+          await repository.writeBatch(
+            visitBatch(
+              randomUUID(),
+              batchVisits,
+              batchVisits.map((_, n) => n),
+            ),
+          );
           // The folders' timers get their turn (on SQLite every call finishes in microtasks).
           await new Promise((resolve) => setTimeout(resolve, 1));
         }

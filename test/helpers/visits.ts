@@ -2,10 +2,16 @@ import type { Kysely } from 'kysely';
 import { dialectOf } from '../../src/adapters/storage/database.js';
 import { KyselyVisitRepository } from '../../src/adapters/storage/kysely-visit-repository.js';
 import type { DatabaseSchema } from '../../src/adapters/storage/schema.js';
-import { DAY_MS, HOUR_MS } from '../../src/domain/visit.js';
+import { DAY_MS, HOUR_MS, type VisitRecord } from '../../src/domain/visit.js';
 import { decodeVisitDay, estimateVisitors } from '../../src/domain/visit-day.js';
-import { decodeSegment, SEGMENT_VISITS } from '../../src/domain/visit-segment.js';
-import type { FoldStep, StatsRange, VisitPageRow, VisitRepository } from '../../src/ports/visit-repository.js';
+import { decodeSegment, SEGMENT_VISITS, segmentsOf } from '../../src/domain/visit-segment.js';
+import type {
+  FoldStep,
+  StatsRange,
+  VisitBatch,
+  VisitPageRow,
+  VisitRepository,
+} from '../../src/ports/visit-repository.js';
 
 export const CHROME_WINDOWS =
   'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36';
@@ -16,6 +22,14 @@ export const SAFARI_IPAD =
 export const GOOGLEBOT = 'Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)';
 export const USER_AGENTS = [CHROME_WINDOWS, SAFARI_IPHONE, SAFARI_IPAD, GOOGLEBOT, 'curl/8.5.0', undefined];
 export const REFERRERS = ['https://news.example.com/a?b=c', 'http://blog.example.org/', undefined, 'not a url'];
+
+/**
+ * A batch of `visits` as the visit buffer hands one over, as their segments (`visitors[i]`: the
+ * hash of visit i's visitor, where given).
+ */
+export function visitBatch(id: string, visits: readonly VisitRecord[], visitors: readonly number[] = []): VisitBatch {
+  return { id, segments: segmentsOf(visits, visitors), visits: visits.length };
+}
 
 /**
  * Every visit of `range`, page by page as the visits API asks for them (`limit` a page, each page

@@ -13,6 +13,7 @@ import {
   SAFARI_IPHONE,
   USER_AGENTS,
   visitRows,
+  visitBatch,
   visitTablesText,
 } from '../helpers/visits.js';
 
@@ -263,8 +264,8 @@ describe.each(BACKENDS)('visits and statistics on $name', (backend) => {
     // Two batches: values 0-79 (and 0-9 again) first, then 80-149.
     const first = Array.from({ length: 90 }, (_, i) => record(i % 80));
     const second = Array.from({ length: 70 }, (_, i) => record(80 + i));
-    await repository.writeBatch({ id: `cap1-${link.code}`, visits: first, visitors: [] });
-    await repository.writeBatch({ id: `cap2-${link.code}`, visits: second, visitors: [] });
+    await repository.writeBatch(visitBatch(`cap1-${link.code}`, first));
+    await repository.writeBatch(visitBatch(`cap2-${link.code}`, second));
     const stats = (await get(`/api/v1/links/${link.code}/stats?top=50`, owner.session)).json();
     expect(stats.totals.visits).toBe(160);
     expect(stats.top.referrers[0]).toEqual({ value: '(other)', visits: 50 });
@@ -286,15 +287,9 @@ describe.each(BACKENDS)('visits and statistics on $name', (backend) => {
       bot: false,
       country: null,
     });
-    await repository.writeBatch({
-      id: `old-${link.code}`,
-      visits: [record(old), record(old + 1000)],
-      visitors: [1],
-    });
-    await repository.writeBatch({ id: `new-${link.code}`, visits: [record(Date.now())], visitors: [] });
-    expect(await repository.writeBatch({ id: `new-${link.code}`, visits: [record(Date.now())], visitors: [] })).toBe(
-      false,
-    );
+    await repository.writeBatch(visitBatch(`old-${link.code}`, [record(old), record(old + 1000)], [1]));
+    await repository.writeBatch(visitBatch(`new-${link.code}`, [record(Date.now())]));
+    expect(await repository.writeBatch(visitBatch(`new-${link.code}`, [record(Date.now())]))).toBe(false);
     await repository.daySalt(Math.floor(old / 86_400_000));
     expect(await t.service.visits.prune()).toBeGreaterThanOrEqual(2);
     const db = t.service.database.db;

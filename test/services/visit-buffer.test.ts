@@ -50,7 +50,7 @@ describe('VisitBuffer', () => {
     expect(held.waiting).toBe(1); // the follow-up write started without another tick
     held.release();
     await second;
-    expect(held.written.map((batch) => batch.visits.map((v) => v.urlId))).toEqual([[1], [2]]);
+    expect(held.written.map((batch) => batch.segments.map((s) => [s.url_id, s.visits]))).toEqual([[[1, 1]], [[2, 1]]]);
     expect(buffer.size).toBe(0);
   });
 
@@ -83,5 +83,40 @@ describe('VisitBuffer', () => {
     fail(new Error('database away'));
     await flushing;
     expect(buffer.size).toBe(3);
+  });
+
+  it('a visit of the next day captured while the flush waits for a salt is written with its own day’s salt', async () => {
+    const midnight = Date.UTC(2026, 10, 28);
+    let now = midnight - 1;
+    const asked: number[] = [];
+    const answers: Array<() => void> = [];
+    const written: VisitBatch[] = [];
+    const repository = {
+      writeBatch: async (batch: VisitBatch) => {
+        written.push(batch);
+        return true;
+      },
+      daySalt: (day: number) => {
+        asked.push(day);
+        return new Promise<string>((resolve) => answers.push(() => resolve(`salt-${day}`)));
+      },
+    };
+    const buffer = new VisitBuffer(repository, { flushIntervalMs: 60_000, now: () => now });
+    buffer.record(1, HEADERS, '10.0.0.1');
+    const flushing = buffer.flush();
+    await settle();
+    now = midnight;
+    buffer.record(1, HEADERS, '10.0.0.1');
+    answers.shift()!();
+    await settle();
+    answers.shift()!();
+    await flushing;
+    const day = midnight / 86_400_000;
+    expect(asked).toEqual([day - 1, day]);
+    expect(written.flatMap((b) => b.segments.map((s) => [s.day, s.visits]))).toEqual([
+      [day - 1, 1],
+      [day, 1],
+    ]);
+    expect(buffer.size).toBe(0);
   });
 });

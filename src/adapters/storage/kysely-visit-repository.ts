@@ -7,7 +7,6 @@ import {
   decodeSegment,
   SEGMENT_SPAN_MS,
   SEGMENT_VISITS,
-  segmentsOf,
   type VisitSegmentRow,
 } from '../../domain/visit-segment.js';
 import type {
@@ -167,7 +166,7 @@ export class KyselyVisitRepository implements VisitRepository {
         .onConflict((oc) => oc.column('id').doNothing())
         .executeTakeFirst();
       if (Number(claimed.numInsertedOrUpdatedRows ?? 0) === 0) return false;
-      for (const chunk of chunks(segmentsOf(batch.visits, batch.visitors))) await this.insertSegments(trx, chunk);
+      for (const chunk of chunks(batch.segments)) await this.insertSegments(trx, chunk);
       return true;
     });
   }

@@ -94,10 +94,8 @@ type VisitWrites = Pick<VisitRepository, 'writeBatch' | 'daySalt' | 'foldMark' |
 export function tracedVisitWrites(repository: VisitWrites): VisitWrites {
   return {
     writeBatch: (batch) =>
-      inBackgroundSpan(
-        BACKGROUND_SPANS.visitFlush,
-        { [BACKGROUND_SPAN_ATTRIBUTES.visitCount]: batch.visits.length },
-        () => repository.writeBatch(batch),
+      inBackgroundSpan(BACKGROUND_SPANS.visitFlush, { [BACKGROUND_SPAN_ATTRIBUTES.visitCount]: batch.visits }, () =>
+        repository.writeBatch(batch),
       ),
     daySalt: (day) => repository.daySalt(day),
     foldMark: () => repository.foldMark(),

@@ -1,0 +1,302 @@
+import { createHash } from 'node:crypto';
+import { countryCode, dayOf, referrerHost } from '../domain/visit.js';
+import { SegmentBuilder, type VisitFields, type VisitSegmentRow } from '../domain/visit-segment.js';
+import type { UserAgentClassifier } from './user-agents.js';
+
+/**
+ * The visits captured on the redirect path since the last flush, column by column, numbers only:
+ * each header value and address is kept once, in `values`, and a visit holds its id there (1 +
+ * index; 0: none). The redirect then leaves no string of its own behind (a request's header strings
+ * die young with it), the columns are arrays of small integers the collector does not trace, and
+ * the flush works out each distinct value once, not once a visit.
+ */
+export class VisitCapture {
+  readonly urlIds: number[] = [];
+  readonly times: number[] = [];
+  readonly agents: number[] = [];
+  readonly referers: number[] = [];
+  readonly countries: number[] = [];
+  readonly addresses: number[] = [];
+  /** The distinct header values and addresses, by id − 1. */
+  readonly values: string[] = [];
+  private readonly ids = new Map<string, number>();
+
+  get length(): number {
+    return this.urlIds.length;
+  }
+
+  add(
+    urlId: number,
+    time: number,
+    agent: string | undefined,
+    referer: string | undefined,
+    country: string | undefined,
+    address: string | undefined,
+  ): void {
+    this.urlIds.push(urlId);
+    this.times.push(time);
+    this.agents.push(this.id(agent));
+    this.referers.push(this.id(referer));
+    this.countries.push(this.id(country));
+    this.addresses.push(this.id(address));
+  }
+
+  /** The days the capture's visits fall on (ascending). */
+  days(): number[] {
+    const days = new Set<number>();
+    let last = NaN;
+    for (const time of this.times) {
+      const day = dayOf(time);
+      if (day !== last) days.add((last = day));
+    }
+    return [...days].sort((a, b) => a - b);
+  }
+
+  private id(value: string | undefined): number {
+    if (value === undefined) return 0;
+    let id = this.ids.get(value);
+    if (id === undefined) {
+      this.values.push(value);
+      this.ids.set(value, (id = this.values.length));
+    }
+    return id;
+  }
+}
+
+/** A batch's worth of segments (`visits`: the visits they hold). */
+export interface SegmentGroup {
+  readonly rows: VisitSegmentRow[];
+  readonly visits: number;
+}
+
+/**
+ * A capture's visits as segments (src/domain/visit-segment.ts), in groups of about `batchVisits`
+ * visits (a segment is never split), by mapping and then time, made a few thousand visits at a
+ * time (`take`) so that the caller can let the event loop in between. The visits are put in
+ * mapping order by counting (typed arrays: nothing for the collector to trace), then each
+ * mapping's are made into segments one at a time, each a row as soon as it is closed. A visit's
+ * fields are worked out once a distinct combination of its `User-Agent`, `Referer` and country
+ * header, and handed over as one object, which a segment knows again by identity; its visitor is
+ * hashed once a visitor and day. Nothing here keeps an address or a `User-Agent`: they go with the
+ * capture.
+ */
+export class CaptureBatches {
+  private readonly order: Int32Array;
+  /** The capture's mappings by id, and where each one's visits start in `order` (one more: the end). */
+  private readonly ids: Float64Array;
+  private readonly starts: Int32Array;
+  private readonly fields: FieldsTable;
+  private readonly visitors: VisitorTable;
+  /** Where `take` goes on: the mapping (its rank in `ids`), the visit (in `order`), the open segment. */
+  private rank = 0;
+  private at = 0;
+  private segment: SegmentBuilder | undefined;
+  private rows: VisitSegmentRow[] = [];
+  private grouped = 0;
+
+  constructor(
+    private readonly capture: VisitCapture,
+    salts: ReadonlyMap<number, string>,
+    classifier: UserAgentClassifier,
+    private readonly batchVisits: number,
+  ) {
+    ({ order: this.order, ids: this.ids, starts: this.starts } = byMapping(capture.urlIds));
+    this.fields = new FieldsTable(capture.values, classifier);
+    this.visitors = new VisitorTable(capture.values, salts);
+  }
+
+  get done(): boolean {
+    return this.rank >= this.ids.length;
+  }
+
+  /** The groups completed while putting about `visits` more visits in segments (the last group too, once done). */
+  take(visits: number): SegmentGroup[] {
+    const groups: SegmentGroup[] = [];
+    const { order, ids, starts, capture } = this;
+    const { times, agents, referers, countries, addresses } = capture;
+    for (let left = visits; left > 0 && this.rank < ids.length;) {
+      const urlId = ids[this.rank]!;
+      const end = starts[this.rank + 1]!;
+      if (this.at === starts[this.rank]) inTimeOrder(order, this.at, end, times);
+      for (; this.at < end && left > 0; this.at++, left--) {
+        const i = order[this.at]!;
+        const time = times[i]!;
+        if (this.segment !== undefined && !this.segment.fits(time)) this.close(groups);
+        const segment = (this.segment ??= new SegmentBuilder(urlId, dayOf(time), time));
+        const agent = agents[i]!;
+        segment.add(time, this.fields.of(agent, referers[i]!, countries[i]!));
+        segment.addVisitor(this.visitors.of(segment.day, addresses[i]!, agent));
+      }
+      if (this.at === end) {
+        this.close(groups);
+        this.rank++;
+      }
+    }
+    if (this.done && this.grouped > 0) this.endGroup(groups);
+    return groups;
+  }
+
+  /** The open segment as a row of this group, or of the next one when it would make this one too big. */
+  private close(groups: SegmentGroup[]): void {
+    const segment = this.segment;
+    if (segment === undefined) return;
+    if (this.grouped > 0 && this.grouped + segment.count > this.batchVisits) this.endGroup(groups);
+    this.rows.push(segment.row());
+    this.grouped += segment.count;
+    this.segment = undefined;
+  }
+
+  private endGroup(groups: SegmentGroup[]): void {
+    groups.push({ rows: this.rows, visits: this.grouped });
+    this.rows = [];
+    this.grouped = 0;
+  }
+}
+
+/**
+ * The visits of `urlIds` by mapping (a counting sort: each mapping's in their order), the
+ * mappings by id, and where each one's visits start in that order.
+ */
+function byMapping(urlIds: readonly number[]): { order: Int32Array; ids: Float64Array; starts: Int32Array } {
+  const count = urlIds.length;
+  // Each visit's mapping, numbered as they come, and each mapping's visits.
+  const linkOf = new Int32Array(count);
+  const numberOf = new Map<number, number>();
+  const links: number[] = [];
+  const visitsOf: number[] = [];
+  for (let i = 0; i < count; i++) {
+    const urlId = urlIds[i]!;
+    let link = numberOf.get(urlId);
+    if (link === undefined) {
+      numberOf.set(urlId, (link = links.length));
+      links.push(urlId);
+      visitsOf.push(0);
+    }
+    linkOf[i] = link;
+    visitsOf[link]!++;
+  }
+  const ids = Float64Array.from(links).sort();
+  const rankOf = new Int32Array(links.length);
+  const starts = new Int32Array(links.length + 1);
+  for (let rank = 0; rank < ids.length; rank++) {
+    const link = numberOf.get(ids[rank]!)!;
+    rankOf[link] = rank;
+    starts[rank + 1] = starts[rank]! + visitsOf[link]!;
+  }
+  const order = new Int32Array(count);
+  const next = starts.slice(0, links.length);
+  for (let i = 0; i < count; i++) order[next[rankOf[linkOf[i]!]!]!++] = i;
+  return { order, ids, starts };
+}
+
+/**
+ * Puts `order[from..to)` (visits of one mapping, in capture order) in time order: the capture's
+ * order is time's unless the clock went back while capturing, when a segment would otherwise
+ * end early at every step back (times not ascending) and overlap the next one.
+ */
+function inTimeOrder(order: Int32Array, from: number, to: number, times: readonly number[]): void {
+  for (let at = from + 1; at < to; at++) {
+    if (times[order[at - 1]!]! > times[order[at]!]!) {
+      order.subarray(from, to).sort((a, b) => times[a]! - times[b]! || a - b);
+      return;
+    }
+  }
+}
+
+/**
+ * A visit's fields by the ids of its `User-Agent`, `Referer` and country header: one object per
+ * distinct combination of the three, the `User-Agent` classified once, the referrer cut to its
+ * host once. The last combination asked for is answered without a lookup (a visit's neighbours in
+ * time mostly come from the same client).
+ */
+class FieldsTable {
+  private readonly byAgent = new Map<number, Map<number, Map<number, VisitFields>>>();
+  private readonly hosts = new Map<number, string | null>();
+  private lastAgent = -1;
+  private lastReferer = -1;
+  private lastCountry = -1;
+  private last: VisitFields | undefined;
+
+  constructor(
+    private readonly values: readonly string[],
+    private readonly classifier: UserAgentClassifier,
+  ) {}
+
+  of(agent: number, referer: number, country: number): VisitFields {
+    if (agent === this.lastAgent && referer === this.lastReferer && country === this.lastCountry) return this.last!;
+    // Nested by id (small integers: keys that need no boxing, unlike one number made of three).
+    const byReferer = getOrAdd(this.byAgent, agent, newMap<number, Map<number, VisitFields>>);
+    const byCountry = getOrAdd(byReferer, referer, newMap<number, VisitFields>);
+    let fields = byCountry.get(country);
+    if (fields === undefined) byCountry.set(country, (fields = this.fieldsOf(agent, referer, country)));
+    this.lastAgent = agent;
+    this.lastReferer = referer;
+    this.lastCountry = country;
+    return (this.last = fields);
+  }
+
+  private fieldsOf(agent: number, referer: number, country: number): VisitFields {
+    const { browser, os, device, bot } = this.classifier.classify(this.value(agent));
+    let host = this.hosts.get(referer);
+    if (host === undefined) this.hosts.set(referer, (host = referrerHost(this.value(referer))));
+    return { referrerHost: host, country: countryCode(this.value(country)), browser, os, device, bot };
+  }
+
+  private value(id: number): string | undefined {
+    return id === 0 ? undefined : this.values[id - 1];
+  }
+}
+
+/**
+ * The visitor hash of a capture's visits: a visitor (day, address, `User-Agent`) seen again in
+ * the capture is hashed once (SHA-256 is most of a visit's CPU when a few visitors follow many
+ * links), and the last one asked for is answered without a lookup. The table goes with the
+ * capture, so no address outlives it.
+ */
+class VisitorTable {
+  private readonly known = new Map<number, Map<number, Map<number, number>>>();
+  private lastDay = -1;
+  private lastAddress = -1;
+  private lastAgent = -1;
+  private last = 0;
+
+  constructor(
+    private readonly values: readonly string[],
+    private readonly salts: ReadonlyMap<number, string>,
+  ) {}
+
+  of(day: number, address: number, agent: number): number {
+    if (day === this.lastDay && address === this.lastAddress && agent === this.lastAgent) return this.last;
+    const byAddress = getOrAdd(this.known, day, newMap<number, Map<number, number>>);
+    const byAgent = getOrAdd(byAddress, address, newMap<number, number>);
+    let hash = byAgent.get(agent);
+    if (hash === undefined) {
+      const salt = this.salts.get(day)!;
+      byAgent.set(agent, (hash = visitorHash(salt, this.value(address), this.value(agent))));
+    }
+    this.lastDay = day;
+    this.lastAddress = address;
+    this.lastAgent = agent;
+    return (this.last = hash);
+  }
+
+  private value(id: number): string | undefined {
+    return id === 0 ? undefined : this.values[id - 1];
+  }
+}
+
+const newMap = <K, V>() => new Map<K, V>();
+
+function getOrAdd<K, V>(map: Map<K, V>, key: K, make: () => V): V {
+  let value = map.get(key);
+  if (value === undefined) map.set(key, (value = make()));
+  return value;
+}
+
+/** 48 bits of SHA-256(salt, address, User-Agent): a visitor of one day, unrecognisable once the salt is gone. */
+export function visitorHash(salt: string, address: string | undefined, userAgent: string | undefined): number {
+  return createHash('sha256')
+    .update(`${salt}\u0000${address ?? ''}\u0000${userAgent ?? ''}`)
+    .digest()
+    .readUIntBE(0, 6);
+}

@@ -1,0 +1,160 @@
+/**
+ * The capture's way to segments (src/support/visit-capture.ts) against the plain one: the same
+ * visits made into VisitRecords one by one (classified, referrer cut, country checked, visitor
+ * hashed) and given to `segmentsOf` must decode to the same visits, link by link, with the same
+ * visitor registers, however the capture is sliced and grouped.
+ */
+import { describe, expect, it } from 'vitest';
+import { countryCode, dayOf, referrerHost, type VisitRecord } from '../../src/domain/visit.js';
+import { addSegment, decodeSegment, segmentsOf, type VisitSegmentRow } from '../../src/domain/visit-segment.js';
+import { addVisit, addVisitor, emptyVisitDay } from '../../src/domain/visit-day.js';
+import { UserAgentClassifier } from '../../src/support/user-agents.js';
+import { CaptureBatches, VisitCapture, visitorHash } from '../../src/support/visit-capture.js';
+import { REFERRERS, USER_AGENTS } from '../helpers/visits.js';
+
+interface Captured {
+  readonly urlId: number;
+  readonly time: number;
+  readonly agent: string | undefined;
+  readonly referer: string | undefined;
+  readonly country: string | undefined;
+  readonly address: string | undefined;
+}
+
+const COUNTRIES = ['DE', 'us', undefined, 'XX', 'not a country'];
+const ADDRESSES = ['10.0.0.1', '10.0.0.2', '2001:db8::1', undefined];
+const classifier = new UserAgentClassifier();
+
+/**
+ * `count` visits over `links` links, at times from `start` `step` ms apart, from clients whose
+ * header values change at different paces: a link's next visit often shares some, not all.
+ */
+function visits(count: number, links: number, start: number, step: number): Captured[] {
+  const at = <T>(values: readonly T[], n: number) => values[n % values.length];
+  return Array.from({ length: count }, (_, n) => ({
+    urlId: 1 + ((n * 7919) % links),
+    time: start + n * step,
+    agent: at(USER_AGENTS, Math.floor(n / 97)),
+    referer: at(REFERRERS, Math.floor(n / 41)),
+    country: at(COUNTRIES, n),
+    address: at(ADDRESSES, Math.floor(n / 13)),
+  }));
+}
+
+const saltOf = (day: number) => `salt-${day}`;
+
+/** Every segment of `captured` by way of the capture, and the groups' sizes. */
+function throughCapture(captured: readonly Captured[], batchVisits: number, slice: number) {
+  const capture = new VisitCapture();
+  for (const v of captured) capture.add(v.urlId, v.time, v.agent, v.referer, v.country, v.address);
+  const salts = new Map(capture.days().map((day) => [day, saltOf(day)]));
+  const batches = new CaptureBatches(capture, salts, classifier, batchVisits);
+  const groups: { rows: VisitSegmentRow[]; visits: number }[] = [];
+  while (!batches.done) groups.push(...batches.take(slice));
+  return groups;
+}
+
+/** The same visits as records, one by one, and their visitors' hashes. */
+function records(captured: readonly Captured[]): { visits: VisitRecord[]; visitors: number[] } {
+  const visits = captured.map((v): VisitRecord => {
+    const { browser, os, device, bot } = classifier.classify(v.agent);
+    return {
+      urlId: v.urlId,
+      visitedAt: v.time,
+      referrerHost: referrerHost(v.referer),
+      browser,
+      os,
+      device,
+      bot,
+      country: countryCode(v.country),
+    };
+  });
+  const visitors = captured.map((v) => visitorHash(saltOf(dayOf(v.time)), v.address, v.agent));
+  return { visits, visitors };
+}
+
+type Day = ReturnType<typeof emptyVisitDay>;
+
+/** Per link and day, the day row its visits make one by one (visit-day's own way, not a segment's). */
+function daysOf(visits: readonly VisitRecord[], visitors: readonly number[]) {
+  const links = new Map<number, Map<number, Day>>();
+  visits.forEach((v, n) => {
+    const days = links.get(v.urlId) ?? new Map<number, Day>();
+    links.set(v.urlId, days);
+    const day = days.get(dayOf(v.visitedAt)) ?? emptyVisitDay();
+    days.set(dayOf(v.visitedAt), day);
+    addVisit(day, v);
+    addVisitor(day, visitors[n]!);
+  });
+  return links;
+}
+
+/** Per link, its visits decoded in order, and the day rows its segments add up to. */
+function byLink(rows: readonly VisitSegmentRow[]) {
+  const links = new Map<number, { visits: VisitRecord[]; days: Map<number, Day> }>();
+  for (const row of rows) {
+    const link = links.get(row.url_id) ?? { visits: [] as VisitRecord[], days: new Map<number, Day>() };
+    links.set(row.url_id, link);
+    link.visits.push(...decodeSegment(row.url_id, row.first_ms, row.data));
+    const day = link.days.get(row.day) ?? emptyVisitDay();
+    link.days.set(row.day, day);
+    addSegment(day, row.first_ms, row.data);
+  }
+  return links;
+}
+
+describe('a capture made into segments', () => {
+  it('holds every visit once, with the fields and visitors the plain way gives, in groups of about a batch', () => {
+    const start = Date.UTC(2026, 10, 27, 23, 59, 30); // across midnight
+    const captured = visits(5_000, 37, start, 13);
+    const groups = throughCapture(captured, 1_000, 700);
+    const rows = groups.flatMap((g) => g.rows);
+    const { visits: plain, visitors } = records(captured);
+    expect(byLink(rows)).toEqual(byLink(segmentsOf(plain, visitors)));
+    expect(new Map([...byLink(rows)].map(([urlId, link]) => [urlId, link.days]))).toEqual(daysOf(plain, visitors));
+    expect(groups.reduce((sum, g) => sum + g.visits, 0)).toBe(captured.length);
+    for (const group of groups) {
+      expect(group.visits).toBe(group.rows.reduce((sum, r) => sum + r.visits, 0));
+      // A group closes before the segment that would take it past the batch (a segment alone may).
+      expect(group.visits <= 1_000 || group.rows.length === 1).toBe(true);
+    }
+    // By link, then time, over all the groups.
+    const order = rows.map((r) => [r.url_id, r.first_ms]);
+    expect(order).toEqual([...order].sort((a, b) => a[0]! - b[0]! || a[1]! - b[1]!));
+    expect(new Set(rows.map((r) => r.day)).size).toBe(2);
+  });
+
+  it('gives the same segments however finely it is sliced', () => {
+    const captured = visits(3_000, 50, Date.UTC(2026, 10, 27, 12), 7);
+    const whole = throughCapture(captured, 1_000, 1_000_000);
+    expect(throughCapture(captured, 1_000, 1)).toEqual(whole);
+    expect(throughCapture(captured, 1_000, 333)).toEqual(whole);
+  });
+
+  it('puts a link’s visits in time order when the clock went back while capturing', () => {
+    const start = Date.UTC(2026, 10, 27, 12);
+    const captured = visits(400, 3, start, 10).map((v, n) => (n >= 200 ? { ...v, time: v.time - 1_500 } : v));
+    const rows = throughCapture(captured, 1_000, 100).flatMap((g) => g.rows);
+    const { visits: plain, visitors } = records(captured);
+    expect(byLink(rows)).toEqual(byLink(segmentsOf(plain, visitors)));
+    for (const [, link] of byLink(rows)) {
+      const times = link.visits.map((v) => v.visitedAt);
+      expect(times).toEqual([...times].sort((a, b) => a - b));
+    }
+    // One segment a link: nothing was cut at the step back.
+    expect(rows).toHaveLength(3);
+  });
+
+  it('splits a busy link’s visits at SEGMENT_VISITS, in one group each when a batch holds fewer', () => {
+    const captured = visits(2_500, 1, Date.UTC(2026, 10, 27, 12), 1);
+    const groups = throughCapture(captured, 1_000, 4_000);
+    expect(groups.map((g) => g.rows.map((r) => r.visits))).toEqual([[1024], [1024], [452]]);
+  });
+
+  it('keeps no address or User-Agent in what it writes', () => {
+    const rows = throughCapture(visits(500, 5, Date.UTC(2026, 10, 27, 12), 100), 1_000, 100).flatMap((g) => g.rows);
+    const text = JSON.stringify(rows);
+    for (const secret of [...ADDRESSES, ...USER_AGENTS]) if (secret) expect(text).not.toContain(secret);
+    expect(rows.length).toBeGreaterThan(0);
+  });
+});
