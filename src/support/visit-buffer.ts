@@ -2,16 +2,19 @@ import { randomUUID } from 'node:crypto';
 import type { VisitBatch, VisitRepository } from '../ports/visit-repository.js';
 import { UserAgentClassifier } from './user-agents.js';
 import { rawHeader } from './raw-headers.js';
-import { CaptureBatches, VisitCapture } from './visit-capture.js';
+import { type BatchLimit, CaptureBatches, VisitCapture } from './visit-capture.js';
 
 export { visitorHash } from './visit-capture.js';
 
 /**
- * Visits per flush transaction, prepared and written with the event loop let in between: one
- * batch holds SQLite's writer and the event loop for a few ms only (5,000 held them for tens of
- * ms, which redirects waiting behind a flush saw as their p99).
+ * What one flush transaction writes at most, prepared beforehand and written with the event loop
+ * let in between. A batch's time is about 0.25 ms of its own (the commit most of it) and 4 µs a
+ * segment row on SQLite: 300 rows hold the writer and the event loop for 1.2-1.6 ms, whether they
+ * are segments of a visit each (links clicked once a flush) or of tens (popular ones), against
+ * 0.3 ms for 1,000 visits of popular links but 4 ms for 1,000 of rarely clicked ones before
+ * (bench/visit-flush.ts). 10,000 visits bound a batch's text.
  */
-const BATCH_VISITS = 1_000;
+const BATCH: BatchLimit = { rows: 300, visits: 10_000 };
 /**
  * Visits held while the database is away, beyond which new ones are dropped (and counted in the
  * log) rather than growing memory without end: tens of bytes each, captured or prepared.
@@ -165,7 +168,7 @@ export class VisitBuffer {
     const capture = this.capture;
     this.capture = new VisitCapture();
     this.heldVisits += capture.length;
-    const batches = new CaptureBatches(capture, salts, this.classifier, BATCH_VISITS);
+    const batches = new CaptureBatches(capture, salts, this.classifier, BATCH);
     while (!batches.done) {
       await nextTurn();
       for (const { rows, visits } of batches.take(PREPARE_SLICE)) {

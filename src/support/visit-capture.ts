@@ -63,6 +63,12 @@ export class VisitCapture {
   }
 }
 
+/** How big a group of segments may be: segments (rows) and visits. */
+export interface BatchLimit {
+  readonly rows: number;
+  readonly visits: number;
+}
+
 /** A batch's worth of segments (`visits`: the visits they hold). */
 export interface SegmentGroup {
   readonly rows: VisitSegmentRow[];
@@ -70,8 +76,8 @@ export interface SegmentGroup {
 }
 
 /**
- * A capture's visits as segments (src/domain/visit-segment.ts), in groups of about `batchVisits`
- * visits (a segment is never split), by mapping and then time, made a few thousand visits at a
+ * A capture's visits as segments (src/domain/visit-segment.ts), in groups of at most `limit.rows`
+ * segments and about `limit.visits` visits (a segment is never split), by mapping and then time, made a few thousand visits at a
  * time (`take`) so that the caller can let the event loop in between. The visits are put in
  * mapping order by counting (typed arrays: nothing for the collector to trace), then each
  * mapping's are made into segments one at a time, each a row as soon as it is closed. A visit's
@@ -98,7 +104,7 @@ export class CaptureBatches {
     private readonly capture: VisitCapture,
     salts: ReadonlyMap<number, string>,
     classifier: UserAgentClassifier,
-    private readonly batchVisits: number,
+    private readonly limit: BatchLimit,
   ) {
     ({ order: this.order, ids: this.ids, starts: this.starts } = byMapping(capture.urlIds));
     this.fields = new FieldsTable(capture.values, classifier);
@@ -140,7 +146,9 @@ export class CaptureBatches {
   private close(groups: SegmentGroup[]): void {
     const segment = this.segment;
     if (segment === undefined) return;
-    if (this.grouped > 0 && this.grouped + segment.count > this.batchVisits) this.endGroup(groups);
+    if (this.grouped > 0 && (this.rows.length >= this.limit.rows || this.grouped + segment.count > this.limit.visits)) {
+      this.endGroup(groups);
+    }
     this.rows.push(segment.row());
     this.grouped += segment.count;
     this.segment = undefined;

@@ -9,7 +9,7 @@ import { countryCode, dayOf, referrerHost, type VisitRecord } from '../../src/do
 import { addSegment, decodeSegment, segmentsOf, type VisitSegmentRow } from '../../src/domain/visit-segment.js';
 import { addVisit, addVisitor, emptyVisitDay } from '../../src/domain/visit-day.js';
 import { UserAgentClassifier } from '../../src/support/user-agents.js';
-import { CaptureBatches, VisitCapture, visitorHash } from '../../src/support/visit-capture.js';
+import { type BatchLimit, CaptureBatches, VisitCapture, visitorHash } from '../../src/support/visit-capture.js';
 import { REFERRERS, USER_AGENTS } from '../helpers/visits.js';
 
 interface Captured {
@@ -41,14 +41,17 @@ function visits(count: number, links: number, start: number, step: number): Capt
   }));
 }
 
+/** Groups as the buffer makes them. */
+const BATCH: BatchLimit = { rows: 300, visits: 1_000 };
+
 const saltOf = (day: number) => `salt-${day}`;
 
 /** Every segment of `captured` by way of the capture, and the groups' sizes. */
-function throughCapture(captured: readonly Captured[], batchVisits: number, slice: number) {
+function throughCapture(captured: readonly Captured[], limit: BatchLimit, slice: number) {
   const capture = new VisitCapture();
   for (const v of captured) capture.add(v.urlId, v.time, v.agent, v.referer, v.country, v.address);
   const salts = new Map(capture.days().map((day) => [day, saltOf(day)]));
-  const batches = new CaptureBatches(capture, salts, classifier, batchVisits);
+  const batches = new CaptureBatches(capture, salts, classifier, limit);
   const groups: { rows: VisitSegmentRow[]; visits: number }[] = [];
   while (!batches.done) groups.push(...batches.take(slice));
   return groups;
@@ -107,7 +110,7 @@ describe('a capture made into segments', () => {
   it('holds every visit once, with the fields and visitors the plain way gives, in groups of about a batch', () => {
     const start = Date.UTC(2026, 10, 27, 23, 59, 30); // across midnight
     const captured = visits(5_000, 37, start, 13);
-    const groups = throughCapture(captured, 1_000, 700);
+    const groups = throughCapture(captured, BATCH, 700);
     const rows = groups.flatMap((g) => g.rows);
     const { visits: plain, visitors } = records(captured);
     expect(byLink(rows)).toEqual(byLink(segmentsOf(plain, visitors)));
@@ -117,6 +120,7 @@ describe('a capture made into segments', () => {
       expect(group.visits).toBe(group.rows.reduce((sum, r) => sum + r.visits, 0));
       // A group closes before the segment that would take it past the batch (a segment alone may).
       expect(group.visits <= 1_000 || group.rows.length === 1).toBe(true);
+      expect(group.rows.length).toBeLessThanOrEqual(300);
     }
     // By link, then time, over all the groups.
     const order = rows.map((r) => [r.url_id, r.first_ms]);
@@ -126,15 +130,26 @@ describe('a capture made into segments', () => {
 
   it('gives the same segments however finely it is sliced', () => {
     const captured = visits(3_000, 50, Date.UTC(2026, 10, 27, 12), 7);
-    const whole = throughCapture(captured, 1_000, 1_000_000);
-    expect(throughCapture(captured, 1_000, 1)).toEqual(whole);
-    expect(throughCapture(captured, 1_000, 333)).toEqual(whole);
+    const whole = throughCapture(captured, BATCH, 1_000_000);
+    expect(throughCapture(captured, BATCH, 1)).toEqual(whole);
+    expect(throughCapture(captured, BATCH, 333)).toEqual(whole);
+  });
+
+  it('closes a group at its rows when the links are clicked once each', () => {
+    const captured = visits(1_000, 1_000, Date.UTC(2026, 10, 27, 12), 1);
+    const groups = throughCapture(captured, BATCH, 4_000);
+    expect(groups.map((g) => [g.rows.length, g.visits])).toEqual([
+      [300, 300],
+      [300, 300],
+      [300, 300],
+      [100, 100],
+    ]);
   });
 
   it('puts a link’s visits in time order when the clock went back while capturing', () => {
     const start = Date.UTC(2026, 10, 27, 12);
     const captured = visits(400, 3, start, 10).map((v, n) => (n >= 200 ? { ...v, time: v.time - 1_500 } : v));
-    const rows = throughCapture(captured, 1_000, 100).flatMap((g) => g.rows);
+    const rows = throughCapture(captured, BATCH, 100).flatMap((g) => g.rows);
     const { visits: plain, visitors } = records(captured);
     expect(byLink(rows)).toEqual(byLink(segmentsOf(plain, visitors)));
     for (const [, link] of byLink(rows)) {
@@ -147,12 +162,12 @@ describe('a capture made into segments', () => {
 
   it('splits a busy link’s visits at SEGMENT_VISITS, in one group each when a batch holds fewer', () => {
     const captured = visits(2_500, 1, Date.UTC(2026, 10, 27, 12), 1);
-    const groups = throughCapture(captured, 1_000, 4_000);
+    const groups = throughCapture(captured, BATCH, 4_000);
     expect(groups.map((g) => g.rows.map((r) => r.visits))).toEqual([[1024], [1024], [452]]);
   });
 
   it('keeps no address or User-Agent in what it writes', () => {
-    const rows = throughCapture(visits(500, 5, Date.UTC(2026, 10, 27, 12), 100), 1_000, 100).flatMap((g) => g.rows);
+    const rows = throughCapture(visits(500, 5, Date.UTC(2026, 10, 27, 12), 100), BATCH, 100).flatMap((g) => g.rows);
     const text = JSON.stringify(rows);
     for (const secret of [...ADDRESSES, ...USER_AGENTS]) if (secret) expect(text).not.toContain(secret);
     expect(rows.length).toBeGreaterThan(0);
