@@ -1,0 +1,151 @@
+import { type Compilable, type Kysely, type RawBuilder, sql } from 'kysely';
+import type { VisitSegmentRow } from '../../domain/visit-segment.js';
+import type { Dialect } from './database.js';
+import { PreparedQuery, PreparedRows } from './prepared-query.js';
+import type { DatabaseSchema } from './schema.js';
+
+/** KyselyVisitRepository's statements (src/adapters/storage/kysely-visit-repository.ts): its bulk inserts, and those it prepares once. */
+
+export type Column = readonly [name: string, pgType: 'BIGINT' | 'TEXT'];
+
+/**
+ * `INSERT INTO table (columns) <rows> <tail>` with SQL that is the same whatever the number of
+ * rows: the rows as one JSON text (SQLite's `json_each`) or one array per column (PostgreSQL's
+ * `unnest`), in the order given. Building the statement row by row cost more than running it.
+ */
+export function bulkInsert(
+  dialect: Dialect,
+  table: string,
+  columns: readonly Column[],
+  objects: readonly object[],
+  tail: RawBuilder<unknown>,
+): RawBuilder<unknown> {
+  const rows = objects as readonly Readonly<Record<string, unknown>>[];
+  const names = sql.join(columns.map(([name]) => sql.ref(name)));
+  if (dialect === 'sqlite') {
+    const json = JSON.stringify(rows.map((row) => columns.map(([name]) => row[name] ?? null)));
+    const values = sql.join(columns.map((_, i) => sql.raw(`value ->> ${i}`)));
+    // `WHERE true`: without it SQLite would read ON CONFLICT as a join constraint.
+    return sql`INSERT INTO ${sql.table(table)} (${names}) SELECT ${values} FROM json_each(${json}) WHERE true ${tail}`;
+  }
+  const arrays = sql.join(
+    columns.map(([name, type]) => sql`CAST(${rows.map((row) => row[name] ?? null)} AS ${sql.raw(type)}[])`),
+  );
+  return sql`INSERT INTO ${sql.table(table)} (${names}) SELECT * FROM unnest(${arrays}) ${tail}`;
+}
+
+export const SEGMENT_COLUMNS: readonly Column[] = [
+  ['url_id', 'BIGINT'],
+  ['day', 'BIGINT'],
+  ['first_ms', 'BIGINT'],
+  ['last_ms', 'BIGINT'],
+  ['visits', 'BIGINT'],
+  ['data', 'TEXT'],
+];
+
+/**
+ * Segments one SQLite insert takes (six parameters each), prepared once for each row count up to
+ * it: the rows bound as values cost a segment about a third of what one JSON text of them
+ * (`bulkInsert`) did, the text built, escaped and read back by `json_each` a column at a time.
+ */
+const SEGMENT_ROWS_PER_STATEMENT = 50;
+
+export const DAY_COLUMNS: readonly Column[] = [
+  ['url_id', 'BIGINT'],
+  ['day', 'BIGINT'],
+  ['data', 'TEXT'],
+];
+
+export interface FoldRange {
+  readonly after: number;
+  readonly through: number;
+  readonly upTo: number;
+}
+
+export type UnfoldedSegment = {
+  url_id: number | string;
+  day: number | string;
+  first_ms: number | string;
+  data: string;
+};
+
+/**
+ * A fold step's statements, prepared once (a step runs them every few ms while a run lasts):
+ * - `through`: the mapping of the `skip + 1`th unfolded segment after mapping `after`, in
+ *   (mapping, segment) order: where the step ends;
+ * - SQLite (the transaction holds the one writer already): `read` the range's segments, `list`
+ *   them by link (`visit_link_segments`), `forget` them (off the unfolded list);
+ * - PostgreSQL: `take` the range off the unfolded list, skipping the rows another instance has
+ *   locked, then `readTaken`: those segments read by id and listed by link in one statement. By
+ *   id, as an array: joined to the `DELETE … RETURNING` in one statement, the planner expected
+ *   tens of thousands of rows from it and read the whole segments table into a hash (800 ms a
+ *   step with 190,000 segments, against 34).
+ */
+export function foldStatements(db: Kysely<DatabaseSchema>) {
+  const prepared = <Row, Params extends object>(
+    build: (p: (name: keyof Params & string) => unknown) => RawBuilder<Row>,
+  ) => new PreparedQuery<DatabaseSchema, Row, Params>(db, (db, p) => ({ compile: () => build(p).compile(db) }));
+  const range = (p: (name: keyof FoldRange & string) => unknown, table = '') =>
+    sql`${sql.raw(table)}url_id > ${p('after')} AND ${sql.raw(table)}url_id <= ${p('through')} AND ${sql.raw(table)}segment_id <= ${p('upTo')}`;
+  return {
+    through: prepared<{ url_id: number | string }, { after: number; upTo: number; skip: number }>(
+      (p) => sql`SELECT url_id FROM visit_unfolded WHERE url_id > ${p('after')} AND segment_id <= ${p('upTo')}
+        ORDER BY url_id, segment_id LIMIT 1 OFFSET ${p('skip')}`,
+    ),
+    read: prepared<UnfoldedSegment, FoldRange>(
+      (p) => sql`SELECT s.url_id, s.day, s.first_ms, s.data FROM visit_unfolded AS u
+        JOIN visit_segments AS s ON s.id = u.segment_id WHERE ${range(p, 'u.')}`,
+    ),
+    list: prepared<never, FoldRange>(
+      (p) => sql`INSERT INTO visit_link_segments (url_id, last_ms, segment_id)
+        SELECT u.url_id, s.last_ms, s.id FROM visit_unfolded AS u JOIN visit_segments AS s ON s.id = u.segment_id
+        WHERE ${range(p, 'u.')}`,
+    ),
+    forget: prepared<never, FoldRange>((p) => sql`DELETE FROM visit_unfolded WHERE ${range(p)}`),
+    take: prepared<{ segment_id: number | string }, FoldRange>(
+      (p) => sql`DELETE FROM visit_unfolded WHERE (url_id, segment_id) IN
+        (SELECT url_id, segment_id FROM visit_unfolded WHERE ${range(p)} FOR UPDATE SKIP LOCKED)
+        RETURNING segment_id`,
+    ),
+    readTaken: prepared<UnfoldedSegment, { ids: readonly number[] }>(
+      (p) => sql`WITH s AS (SELECT id, url_id, day, first_ms, last_ms, data FROM visit_segments
+          WHERE id = ANY(CAST(${p('ids')} AS BIGINT[]))),
+        listed AS (INSERT INTO visit_link_segments (url_id, last_ms, segment_id) SELECT url_id, last_ms, id FROM s)
+        SELECT url_id, day, first_ms, data FROM s`,
+    ),
+  };
+}
+
+export type DayRow = { url_id: number; day: number; data: string };
+
+/**
+ * SQLite's inserts of segments (a flush's) and of day rows (a fold step's, replacing those there):
+ * prepared statements of their values, SEGMENT_ROWS_PER_STATEMENT rows each.
+ */
+export function sqliteInserts(db: Kysely<DatabaseSchema>) {
+  const rows = <Row extends object>(
+    build: (
+      db: Kysely<DatabaseSchema>,
+      count: number,
+      slot: (row: number, column: keyof Row & string) => unknown,
+    ) => Compilable<unknown>,
+  ) => new PreparedRows<DatabaseSchema, Row>(db, SEGMENT_ROWS_PER_STATEMENT, build);
+  const columns = <Row extends object>(
+    names: readonly (keyof Row & string)[],
+    count: number,
+    slot: (row: number, column: keyof Row & string) => unknown,
+  ) => Array.from({ length: count }, (_, i) => Object.fromEntries(names.map((name) => [name, slot(i, name)])) as Row);
+  return {
+    segments: rows<VisitSegmentRow>((db, count, slot) =>
+      db
+        .insertInto('visit_segments')
+        .values(columns<VisitSegmentRow>(['url_id', 'day', 'first_ms', 'last_ms', 'visits', 'data'], count, slot)),
+    ),
+    days: rows<DayRow>((db, count, slot) =>
+      db
+        .insertInto('visit_days')
+        .values(columns<DayRow>(['url_id', 'day', 'data'], count, slot))
+        .onConflict((oc) => oc.columns(['url_id', 'day']).doUpdateSet({ data: (eb) => eb.ref('excluded.data') })),
+    ),
+  };
+}
