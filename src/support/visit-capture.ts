@@ -3,26 +3,32 @@ import { countryCode, dayOf, referrerHost } from '../domain/visit.js';
 import { SegmentBuilder, type VisitFields, type VisitSegmentRow } from '../domain/visit-segment.js';
 import type { UserAgentClassifier } from './user-agents.js';
 
+/** Visits a capture has room for at first (it doubles as it fills). */
+const INITIAL_CAPACITY = 4_096;
+
 /**
- * The visits captured on the redirect path since the last flush, column by column, numbers only:
- * each header value and address is kept once, in `values`, and a visit holds its id there (1 +
- * index; 0: none). The redirect then leaves no string of its own behind (a request's header strings
- * die young with it), the columns are arrays of small integers the collector does not trace, and
- * the flush works out each distinct value once, not once a visit.
+ * The visits captured on the redirect path since the last flush, column by column, numbers only,
+ * in typed arrays: each header value and address is kept once, in `values`, and a visit holds its
+ * id there (1 + index; 0: none). The redirect then leaves no string of its own behind (a request's
+ * header strings die young with it), and the columns live outside the collected heap: a young
+ * collection neither traces nor copies them, as it did the arrays of a flush interval's visits
+ * (their growing copies survived a collection or two each). The flush works out each distinct
+ * value once, not once a visit. The columns' entries from `length` on are unused.
  */
 export class VisitCapture {
-  readonly urlIds: number[] = [];
-  readonly times: number[] = [];
-  readonly agents: number[] = [];
-  readonly referers: number[] = [];
-  readonly countries: number[] = [];
-  readonly addresses: number[] = [];
+  urlIds = new Float64Array(INITIAL_CAPACITY);
+  times = new Float64Array(INITIAL_CAPACITY);
+  agents = new Int32Array(INITIAL_CAPACITY);
+  referers = new Int32Array(INITIAL_CAPACITY);
+  countries = new Int32Array(INITIAL_CAPACITY);
+  addresses = new Int32Array(INITIAL_CAPACITY);
   /** The distinct header values and addresses, by id − 1. */
   readonly values: string[] = [];
   private readonly ids = new Map<string, number>();
+  private count = 0;
 
   get length(): number {
-    return this.urlIds.length;
+    return this.count;
   }
 
   add(
@@ -33,23 +39,40 @@ export class VisitCapture {
     country: string | undefined,
     address: string | undefined,
   ): void {
-    this.urlIds.push(urlId);
-    this.times.push(time);
-    this.agents.push(this.id(agent));
-    this.referers.push(this.id(referer));
-    this.countries.push(this.id(country));
-    this.addresses.push(this.id(address));
+    const at = this.count;
+    if (at === this.urlIds.length) this.grow();
+    this.urlIds[at] = urlId;
+    this.times[at] = time;
+    this.agents[at] = this.id(agent);
+    this.referers[at] = this.id(referer);
+    this.countries[at] = this.id(country);
+    this.addresses[at] = this.id(address);
+    this.count = at + 1;
   }
 
   /** The days the capture's visits fall on (ascending). */
   days(): number[] {
     const days = new Set<number>();
     let last = NaN;
-    for (const time of this.times) {
-      const day = dayOf(time);
+    for (let i = 0; i < this.count; i++) {
+      const day = dayOf(this.times[i]!);
       if (day !== last) days.add((last = day));
     }
     return [...days].sort((a, b) => a - b);
+  }
+
+  private grow(): void {
+    const grown = <T extends Float64Array | Int32Array>(column: T): T => {
+      const copy = new (column.constructor as new (length: number) => T)(column.length * 2);
+      copy.set(column);
+      return copy;
+    };
+    this.urlIds = grown(this.urlIds);
+    this.times = grown(this.times);
+    this.agents = grown(this.agents);
+    this.referers = grown(this.referers);
+    this.countries = grown(this.countries);
+    this.addresses = grown(this.addresses);
   }
 
   private id(value: string | undefined): number {
@@ -106,7 +129,7 @@ export class CaptureBatches {
     classifier: UserAgentClassifier,
     private readonly limit: BatchLimit,
   ) {
-    ({ order: this.order, ids: this.ids, starts: this.starts } = byMapping(capture.urlIds));
+    ({ order: this.order, ids: this.ids, starts: this.starts } = byMapping(capture.urlIds, capture.length));
     this.fields = new FieldsTable(capture.values, classifier);
     this.visitors = new VisitorTable(capture.values, salts);
   }
@@ -165,8 +188,7 @@ export class CaptureBatches {
  * The visits of `urlIds` by mapping (a counting sort: each mapping's in their order), the
  * mappings by id, and where each one's visits start in that order.
  */
-function byMapping(urlIds: readonly number[]): { order: Int32Array; ids: Float64Array; starts: Int32Array } {
-  const count = urlIds.length;
+function byMapping(urlIds: Float64Array, count: number): { order: Int32Array; ids: Float64Array; starts: Int32Array } {
   // Each visit's mapping, numbered as they come, and each mapping's visits.
   const linkOf = new Int32Array(count);
   const numberOf = new Map<number, number>();
@@ -202,7 +224,7 @@ function byMapping(urlIds: readonly number[]): { order: Int32Array; ids: Float64
  * order is time's unless the clock went back while capturing, when a segment would otherwise
  * end early at every step back (times not ascending) and overlap the next one.
  */
-function inTimeOrder(order: Int32Array, from: number, to: number, times: readonly number[]): void {
+function inTimeOrder(order: Int32Array, from: number, to: number, times: Float64Array): void {
   for (let at = from + 1; at < to; at++) {
     if (times[order[at - 1]!]! > times[order[at]!]!) {
       order.subarray(from, to).sort((a, b) => times[a]! - times[b]! || a - b);
