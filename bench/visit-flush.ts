@@ -3,7 +3,8 @@
  * spread evenly over FLUSH_BENCH_MAPPINGS links (one User-Agent, 250 addresses) into a VisitBuffer
  * on a fresh SQLite file, then flushes, FLUSH_BENCH_ROUNDS times, folding the day rows after every
  * FLUSH_BENCH_FOLD_EVERY flushes (5: a fold every 5 s at one flush a second), and prints the CPU
- * µs per visit of the capture (`record`), of the flush and of the fold, medians of the rounds.
+ * µs per visit of the capture (`record`), of the flush and of the fold, medians of the rounds, and
+ * the wall time of a batch's write (p50, p90, longest: on SQLite what it holds the event loop for).
  * FLUSH_BENCH_WARMUP_ROUNDS: rounds run first and not measured (0), for a database with a history.
  * FLUSH_BENCH_FOLD_SEGMENTS: segments a fold transaction takes (250; the service sizes its own by
  * time). FLUSH_BENCH_DROP: one SQL statement run after the migrations (an experiment).
@@ -51,6 +52,13 @@ const MIXED_REFERRERS = [
   '',
 ];
 
+/** Batches, and their write's p50, p90 and longest in ms. */
+function writeSummary(ms: readonly number[]): string {
+  const sorted = [...ms].sort((a, b) => a - b);
+  const at = (q: number) => (sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * q))] ?? NaN).toFixed(2);
+  return `${sorted.length} batches, ms p50 ${at(0.5)} p90 ${at(0.9)} longest ${at(1)}`;
+}
+
 const dir = mkdtempSync(join(tmpdir(), 'visit-flush-bench-'));
 const database = openDatabase(
   loadConfig({ DATABASE_URL: `sqlite:${join(dir, 'b.db')}`, LOG_LEVEL: 'silent' }).database,
@@ -59,7 +67,19 @@ try {
   await migrateToLatest(database.db, database.dialect);
   if (process.env.FLUSH_BENCH_DROP) await sql.raw(process.env.FLUSH_BENCH_DROP).execute(database.db);
   const repository = new KyselyVisitRepository(database.db, database.dialect);
-  const buffer = new VisitBuffer(repository, { flushIntervalMs: 60_000 });
+  // Each batch's write timed (wall ms: on SQLite what it holds the event loop for).
+  const writes: number[] = [];
+  const timedWrites: Pick<typeof repository, 'writeBatch' | 'daySalt'> = {
+    writeBatch: async (batch) => {
+      const started = performance.now();
+      const written = await repository.writeBatch(batch);
+      if (measuring) writes.push(performance.now() - started);
+      return written;
+    },
+    daySalt: (day) => repository.daySalt(day),
+  };
+  let measuring = false;
+  const buffer = new VisitBuffer(timedWrites, { flushIntervalMs: 60_000 });
   const mixed = process.env.FLUSH_BENCH_MIXED === '1';
   const headersOf = (i: number): string[] => {
     if (!mixed) return ['Host', 'bench', 'User-Agent', AGENT];
@@ -84,6 +104,7 @@ try {
       for (let i = 0; i < VISITS; i++)
         buffer.record(1 + (((base + i) * 7919) % MAPPINGS), headerLists[i % 997]!, `10.0.${i % 250}.${round}`);
     });
+    measuring = measured;
     const flushing = await cpu(() => buffer.flush());
     if (measured) record.push(recording / VISITS);
     if (measured) flush.push(flushing / VISITS);
@@ -105,7 +126,7 @@ try {
     SELECT SUM(LENGTH(data)) AS bytes, SUM(visits) AS visits FROM visit_segments`.execute(database.db);
   const bytesPerVisit = Number(stored.rows[0]!.bytes) / Number(stored.rows[0]!.visits);
   console.log(
-    `[visit-flush-bench] ${VISITS} visits${mixed ? ' (mixed)' : ''} over ${MAPPINGS} links a flush, ${bytesPerVisit.toFixed(1)} segment bytes a visit, a fold every ${FOLD_EVERY}: CPU µs per visit, medians: record ${r.toFixed(2)}, flush ${f.toFixed(2)}, fold ${d.toFixed(2)}, in all ${(r + f + d).toFixed(2)}`,
+    `[visit-flush-bench] ${VISITS} visits${mixed ? ' (mixed)' : ''} over ${MAPPINGS} links a flush, ${bytesPerVisit.toFixed(1)} segment bytes a visit, a fold every ${FOLD_EVERY}: CPU µs per visit, medians: record ${r.toFixed(2)}, flush ${f.toFixed(2)}, fold ${d.toFixed(2)}, in all ${(r + f + d).toFixed(2)}; a batch's write ${writeSummary(writes)}`,
   );
 } finally {
   await database.db.destroy();
