@@ -11,6 +11,12 @@ export interface RetryPolicy {
   /** First delay between attempts; it doubles each time, up to `maxBackoffMs`. */
   readonly backoffMs: number;
   readonly maxBackoffMs: number;
+  /**
+   * Failures that say nothing about the message (the database cannot be reached right now): they
+   * are retried with the same backoff for as long as they last, and do not count as attempts, so
+   * an outage does not send what its consumers would have handled to the dead-letter queue.
+   */
+  readonly transient?: (error: unknown) => boolean;
 }
 
 export interface ConsumerLogger {
@@ -62,7 +68,8 @@ export class ConsumerRunner {
 
   private handle(consumer: ConsumerDefinition, message: BusMessage): Promise<void> {
     return inMessageSpan(consumer.spanName, message, this.bus.system, consumer.group, async (span) => {
-      for (let attempt = 1; ; attempt++) {
+      // `attempt`: failures that count (see RetryPolicy.transient); `tries`: all, for the backoff.
+      for (let attempt = 1, tries = 1; ; tries++) {
         try {
           await consumer.handle(message, span);
           this.metrics.consumed(message.topic, consumer.group);
@@ -72,12 +79,14 @@ export class ConsumerRunner {
           span.addEvent('attempt failed', { attempt, 'exception.message': (error as Error).message });
           // Stopping: no retry and no dead letter; the bus delivers it again, here or elsewhere.
           if (this.stopping) throw error;
-          if (attempt >= this.policy.attempts) {
+          const transient = this.policy.transient?.(error) === true;
+          if (!transient && attempt >= this.policy.attempts) {
             if (consumer.deadLetter === false) throw error; // the bus delivers it again later
             await this.deadLetter(consumer, message, error as Error, attempt);
             return;
           }
-          const delay = Math.min(this.policy.backoffMs * 2 ** (attempt - 1), this.policy.maxBackoffMs);
+          if (!transient) attempt++;
+          const delay = Math.min(this.policy.backoffMs * 2 ** Math.min(tries - 1, 30), this.policy.maxBackoffMs);
           await new Promise((resolve) => setTimeout(resolve, delay));
         }
       }
