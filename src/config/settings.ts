@@ -301,7 +301,7 @@ export const SETTINGS = named({
   },
   EVENT_HANDLER_ATTEMPTS: {
     default: '5',
-    description: 'Attempts of a consumer at one event before it goes to the dead-letter queue.',
+    description: 'Attempts at one event before the dead-letter queue; an unreachable database counts as none.',
     parse: integer(1, 100),
   },
   EVENT_RETRY_BACKOFF_MS: {
