@@ -137,14 +137,13 @@ export class SegmentBuilder {
       i: this.visitCombinations,
       u: packRegisters(this.registers).toString('base64'),
     };
-    const data = JSON.stringify(text);
     return {
       url_id: this.urlId,
       day: this.day,
       first_ms: this.first,
       last_ms: this.last,
       visits: this.count,
-      data,
+      data: JSON.stringify(text),
     };
   }
 

@@ -266,14 +266,10 @@ class FieldsTable {
   }
 
   private fieldsOf(agent: number, referer: number, country: number): VisitFields {
-    const { browser, os, device, bot } = this.classifier.classify(this.value(agent));
+    const { browser, os, device, bot } = this.classifier.classify(captured(this.values, agent));
     let host = this.hosts.get(referer);
-    if (host === undefined) this.hosts.set(referer, (host = referrerHost(this.value(referer))));
-    return { referrerHost: host, country: countryCode(this.value(country)), browser, os, device, bot };
-  }
-
-  private value(id: number): string | undefined {
-    return id === 0 ? undefined : this.values[id - 1];
+    if (host === undefined) this.hosts.set(referer, (host = referrerHost(captured(this.values, referer))));
+    return { referrerHost: host, country: countryCode(captured(this.values, country)), browser, os, device, bot };
   }
 }
 
@@ -302,20 +298,19 @@ class VisitorTable {
     let hash = byAgent.get(agent);
     if (hash === undefined) {
       const salt = this.salts.get(day)!;
-      byAgent.set(agent, (hash = visitorHash(salt, this.value(address), this.value(agent))));
+      byAgent.set(agent, (hash = visitorHash(salt, captured(this.values, address), captured(this.values, agent))));
     }
     this.lastDay = day;
     this.lastAddress = address;
     this.lastAgent = agent;
     return (this.last = hash);
   }
-
-  private value(id: number): string | undefined {
-    return id === 0 ? undefined : this.values[id - 1];
-  }
 }
 
 const newMap = <K, V>() => new Map<K, V>();
+
+/** The capture's value of id `id` (0: none). */
+const captured = (values: readonly string[], id: number) => (id === 0 ? undefined : values[id - 1]);
 
 function getOrAdd<K, V>(map: Map<K, V>, key: K, make: () => V): V {
   let value = map.get(key);

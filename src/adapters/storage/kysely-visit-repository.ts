@@ -22,7 +22,6 @@ import type { Dialect } from './database.js';
 import type { PreparedRows } from './prepared-query.js';
 import type { DatabaseSchema } from './schema.js';
 import {
-  bulkInsert,
   DAY_COLUMNS,
   type DayRow,
   type FoldRange,
@@ -30,6 +29,7 @@ import {
   SEGMENT_COLUMNS,
   sqliteInserts,
   type UnfoldedSegment,
+  unnestInsert,
 } from './visit-statements.js';
 
 /** Rows per statement (each statement has one parameter per column, whatever its rows). */
@@ -168,7 +168,7 @@ export class KyselyVisitRepository implements VisitRepository {
    */
   private async insertSegments(trx: Kysely<DatabaseSchema>, segments: readonly VisitSegmentRow[]): Promise<void> {
     if (this.dialect === 'postgres') {
-      const insert = bulkInsert(this.dialect, 'visit_segments', SEGMENT_COLUMNS, segments, sql`RETURNING id, url_id`);
+      const insert = unnestInsert('visit_segments', SEGMENT_COLUMNS, segments, sql`RETURNING id, url_id`);
       await sql`WITH s AS (${insert}) INSERT INTO visit_unfolded (url_id, segment_id) SELECT url_id, id FROM s`.execute(
         trx,
       );
@@ -206,8 +206,7 @@ export class KyselyVisitRepository implements VisitRepository {
         this.dialect === 'sqlite'
           ? sql`SELECT d.url_id, d.day, d.data FROM json_each(${JSON.stringify(keys.map((k) => [k.url_id, k.day]))}) AS k
               JOIN visit_days AS d ON d.url_id = k.value ->> 0 AND d.day = k.value ->> 1`
-          : bulkInsert(
-              this.dialect,
+          : unnestInsert(
               'visit_days',
               DAY_COLUMNS,
               keys,
@@ -215,10 +214,10 @@ export class KyselyVisitRepository implements VisitRepository {
             )
       ) as RawBuilder<{ url_id: number | string; day: number | string; data: string }>;
       const { rows: found } = await current.execute(trx);
-      const write = work.run(() => {
+      const rows = work.run(() => {
         const stored = new Map<string, string>();
         for (const row of found) stored.set(`${row.url_id}:${row.day}`, row.data);
-        const rows = chunk.map(({ url_id, day, data }) => {
+        return chunk.map(({ url_id, day, data }) => {
           const text = stored.get(`${url_id}:${day}`);
           return {
             url_id,
@@ -226,17 +225,19 @@ export class KyselyVisitRepository implements VisitRepository {
             data: encodeVisitDay(text ? mergeVisitDay(decodeVisitDay(text), data) : data),
           };
         });
-        if (this.dialect === 'sqlite') return rows;
-        return bulkInsert(
-          this.dialect,
-          'visit_days',
-          DAY_COLUMNS,
-          rows,
-          sql`ON CONFLICT (url_id, day) DO UPDATE SET data = excluded.data`,
-        );
       });
-      if (Array.isArray(write)) await this.dayRows.run(trx, write);
-      else await write.execute(trx);
+      if (this.dialect === 'sqlite') await this.dayRows.run(trx, rows);
+      else {
+        const upsert = work.run(() =>
+          unnestInsert(
+            'visit_days',
+            DAY_COLUMNS,
+            rows,
+            sql`ON CONFLICT (url_id, day) DO UPDATE SET data = excluded.data`,
+          ),
+        );
+        await upsert.execute(trx);
+      }
     }
   }
 

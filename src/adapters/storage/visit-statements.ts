@@ -1,20 +1,18 @@
 import { type Compilable, type Kysely, type RawBuilder, sql } from 'kysely';
 import type { VisitSegmentRow } from '../../domain/visit-segment.js';
-import type { Dialect } from './database.js';
 import { PreparedQuery, PreparedRows } from './prepared-query.js';
 import type { DatabaseSchema } from './schema.js';
 
-/** KyselyVisitRepository's statements (src/adapters/storage/kysely-visit-repository.ts): its bulk inserts, and those it prepares once. */
+/** KyselyVisitRepository's statements (src/adapters/storage/kysely-visit-repository.ts): PostgreSQL's bulk inserts, and those it prepares once. */
 
 export type Column = readonly [name: string, pgType: 'BIGINT' | 'TEXT'];
 
 /**
- * `INSERT INTO table (columns) <rows> <tail>` with SQL that is the same whatever the number of
- * rows: the rows as one JSON text (SQLite's `json_each`) or one array per column (PostgreSQL's
- * `unnest`), in the order given. Building the statement row by row cost more than running it.
+ * PostgreSQL's `INSERT INTO table (columns) <rows> <tail>` with SQL that is the same whatever the
+ * number of rows: one array per column, `unnest`ed, in the order given. Building the statement row
+ * by row cost more than running it. (SQLite binds rows to prepared statements: `sqliteInserts`.)
  */
-export function bulkInsert(
-  dialect: Dialect,
+export function unnestInsert(
   table: string,
   columns: readonly Column[],
   objects: readonly object[],
@@ -22,12 +20,6 @@ export function bulkInsert(
 ): RawBuilder<unknown> {
   const rows = objects as readonly Readonly<Record<string, unknown>>[];
   const names = sql.join(columns.map(([name]) => sql.ref(name)));
-  if (dialect === 'sqlite') {
-    const json = JSON.stringify(rows.map((row) => columns.map(([name]) => row[name] ?? null)));
-    const values = sql.join(columns.map((_, i) => sql.raw(`value ->> ${i}`)));
-    // `WHERE true`: without it SQLite would read ON CONFLICT as a join constraint.
-    return sql`INSERT INTO ${sql.table(table)} (${names}) SELECT ${values} FROM json_each(${json}) WHERE true ${tail}`;
-  }
   const arrays = sql.join(
     columns.map(([name, type]) => sql`CAST(${rows.map((row) => row[name] ?? null)} AS ${sql.raw(type)}[])`),
   );
