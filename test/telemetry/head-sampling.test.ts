@@ -4,8 +4,13 @@
  * rate so low that a new trace is never kept in practice: every request without a `traceparent`
  * is a dropped new trace, and the ones with a sampled `traceparent` are recorded (parent-based).
  */
-import { createContextKey, ROOT_CONTEXT, SpanKind, trace, TraceFlags } from '@opentelemetry/api';
-import { InMemorySpanExporter, SamplingDecision } from '@opentelemetry/sdk-trace-base';
+import { createContextKey, propagation, ROOT_CONTEXT, SpanKind, trace, TraceFlags } from '@opentelemetry/api';
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  SamplingDecision,
+  SimpleSpanProcessor,
+} from '@opentelemetry/sdk-trace-base';
 import { startTracing } from '../../src/adapters/telemetry/tracing.js';
 import { testConfig } from '../helpers/backends.js';
 
@@ -15,9 +20,11 @@ const tracing = startTracing(testConfig('sqlite::memory:', { TRACING_SAMPLING_RA
 });
 
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { IncomingMessage } from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { FastRedirect } from '../../src/http/fast-redirect.js';
+import { startTraceBeforeRouting } from '../../src/http/plugins/request-tracing.js';
 import { PromiseContextManager } from '../../src/adapters/telemetry/promise-context-manager.js';
 import { RootSampling, rootSampling } from '../../src/adapters/telemetry/root-sampling.js';
 import { AdaptiveSampler, RatioSampler, traceIdFraction, withParent } from '../../src/adapters/telemetry/samplers.js';
@@ -37,6 +44,20 @@ const UNSAMPLED_PARENT = '00-1af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-0
 afterAll(async () => {
   await tracing.shutdown();
 });
+
+/** The API's key of the active span, as `trace.getSpan` asks a context for it. */
+function spanKey(): symbol {
+  let key: symbol | undefined;
+  trace.getSpan({
+    getValue: (asked) => {
+      key = asked;
+      return undefined;
+    },
+    setValue: () => ROOT_CONTEXT,
+    deleteValue: () => ROOT_CONTEXT,
+  });
+  return key!;
+}
 
 describe('RootSampling', () => {
   it('decides like its root sampler on the trace id it hands out, and primes that id for the next root span', () => {
@@ -113,6 +134,61 @@ describe('RootSampling', () => {
     const traceId = roots.idGenerator.generateTraceId();
     roots.sampler.shouldSample(ROOT_CONTEXT, traceId, 'GET /:code', SpanKind.SERVER, {}, []);
     expect(asked).toBe(1);
+  });
+
+  it("hands a kept trace's root span the span id drawn with its trace id, once; other spans draw their own", () => {
+    const root = new RatioSampler(1);
+    const roots = new RootSampling(withParent(root), root);
+    const exported = new InMemorySpanExporter();
+    const provider = new BasicTracerProvider({
+      sampler: roots.sampler,
+      idGenerator: roots.idGenerator,
+      spanProcessors: [new SimpleSpanProcessor(exported)],
+    });
+    const tracer = provider.getTracer('head-sampling');
+    const random = vi.spyOn(Math, 'random');
+    expect(roots.sampleNewTrace('GET /:code', SpanKind.SERVER)).toBe(true);
+    const draws = random.mock.calls.length;
+    const kept = tracer.startSpan('GET /:code', { kind: SpanKind.SERVER }, ROOT_CONTEXT);
+    // The SDK asked for both ids and got the primed ones: no random number drawn for them.
+    expect(random.mock.calls.length).toBe(draws);
+    random.mockRestore();
+    const ids = kept.spanContext();
+    expect(ids.traceId).toMatch(/^[0-9a-f]{32}$/);
+    expect(ids.spanId).toMatch(/^[0-9a-f]{16}$/);
+    expect(ids.traceFlags).toBe(TraceFlags.SAMPLED);
+    const child = tracer.startSpan('child', {}, trace.setSpan(ROOT_CONTEXT, kept));
+    const next = tracer.startSpan('another root', { root: true });
+    expect(child.spanContext().traceId).toBe(ids.traceId);
+    expect(new Set([ids.spanId, child.spanContext().spanId, next.spanContext().spanId]).size).toBe(3);
+    expect(next.spanContext().traceId).not.toBe(ids.traceId);
+  });
+
+  it("a server span's context made before routing reads, adds and removes values as the API's own context does", () => {
+    const raw = {
+      method: 'GET',
+      url: '/abcdefg',
+      httpVersion: '1.1',
+      headers: { host: 'sho.rt:8080' },
+      socket: { remoteAddress: '127.0.0.1', localPort: 8080 },
+    } as unknown as IncomingMessage;
+    const { span, context: active } = startTraceBeforeRouting(raw, 'GET /:code', '/:code');
+    const made = trace.setSpan(ROOT_CONTEXT, span);
+    expect(trace.getSpan(active)).toBe(span);
+    const key = createContextKey('head-sampling test');
+    const added = active.setValue(key, 42);
+    expect(added.getValue(key)).toBe(42);
+    expect(trace.getSpan(added)).toBe(span);
+    expect(active.getValue(key)).toBeUndefined();
+    expect(active.deleteValue(key)).toBe(active);
+    expect(trace.getSpan(active.deleteValue(spanKey()))).toBeUndefined();
+    const carried: Record<string, string> = {};
+    const expected: Record<string, string> = {};
+    propagation.inject(active, carried);
+    propagation.inject(made, expected);
+    expect(carried).toEqual(expected);
+    expect(carried.traceparent).toContain(span.spanContext().spanId);
+    span.end();
   });
 
   it('is installed while tracing runs', () => {

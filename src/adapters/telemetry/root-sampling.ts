@@ -34,8 +34,14 @@ import type { IdGenerator, Sampler } from '@opentelemetry/sdk-trace-base';
  *   if (roots.sampleNewTrace('GET /:code', SpanKind.SERVER)) span = tracer.startSpan('GET /:code', { kind }, ROOT_CONTEXT);
  */
 export class RootSampling {
-  /** The decision made by `sampleNewTrace`, until the root span it was made for is started. */
-  private primed: { readonly traceId: string; readonly result: SamplingResult; handedOut: boolean } | undefined;
+  /**
+   * The decision made by `sampleNewTrace`, until the root span it was made for is started; with
+   * the ratio samplers also that span's id, drawn with the trace id (the SDK asks for the span id
+   * first, then the trace id).
+   */
+  private primed:
+    | { readonly traceId: string; spanId: string | undefined; readonly result: SamplingResult; handedOut: boolean }
+    | undefined;
   /** The last trace dropped: its random part (13 hex digits' worth) or its id. */
   private dropped: number | string | undefined;
 
@@ -67,8 +73,9 @@ export class RootSampling {
         this.dropped = random;
         return false;
       }
-      const traceId = withRandomPart(random);
-      this.primed = { traceId, result: RECORD_AND_SAMPLED, handedOut: false };
+      // One draw for both ids: a hex string and a random fill fewer for the span kept.
+      const ids = drawIds(random);
+      this.primed = { traceId: ids.slice(0, 32), spanId: ids.slice(32), result: RECORD_AND_SAMPLED, handedOut: false };
       return true;
     }
     const traceId = generateTraceId();
@@ -77,7 +84,7 @@ export class RootSampling {
       this.dropped = traceId;
       return false;
     }
-    this.primed = { traceId, result, handedOut: false };
+    this.primed = { traceId, spanId: undefined, result, handedOut: false };
     return true;
   }
 
@@ -89,13 +96,13 @@ export class RootSampling {
   droppedSpanContext(): SpanContext {
     const dropped = this.dropped;
     if (typeof dropped === 'number') {
-      const ids = drawIds(dropped, true);
+      const ids = drawIds(dropped);
       return { traceId: ids.slice(0, 32), spanId: ids.slice(32), traceFlags: TraceFlags.NONE };
     }
     return { traceId: dropped ?? generateTraceId(), spanId: generateSpanId(), traceFlags: TraceFlags.NONE };
   }
 
-  /** For the tracer provider: ids as the SDK draws them, except a primed trace id, handed out once. */
+  /** For the tracer provider: ids as the SDK draws them, except a primed trace's ids, each handed out once. */
   readonly idGenerator: IdGenerator = {
     generateTraceId: () => {
       const primed = this.primed;
@@ -103,7 +110,13 @@ export class RootSampling {
       primed.handedOut = true;
       return primed.traceId;
     },
-    generateSpanId,
+    generateSpanId: () => {
+      const primed = this.primed;
+      const spanId = primed?.handedOut === false ? primed.spanId : undefined;
+      if (spanId === undefined) return generateSpanId();
+      primed!.spanId = undefined;
+      return spanId;
+    },
   };
 
   /** For the tracer provider: the configured sampler, except for the primed trace, already decided. */
@@ -131,11 +144,6 @@ export class RootSampling {
 const RANDOM_SPACE = 2 ** 52;
 const RECORD_AND_SAMPLED: SamplingResult = Object.freeze({ decision: SamplingDecision.RECORD_AND_SAMPLED });
 
-/** A random trace id whose last 13 hex digits are `random`. */
-function withRandomPart(random: number): string {
-  return drawIds(random, false);
-}
-
 /** Shared, frozen: the samplers only read them. */
 const NO_ATTRIBUTES: Attributes = Object.freeze({});
 const NO_LINKS: Link[] = Object.freeze([]) as unknown as Link[];
@@ -155,20 +163,20 @@ function fillRandom(from: number, to: number): boolean {
 }
 
 /**
- * A random trace id whose last 13 hex digits (52 bits) are `random`, and with `span` a random span
- * id after it, as one hex string (32 digits, or 48): one buffer filled and written out once. Built
- * as two hex strings, a padded number and a comparison with a string of zeros made each time, a
- * dropped request's ids cost about 2 us, a large part of what tracing adds to a dropped create
+ * A random trace id whose last 13 hex digits (52 bits) are `random` and a random span id after
+ * it, as one hex string of 48 digits: one buffer filled and written out once. Built as two hex
+ * strings, a padded number and a comparison with a string of zeros made each time, a dropped
+ * request's ids cost about 2 us, a large part of what tracing adds to a dropped create
  * (bench/PROFILE.md). Never all zeros, as the SDK's ids.
  */
-function drawIds(random: number, span: boolean): string {
+function drawIds(random: number): string {
   fillRandom(0, 16);
   // Bytes 0-8 and the high half of byte 9 stay random; the rest of the trace id is `random`.
   IDS[9] = (IDS[9]! & 0xf0) | Math.floor(random / 2 ** 48);
   IDS.writeUIntBE(random % 2 ** 48, 10, 6);
   if (random === 0 && (IDS.readUInt32BE(0) | IDS.readUInt32BE(4) | IDS[8]! | IDS[9]!) === 0) IDS[15] = 1;
-  if (span && !fillRandom(16, 24)) IDS[23] = 1;
-  return IDS.toString('hex', 0, span ? 24 : 16);
+  if (!fillRandom(16, 24)) IDS[23] = 1;
+  return IDS.toString('hex', 0, 24);
 }
 
 /** Random ids as the SDK's RandomIdGenerator draws them (lower-case hex, never all zero). */

@@ -145,16 +145,16 @@ export function tracedBeforeRouting(raw: object): RequestTrace | undefined {
  * speaks for (`TRUST_PROXY` off): its scheme, host and client are the socket's.
  */
 export function startTraceBeforeRouting(raw: IncomingMessage, name: string, route: string): RequestTrace {
-  const span = trace.getTracer(TRACER_NAME).startSpan(name, SERVER, ROOT_CONTEXT);
+  const span = fastPathTracer().startSpan(name, SERVER, ROOT_CONTEXT);
   if (span.isRecording()) {
-    const host = raw.headers.host ?? '';
+    const host = hostOf(raw.headers.host ?? '');
     describeRequest(
       span,
       {
         method: raw.method!,
         protocol: (raw.socket as { encrypted?: boolean }).encrypted === true ? 'https' : 'http',
-        hostname: hostnameOf(host),
-        port: portOf(host),
+        hostname: host.hostname,
+        port: host.port,
         ip: raw.socket.remoteAddress,
         raw,
         headers: raw.headers,
@@ -162,7 +162,7 @@ export function startTraceBeforeRouting(raw: IncomingMessage, name: string, rout
       route,
     );
   }
-  const started: RequestTrace = { span, context: trace.setSpan(ROOT_CONTEXT, span) };
+  const started: RequestTrace = { span, context: new RootSpanContext(span) };
   (raw as MaybeSampled)[TRACED_BEFORE_ROUTING] = started;
   return started;
 }
@@ -172,6 +172,63 @@ export function endTraceBeforeRouting(started: RequestTrace, status: number): vo
   // No session on the redirect path: no `enduser.id`; and the fast path answers no 5xx.
   if (started.span.isRecording()) started.span.setAttribute(ATTR_HTTP_RESPONSE_STATUS_CODE, status);
   started.span.end();
+}
+
+/** The tracer of `startTraceBeforeRouting`, looked up once for each tracing started rather than per request. */
+let fastTracer: { readonly roots: ReturnType<typeof rootSampling>; readonly tracer: Tracer } | undefined;
+
+function fastPathTracer(): Tracer {
+  const roots = rootSampling();
+  if (fastTracer === undefined || fastTracer.roots !== roots)
+    fastTracer = { roots, tracer: trace.getTracer(TRACER_NAME) };
+  return fastTracer.tracer;
+}
+
+/** A `Host` header and what it names without a trusted proxy. */
+type Host = { readonly host: string; readonly hostname: string; readonly port: number | null };
+
+/** The last `Host` header parsed: the clients of one service name it the same way, request after request. */
+let lastHost: Host = { host: '', hostname: '', port: null };
+
+function hostOf(host: string): Host {
+  if (host !== lastHost.host) lastHost = { host, hostname: hostnameOf(host), port: portOf(host) };
+  return lastHost;
+}
+
+/** The API's key of the active span in a context (`trace.setSpan`'s), found once by asking `trace.getSpan` for it. */
+const SPAN_KEY: symbol = (() => {
+  let key: symbol | undefined;
+  trace.getSpan({
+    getValue: (asked) => {
+      key = asked;
+      return undefined;
+    },
+    setValue: () => ROOT_CONTEXT,
+    deleteValue: () => ROOT_CONTEXT,
+  });
+  if (key === undefined) throw new Error('@opentelemetry/api: trace.getSpan read no context key');
+  return key;
+})();
+
+/**
+ * `trace.setSpan(ROOT_CONTEXT, span)` for the server span of a new trace, without what the API's
+ * context costs to make (a Map and three closures an instance): the context of every sampled
+ * request, most of which never adds a value to it.
+ */
+class RootSpanContext implements Context {
+  constructor(private readonly span: Span) {}
+
+  getValue(key: symbol): unknown {
+    return key === SPAN_KEY ? this.span : undefined;
+  }
+
+  setValue(key: symbol, value: unknown): Context {
+    return trace.setSpan(ROOT_CONTEXT, this.span).setValue(key, value);
+  }
+
+  deleteValue(key: symbol): Context {
+    return key === SPAN_KEY ? ROOT_CONTEXT : this;
+  }
 }
 
 /** Fastify's `request.hostname` without a trusted proxy: the `Host` header without its port. */
@@ -224,7 +281,7 @@ class RequestTracer {
       span = this.tracer.startSpan(name, SERVER, parent);
     }
     if (span.isRecording()) describeRequest(span, request, route);
-    const active = trace.setSpan(parent, span);
+    const active = parent === ROOT_CONTEXT ? new RootSpanContext(span) : trace.setSpan(parent, span);
     request.requestTrace = { span, context: active };
     context.with(active, done);
   }
