@@ -29,7 +29,7 @@ import {
   SEGMENT_COLUMNS,
   sqliteInserts,
   type UnfoldedSegment,
-  unnestInsert,
+  recordsetInsert,
 } from './visit-statements.js';
 
 /** Rows per statement (each statement has one parameter per column, whatever its rows). */
@@ -168,7 +168,7 @@ export class KyselyVisitRepository implements VisitRepository {
    */
   private async insertSegments(trx: Kysely<DatabaseSchema>, segments: readonly VisitSegmentRow[]): Promise<void> {
     if (this.dialect === 'postgres') {
-      const insert = unnestInsert('visit_segments', SEGMENT_COLUMNS, segments, sql`RETURNING id, url_id`);
+      const insert = recordsetInsert('visit_segments', SEGMENT_COLUMNS, segments, sql`RETURNING id, url_id`);
       await sql`WITH s AS (${insert}) INSERT INTO visit_unfolded (url_id, segment_id) SELECT url_id, id FROM s`.execute(
         trx,
       );
@@ -206,7 +206,7 @@ export class KyselyVisitRepository implements VisitRepository {
         this.dialect === 'sqlite'
           ? sql`SELECT d.url_id, d.day, d.data FROM json_each(${JSON.stringify(keys.map((k) => [k.url_id, k.day]))}) AS k
               JOIN visit_days AS d ON d.url_id = k.value ->> 0 AND d.day = k.value ->> 1`
-          : unnestInsert(
+          : recordsetInsert(
               'visit_days',
               DAY_COLUMNS,
               keys,
@@ -229,7 +229,7 @@ export class KyselyVisitRepository implements VisitRepository {
       if (this.dialect === 'sqlite') await this.dayRows.run(trx, rows);
       else {
         const upsert = work.run(() =>
-          unnestInsert(
+          recordsetInsert(
             'visit_days',
             DAY_COLUMNS,
             rows,
