@@ -112,9 +112,9 @@ export class RootSampling {
     },
     generateSpanId: () => {
       const primed = this.primed;
-      const spanId = primed?.handedOut === false ? primed.spanId : undefined;
-      if (spanId === undefined) return generateSpanId();
-      primed!.spanId = undefined;
+      const spanId = primed?.spanId;
+      if (primed === undefined || primed.handedOut || spanId === undefined) return generateSpanId();
+      primed.spanId = undefined;
       return spanId;
     },
   };
