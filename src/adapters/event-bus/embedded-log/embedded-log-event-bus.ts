@@ -14,6 +14,7 @@ import { isUniqueViolation } from '../../storage/database.js';
 import type { DatabaseSchema } from '../../storage/schema.js';
 import type { TransactionalLog } from '../outbox.js';
 import { failure, isPermanent, MessageRefused } from '../publish-outcomes.js';
+import { ForeignCommits } from './foreign-commits.js';
 import { GroupConsumer } from './group-consumer.js';
 import type { EmbeddedLogOptions, LogContext } from './log-context.js';
 import { deepFreeze } from '../../../support/deep-freeze.js';
@@ -55,6 +56,7 @@ export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
       statements,
       recent: new RecentEntries(),
       wake,
+      foreign: options.dialect === 'postgres' ? undefined : new ForeignCommits(this.db, options.pollMs),
       options,
       now: options.clock ?? Date.now,
     };
@@ -157,6 +159,7 @@ export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
   }
 
   async subscribe(options: SubscribeOptions): Promise<Subscription> {
+    await this.log.foreign?.start();
     const consumer = new GroupConsumer(this.log, options);
     await consumer.start();
     const subscription: Subscription = {
@@ -183,6 +186,7 @@ export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
 
   async close(): Promise<void> {
     await Promise.all([...this.subscriptions].map((s) => s.close()));
+    await this.log.foreign?.stop();
   }
 
   /** Appends one message to its partition inside `trx`; a repeated message id fails the unique insert. */
