@@ -14,12 +14,12 @@ import { isUniqueViolation } from '../../storage/database.js';
 import type { DatabaseSchema } from '../../storage/schema.js';
 import type { TransactionalLog } from '../outbox.js';
 import { failure, isPermanent, MessageRefused } from '../publish-outcomes.js';
-import { ForeignCommits } from './foreign-commits.js';
 import { GroupConsumer } from './group-consumer.js';
 import type { EmbeddedLogOptions, LogContext } from './log-context.js';
 import { deepFreeze } from '../../../support/deep-freeze.js';
 import { type LogEntry, type LogRow, positionOf } from './log-entry.js';
 import { logStatements } from './log-statements.js';
+import { PartitionEnds } from './partition-ends.js';
 import { PartitionOffsets } from './partition-offsets.js';
 import { RecentEntries } from './recent-entries.js';
 
@@ -56,7 +56,7 @@ export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
       statements,
       recent: new RecentEntries(),
       wake,
-      foreign: options.dialect === 'postgres' ? undefined : new ForeignCommits(this.db, options.pollMs),
+      ends: new PartitionEnds(this.db, options.pollMs),
       options,
       now: options.clock ?? Date.now,
     };
@@ -159,7 +159,7 @@ export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
   }
 
   async subscribe(options: SubscribeOptions): Promise<Subscription> {
-    await this.log.foreign?.start();
+    await this.log.ends.start();
     const consumer = new GroupConsumer(this.log, options);
     await consumer.start();
     const subscription: Subscription = {
@@ -186,7 +186,7 @@ export class EmbeddedLogEventBus implements EventBus, TransactionalLog {
 
   async close(): Promise<void> {
     await Promise.all([...this.subscriptions].map((s) => s.close()));
-    await this.log.foreign?.stop();
+    await this.log.ends.stop();
   }
 
   /** Appends one message to its partition inside `trx`; a repeated message id fails the unique insert. */

@@ -15,13 +15,6 @@ import type { LogEntry, LogRow } from './log-entry.js';
  * and one position commit then cover a few hundred messages instead of a handful.
  */
 const WAKE_LINGER_MS = 20;
-/**
- * With ForeignCommits, a partition read to its end is still read from the table at least once in
- * this many poll intervals (10 s with the defaults) however still the database is: were an entry
- * this process committed ever to miss memory, it would wait that long, not forever.
- */
-const FORCED_READ_POLLS = 40;
-
 /** One member of a consumer group: holds a fair share of the partitions and works each in order. */
 export class GroupConsumer {
   private readonly group: GroupKey;
@@ -32,11 +25,6 @@ export class GroupConsumer {
   private readonly failures = new Map<number, number>();
   /** When each partition was last read from the table. */
   private readonly tableReads = new Map<number, number>();
-  /**
-   * Where the last read of each partition found the table's end, and ForeignCommits' mark just
-   * before it (none when that read was a full batch, or there is no mark).
-   */
-  private readonly tableEnds = new Map<number, { readonly mark: number; readonly offset: number }>();
   private running = true;
   private timer: NodeJS.Timeout | undefined;
   private rebalancing: Promise<void> | undefined;
@@ -197,9 +185,8 @@ export class GroupConsumer {
    * The batch from `next` on: from this process's recent entries when it has them, else from the
    * table. Past the last entry written here, the table is read at most once a poll interval (as
    * often as other processes' writes would be seen anyway); this process's own wake us at once.
-   * On SQLite, once a read has found the table's end, it is read again only after another
-   * connection has committed (ForeignCommits), or memory lacks entries this process wrote, or
-   * FORCED_READ_POLLS poll intervals have passed.
+   * Nor is it read while the partition's committed end (PartitionEnds, read once a poll interval
+   * for all of them) is not past `next`.
    */
   private async read(p: number, next: number): Promise<LogRow[]> {
     const { topic } = this.group;
@@ -209,10 +196,7 @@ export class GroupConsumer {
     const now = this.log.now();
     const lastRead = this.tableReads.get(p) ?? -Infinity;
     if (recent.atEnd && now - lastRead < options.pollMs) return [];
-    const mark = this.log.foreign?.mark;
-    const end = this.tableEnds.get(p);
-    const unchanged = mark !== undefined && end?.mark === mark && next >= end.offset && !recent.missing;
-    if (unchanged && now - lastRead < options.pollMs * FORCED_READ_POLLS) return [];
+    if (!this.log.ends.mayHold(topic, p, next)) return [];
     this.tableReads.set(p, now);
     const { rows } = await this.log.statements.readEntries.run(this.db, {
       topic,
@@ -220,8 +204,6 @@ export class GroupConsumer {
       next,
       limit: options.batchSize,
     });
-    if (mark === undefined || rows.length >= options.batchSize) this.tableEnds.delete(p);
-    else this.tableEnds.set(p, { mark, offset: rows.length > 0 ? Number(rows.at(-1)!.log_offset) + 1 : next });
     return rows;
   }
 

@@ -2,7 +2,7 @@ import type { EventEmitter } from 'node:events';
 import type { Kysely } from 'kysely';
 import type { DatabaseSchema } from '../../storage/schema.js';
 import type { TransactionRunner } from '../outbox.js';
-import type { ForeignCommits } from './foreign-commits.js';
+import type { PartitionEnds } from './partition-ends.js';
 import type { LogStatements } from './log-statements.js';
 import type { RecentEntries } from './recent-entries.js';
 
@@ -30,8 +30,8 @@ export interface LogContext {
   readonly recent: RecentEntries;
   /** Emits a topic's name when this process commits entries to it. */
   readonly wake: EventEmitter;
-  /** SQLite: whether other connections have committed since (undefined: PostgreSQL, tables read every poll). */
-  readonly foreign: ForeignCommits | undefined;
+  /** Where each partition's committed entries end (read once a poll interval). */
+  readonly ends: PartitionEnds;
   readonly options: EmbeddedLogOptions;
   readonly now: () => number;
 }

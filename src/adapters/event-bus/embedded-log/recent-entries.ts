@@ -33,20 +33,12 @@ export class RecentEntries {
 
   /**
    * Up to `limit` entries from offset `from` on, or none when `from` is not in memory; `atEnd`
-   * when `from` is just past the last entry this process wrote there (nothing newer from here);
-   * `missing` when this process wrote there at offsets after `from` that memory no longer holds
-   * from `from` on (or another process wrote the ones before its run): only the table has them.
+   * when `from` is just past the last entry this process wrote there (nothing newer from here).
    */
-  read(
-    topic: string,
-    partition: number,
-    from: number,
-    limit: number,
-  ): { entries: LogEntry[]; atEnd: boolean; missing: boolean } {
+  read(topic: string, partition: number, from: number, limit: number): { entries: LogEntry[]; atEnd: boolean } {
     const run = this.runs.get(partitionKey(topic, partition));
-    if (run === undefined) return { entries: [], atEnd: false, missing: false };
-    const end = run.first + run.entries.length;
-    if (from < run.first || from >= end) return { entries: [], atEnd: from === end, missing: from < run.first };
-    return { entries: run.entries.slice(from - run.first, from - run.first + limit), atEnd: false, missing: false };
+    const end = run === undefined ? -1 : run.first + run.entries.length;
+    if (run === undefined || from < run.first || from >= end) return { entries: [], atEnd: from === end };
+    return { entries: run.entries.slice(from - run.first, from - run.first + limit), atEnd: false };
   }
 }
