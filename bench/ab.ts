@@ -3,7 +3,9 @@
  * baseline, for investigating a budget. Each variant runs as its own process on its own copy of
  * one loaded dataset (SQLite, or PostgreSQL with AB_BACKEND=postgres), pinned like the bench's
  * targets (BENCH_GENERATOR_CORES, BENCH_TARGET_CORES); wrk drives them in rounds whose order
- * rotates (as the bench's) and the median of the rounds is printed.
+ * rotates (as the bench's) and the median of the rounds is printed. After each run every target is
+ * let settle (as in the bench): what a target does after its load (the last flushes, the visit
+ * fold) counts in its CPU a request and does not land in the next target's run.
  * Optionally one variant runs under `node --cpu-prof`.
  *
  *   AB_VARIANTS    comma-separated names from SERVICE_VARIANTS (default: all of them), and
@@ -26,7 +28,7 @@ import { join } from 'node:path';
 import { cleanUpAll, cleanUpOnSignals, registerCleanup } from './lib/cleanup.js';
 import { shortenTag } from './lib/codes.js';
 import { postgresBackend, sqliteBackend } from './lib/datasets.js';
-import { type ChildServer, cpuSeconds, node, startServer } from './lib/processes.js';
+import { type ChildServer, cpuSeconds, node, settle, startServer } from './lib/processes.js';
 import { rotated } from './lib/scenarios.js';
 import { DATASET_SIZES, loadSettings } from './lib/settings.js';
 import { median } from './lib/stats.js';
@@ -150,14 +152,19 @@ async function main(): Promise<void> {
       expectedStatus: workload.expectedStatus,
     });
   const tallies = new Map<string, Tally>(servers.map((s) => [s.name, { rps: [], cpuUs: [], p99Ms: [], requests: 0 }]));
-  for (const server of servers)
+  // As the bench: every target idle before the next one runs, its work after the load its own.
+  const pids = servers.map((s) => s.pid);
+  for (const server of servers) {
     tallies.get(server.name)!.requests += (await measure(server, settings.warmupS, 0)).requests;
+    await settle(pids);
+  }
   for (let round = 1; round <= rounds; round++) {
     const line: string[] = [];
     for (const server of rotated(servers, round - 1)) {
       const tally = tallies.get(server.name)!;
       const cpuBefore = cpuSeconds(server.pid);
       const m = await measure(server, durationS, round);
+      await settle(pids);
       const cpuUs = ((cpuSeconds(server.pid) - cpuBefore) * 1e6) / m.requests;
       tally.rps.push(m.rps);
       tally.cpuUs.push(cpuUs);
