@@ -332,8 +332,7 @@ export const SETTINGS = named({
   },
   EVENT_POLL_MS: {
     default: '250',
-    description:
-      "Embedded log: how often consumers and the outbox relay look for work written by other processes (consumers read every partition's end in one statement, and the log itself only where it has grown).",
+    description: 'Embedded log: how often consumers and the outbox relay look for work written by other processes.',
     parse: integer(10, 60_000),
   },
   EVENT_LEASE_MS: {
