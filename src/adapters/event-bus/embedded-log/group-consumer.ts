@@ -15,6 +15,7 @@ import type { LogEntry, LogRow } from './log-entry.js';
  * and one position commit then cover a few hundred messages instead of a handful.
  */
 const WAKE_LINGER_MS = 20;
+
 /** One member of a consumer group: holds a fair share of the partitions and works each in order. */
 export class GroupConsumer {
   private readonly group: GroupKey;

@@ -1,5 +1,6 @@
 import type { Kysely } from 'kysely';
 import type { DatabaseSchema } from '../../storage/schema.js';
+import { PeriodicTask } from '../../../support/periodic-task.js';
 import { partitionKey } from './log-entry.js';
 
 /**
@@ -14,26 +15,24 @@ import { partitionKey } from './log-entry.js';
  */
 export class PartitionEnds {
   private ends: Map<string, number> | undefined;
-  private timer: NodeJS.Timeout | undefined;
-  private reading: Promise<void> | undefined;
+  private readonly reads: PeriodicTask;
 
   constructor(
     private readonly db: Kysely<DatabaseSchema>,
-    private readonly everyMs: number,
-  ) {}
-
-  /** Starts reading them (once; the first read before it returns). */
-  async start(): Promise<void> {
-    if (this.timer) return;
-    this.timer = setInterval(() => void this.read(), this.everyMs);
-    this.timer.unref();
-    await this.read();
+    everyMs: number,
+  ) {
+    // `read` fails quietly (every partition may then hold entries): nothing for the task to log.
+    this.reads = new PeriodicTask('partition ends', everyMs, () => this.read(), { warn: () => undefined });
   }
 
-  async stop(): Promise<void> {
-    clearInterval(this.timer);
-    this.timer = undefined;
-    await this.reading;
+  /** Reads them every poll interval from now on, and once now (done when it returns). */
+  start(): Promise<void> {
+    this.reads.start();
+    return this.reads.run();
+  }
+
+  stop(): Promise<void> {
+    return this.reads.stop();
   }
 
   /** Whether the table may hold entries of the partition at offset `next` or after. */
@@ -43,20 +42,15 @@ export class PartitionEnds {
     return (this.ends.get(partitionKey(topic, partition)) ?? 0) > next;
   }
 
-  private read(): Promise<void> {
-    this.reading ??= (async () => {
-      try {
-        const rows = await this.db
-          .selectFrom('event_partitions')
-          .select(['topic', 'partition_no', 'next_offset'])
-          .execute();
-        this.ends = new Map(rows.map((r) => [partitionKey(r.topic, r.partition_no), Number(r.next_offset)]));
-      } catch {
-        this.ends = undefined; // unknown: every consumer reads the table until a read succeeds
-      } finally {
-        this.reading = undefined;
-      }
-    })();
-    return this.reading;
+  private async read(): Promise<void> {
+    try {
+      const rows = await this.db
+        .selectFrom('event_partitions')
+        .select(['topic', 'partition_no', 'next_offset'])
+        .execute();
+      this.ends = new Map(rows.map((r) => [partitionKey(r.topic, r.partition_no), Number(r.next_offset)]));
+    } catch {
+      this.ends = undefined; // unknown: every consumer reads the table until a read succeeds
+    }
   }
 }
