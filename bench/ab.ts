@@ -15,7 +15,9 @@
  *   AB_WORKLOAD    popular (default; "redirect" too), uniform or shorten
  *   AB_MAPPINGS    1000 (default) or 10000000: a dataset of bench/.data
  *   AB_BACKEND     sqlite (default) or postgres: the bench's PostgreSQL (DATABASE_URL, or the test
- *                  database), a schema of its own per variant at 1,000 mappings (bench/lib/datasets.ts)
+ *                  database), a schema of its own per variant at 1,000 mappings (bench/lib/datasets.ts);
+ *                  its processes pinned to the target cores, as the bench does, and their CPU a request
+ *                  printed as `db` (bench/lib/database-cores.ts)
  *   AB_ROUNDS      rounds (default 5), AB_DURATION_S seconds each (default 5), after a 2 s warm-up
  *   AB_PROFILE     variant names: those processes write a .cpuprofile into AB_PROFILE_DIR (default /tmp/ab-prof)
  *   AB_ENV_<NAME>  extra variant: AB_ENV_x='TRACING_SAMPLING_RATE=0.1,FOO=bar' adds variant x; the
@@ -27,6 +29,7 @@ import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { cleanUpAll, cleanUpOnSignals, registerCleanup } from './lib/cleanup.js';
 import { shortenTag } from './lib/codes.js';
+import { pinDatabase } from './lib/database-cores.js';
 import { postgresBackend, sqliteBackend } from './lib/datasets.js';
 import { type ChildServer, cpuSeconds, node, settle, startServer } from './lib/processes.js';
 import { rotated } from './lib/scenarios.js';
@@ -128,6 +131,11 @@ async function main(): Promise<void> {
   if (env.AB_BACKEND !== undefined && env.AB_BACKEND !== backend.name)
     throw new Error('AB_BACKEND: sqlite or postgres');
   const dataset = await backend.open(size, (text) => process.stdout.write(`${text}\n`));
+  const notes: string[] = [];
+  const db =
+    backend.name === 'postgres' ? await pinDatabase(dataset.databaseUrl, settings.targetCores, notes) : undefined;
+  for (const note of [...notes, ...(db?.pinnedTo ? [`PostgreSQL pinned to core(s) ${db.pinnedTo}`] : [])])
+    process.stdout.write(`${note}\n`);
   const servers: ChildServer[] = [];
   const letters = new Map<string, string>();
   for (const variant of variants) {
@@ -153,7 +161,7 @@ async function main(): Promise<void> {
     });
   const tallies = new Map<string, Tally>(servers.map((s) => [s.name, { rps: [], cpuUs: [], p99Ms: [], requests: 0 }]));
   // As the bench: every target idle before the next one runs, its work after the load its own.
-  const pids = servers.map((s) => s.pid);
+  const pids = [...servers.map((s) => s.pid), ...(db ? [db.pid] : [])];
   for (const server of servers) {
     tallies.get(server.name)!.requests += (await measure(server, settings.warmupS, 0)).requests;
     await settle(pids);
@@ -163,22 +171,25 @@ async function main(): Promise<void> {
     for (const server of rotated(servers, round - 1)) {
       const tally = tallies.get(server.name)!;
       const cpuBefore = cpuSeconds(server.pid);
+      const dbBefore = db?.cpuSeconds() ?? 0;
       const m = await measure(server, durationS, round);
       await settle(pids);
       const cpuUs = ((cpuSeconds(server.pid) - cpuBefore) * 1e6) / m.requests;
+      const dbText = db ? ` + db ${(((db.cpuSeconds() - dbBefore) * 1e6) / m.requests).toFixed(1)}` : '';
       tally.rps.push(m.rps);
       tally.cpuUs.push(cpuUs);
       tally.p99Ms.push(m.p99Ms);
       tally.requests += m.requests;
       const flag = m.unexpected > 0 ? ` (${m.unexpected} unexpected)` : '';
       line.push(
-        `${server.name} ${Math.round(m.rps)} (${cpuUs.toFixed(1)} us cpu/req, p99 ${m.p99Ms.toFixed(1)} ms)${flag}`,
+        `${server.name} ${Math.round(m.rps)} (${cpuUs.toFixed(1)}${dbText} us cpu/req, p99 ${m.p99Ms.toFixed(1)} ms)${flag}`,
       );
     }
     process.stdout.write(`round ${round}: ${line.join('; ')}; load ${loadavg()[0]!.toFixed(2)}\n`);
   }
   printMedians(servers, tallies);
   for (const server of servers) await server.stop();
+  await db?.release();
 }
 
 cleanUpOnSignals();

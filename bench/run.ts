@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { evaluate } from './lib/checks.js';
 import { cleanUpAll, cleanUpOnSignals, registerCleanup } from './lib/cleanup.js';
+import { type DatabaseProcesses, pinDatabase } from './lib/database-cores.js';
 import { type Dataset, postgresAnswers, postgresBackend, sqliteBackend, type StorageBackend } from './lib/datasets.js';
 import { ROOT } from './lib/processes.js';
 import { writeResultsDocs } from './lib/readme.js';
@@ -70,6 +71,21 @@ function printPlan(
   );
 }
 
+/** PostgreSQL's processes on the targets' cores for the group's runs, their CPU counted (lib/database-cores.ts). */
+async function databaseOnTargetCores(
+  dataset: Dataset,
+  settings: BenchSettings,
+): Promise<DatabaseProcesses | undefined> {
+  const notes: string[] = [];
+  const database = await pinDatabase(dataset.databaseUrl, settings.targetCores, notes);
+  for (const note of notes) say(`  ${note}`);
+  if (database?.pinnedTo !== undefined)
+    say(
+      `  PostgreSQL (pid ${database.pid}) pinned to core(s) ${database.pinnedTo} with the targets (was ${database.before})`,
+    );
+  return database;
+}
+
 async function runGroup(
   group: readonly Scenario[],
   dataset: Dataset,
@@ -77,16 +93,21 @@ async function runGroup(
   context: { settings: BenchSettings; tools: Tools; dir: string },
 ): Promise<ScenarioResult[]> {
   const specs = groupSpecs(group[0]!, variants);
-  const targets = await startTargets(specs, dataset, context.settings, context.tools.nginx, context.dir);
+  const database = dataset.backend === 'postgres' ? await databaseOnTargetCores(dataset, context.settings) : undefined;
   const results: ScenarioResult[] = [];
   try {
-    for (const scenario of group) {
-      const result = await runScenario(scenario, dataset, targets, context.settings, context.dir);
-      printScenario(result, variants);
-      results.push(result);
+    const targets = await startTargets(specs, dataset, context.settings, context.tools.nginx, context.dir);
+    try {
+      for (const scenario of group) {
+        const result = await runScenario(scenario, dataset, targets, context.settings, context.dir, database);
+        printScenario(result, variants);
+        results.push(result);
+      }
+    } finally {
+      await stopTargets(targets);
     }
   } finally {
-    await stopTargets(targets);
+    await database?.release();
   }
   return results;
 }

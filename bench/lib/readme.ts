@@ -8,6 +8,7 @@ import { type ChartScenario, renderChart } from './chart.js';
 import type { Check } from './checks.js';
 import { ROOT } from './processes.js';
 import type { ScenarioResult, TargetResult } from './scenarios.js';
+import { cpuText } from './report.js';
 
 const README = join(ROOT, 'bench', 'README.md');
 const START = '<!-- bench-results:start (written by bench/run.ts or bench/readme.ts from results/latest.json) -->';
@@ -71,7 +72,7 @@ function targetLine(r: ScenarioResult, t: TargetResult): string {
     int(t.rps),
     num(t.p50Ms),
     num(t.p99Ms),
-    num(t.cpuUsPerRequest, 1),
+    cpuText(t, (n) => num(n, 1)),
     vs ? num(t.rps / baseline.rps) : '',
     vs ? num(t.p99Ms / baseline.p99Ms) : '',
     ceiling !== undefined && t !== ceiling ? `${num((t.rps / ceiling.rps) * 100, 0)}%` : '',

@@ -37,6 +37,12 @@ export const TARGET_HEADER = [
 ];
 const TARGET_ALIGN = 'lrrrrrrrrr';
 
+/** A target's CPU time a request, and the database's beside it where it was counted: "24.2 + 9.8 db". */
+export function cpuText(t: TargetResult, format: (n: number) => string): string {
+  const db = t.databaseCpuUsPerRequest;
+  return db === undefined ? format(t.cpuUsPerRequest) : `${format(t.cpuUsPerRequest)} + ${format(db)} db`;
+}
+
 export function targetRow(target: TargetResult, result: ScenarioResult): string[] {
   const baseline = result.targets.find((t) => t.kind === 'baseline');
   const ceiling = result.targets.find((t) => t.kind === 'ceiling');
@@ -46,7 +52,7 @@ export function targetRow(target: TargetResult, result: ScenarioResult): string[
     integer(target.rps),
     decimal(target.p50Ms, 2),
     decimal(target.p99Ms, 2),
-    decimal(target.cpuUsPerRequest, 1),
+    cpuText(target, (n) => decimal(n, 1)),
     vsBaseline ? decimal(target.rps / baseline.rps) : '',
     vsBaseline ? decimal(target.p99Ms / baseline.p99Ms) : '',
     ceiling !== undefined && target !== ceiling ? `${decimal((target.rps / ceiling.rps) * 100, 0)}%` : '',

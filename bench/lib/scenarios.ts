@@ -10,6 +10,7 @@
 import { loadavg } from 'node:os';
 import { type CacheLookups, missRatio, readCacheLookups, UNIFORM_MIN_MISS_RATIO } from './cache-lookups.js';
 import { shortenTag } from './codes.js';
+import type { DatabaseProcesses } from './database-cores.js';
 import type { BackendName, Dataset } from './datasets.js';
 import { cpuSeconds, settle } from './processes.js';
 import { type BenchSettings, DATASET_SIZES, type DatasetSize } from './settings.js';
@@ -46,6 +47,11 @@ export interface TargetResult {
   readonly cpuUsPerRequest: number;
   /** The same figure of each measured round, in round order (paired with the other targets' rounds). */
   readonly cpuUsRounds?: readonly number[];
+  /**
+   * PostgreSQL on this machine: the database's CPU time per request during the target's runs and
+   * their settling (median over the rounds), in µs, beside the target's own (`cpuUsPerRequest`).
+   */
+  readonly databaseCpuUsPerRequest?: number;
   /** Socket errors and wrong statuses, summed over warm-up and rounds. */
   readonly unexpected: number;
   /** Exact statuses of the warm-up. */
@@ -133,6 +139,7 @@ interface Driven {
   warmup?: Measurement;
   readonly rounds: Measurement[];
   readonly cpuUs: number[];
+  readonly databaseCpuUs: number[];
   acknowledged: number;
   runs: number;
   /** Redirect-cache counts before the first measured round and after the last. */
@@ -174,8 +181,10 @@ async function drive(
   all: readonly Driven[],
   stored: Stored,
   settings: BenchSettings,
+  database: DatabaseProcesses | undefined,
 ): Promise<void> {
-  const pids = all.map((d) => d.target.server.pid);
+  // The database too must be done with one target's work before the next target runs.
+  const pids = [...all.map((d) => d.target.server.pid), ...(database ? [database.pid] : [])];
   for (const d of all) {
     if (d.target.spec.kind !== 'ceiling')
       d.problems.push(...(await scenario.workload.probe(d.target.server.baseUrl, stored)));
@@ -197,6 +206,7 @@ async function drive(
     process.stdout.write(`  round ${round}/${settings.rounds}:`);
     for (const d of rotated(all, round - 1)) {
       const cpuBefore = cpuSeconds(d.target.server.pid);
+      const databaseBefore = database?.cpuSeconds();
       const m = await load(d, scenario, stored, settings, {
         round,
         durationS: settings.durationS,
@@ -206,9 +216,15 @@ async function drive(
       // Its work after the load (last flush, consumers catching up) is its own, not the next target's,
       // and counts in its CPU time per request.
       const settledS = (await settle(pids)) / 1000;
-      d.cpuUs.push(((cpuSeconds(d.target.server.pid) - cpuBefore) * 1e6) / Math.max(1, m.requests));
+      const perRequest = (seconds: number) => (seconds * 1e6) / Math.max(1, m.requests);
+      d.cpuUs.push(perRequest(cpuSeconds(d.target.server.pid) - cpuBefore));
+      const db = databaseBefore === undefined ? undefined : perRequest(database!.cpuSeconds() - databaseBefore);
+      if (db !== undefined) d.databaseCpuUs.push(db);
       const flag = m.unexpected > 0 ? ` (${m.unexpected} unexpected)` : '';
-      process.stdout.write(` ${d.target.spec.name} ${Math.round(m.rps)}${flag} (idle ${settledS.toFixed(1)} s);`);
+      const dbText = db === undefined ? '' : `db ${db.toFixed(1)} us/req, `;
+      process.stdout.write(
+        ` ${d.target.spec.name} ${Math.round(m.rps)}${flag} (${dbText}idle ${settledS.toFixed(1)} s);`,
+      );
     }
     process.stdout.write(` load ${loadavg()[0]!.toFixed(2)}\n`);
   }
@@ -259,6 +275,7 @@ async function summarise(d: Driven, scenario: Scenario, settings: BenchSettings)
     p99Ms: median(d.rounds.map((m) => m.p99Ms)),
     cpuUsPerRequest: median(d.cpuUs),
     cpuUsRounds: [...d.cpuUs],
+    ...(d.databaseCpuUs.length > 0 ? { databaseCpuUsPerRequest: median(d.databaseCpuUs) } : {}),
     unexpected: all.reduce((sum, m) => sum + m.unexpected, 0),
     statuses: d.warmup?.statuses ?? {},
     problems: [...new Set(d.problems)],
@@ -277,6 +294,7 @@ export async function runScenario(
   targets: readonly Target[],
   settings: BenchSettings,
   dir: string,
+  database?: DatabaseProcesses,
 ): Promise<ScenarioResult> {
   const stored: Stored = { mappings: dataset.size.mappings, popular: settings.popularCodes, dir };
   const description = scenario.workload.describe(stored);
@@ -286,10 +304,11 @@ export async function runScenario(
     problems: [],
     rounds: [],
     cpuUs: [],
+    databaseCpuUs: [],
     acknowledged: 0,
     runs: 0,
   }));
-  await drive(scenario, all, stored, settings);
+  await drive(scenario, all, stored, settings, database);
   const results: TargetResult[] = [];
   for (const d of all) results.push(await summarise(d, scenario, settings));
   return {
