@@ -4,8 +4,9 @@
  * one loaded dataset (SQLite, or PostgreSQL with AB_BACKEND=postgres), pinned like the bench's
  * targets (BENCH_GENERATOR_CORES, BENCH_TARGET_CORES); wrk drives them in rounds whose order
  * rotates (as the bench's) and the median of the rounds is printed. After each run every target is
- * let settle (as in the bench): what a target does after its load (the last flushes, the visit
- * fold) counts in its CPU a request and does not land in the next target's run.
+ * let settle (as in the bench), a service's visits folded first: what a target does after its load
+ * (the last flushes, the visit fold) counts in its CPU a request and does not land in the next
+ * target's run.
  * Optionally one variant runs under `node --cpu-prof`.
  *
  *   AB_VARIANTS    comma-separated names from SERVICE_VARIANTS (default: all of them), and
@@ -30,9 +31,9 @@ import { join } from 'node:path';
 import { cleanUpAll, cleanUpOnSignals, registerCleanup } from './lib/cleanup.js';
 import { shortenTag } from './lib/codes.js';
 import { pinDatabase } from './lib/database-cores.js';
-import { postgresBackend, sqliteBackend } from './lib/datasets.js';
+import { postgresBackend, sqliteBackend, type TargetData } from './lib/datasets.js';
 import { type ChildServer, cpuSeconds, node, settle, startServer } from './lib/processes.js';
-import { rotated } from './lib/scenarios.js';
+import { rotated, visitsFolded } from './lib/scenarios.js';
 import { DATASET_SIZES, loadSettings } from './lib/settings.js';
 import { median } from './lib/stats.js';
 import { baselineArgs, SERVICE_ARGS } from './lib/targets.js';
@@ -133,19 +134,21 @@ async function main(): Promise<void> {
   const dataset = await backend.open(size, (text) => process.stdout.write(`${text}\n`));
   const notes: string[] = [];
   const db =
-    backend.name === 'postgres' ? await pinDatabase(dataset.databaseUrl, settings.targetCores, notes) : undefined;
+    backend.name === 'postgres' ? await pinDatabase(dataset.databaseUrl, settings.databaseCores, notes) : undefined;
   for (const note of [...notes, ...(db?.pinnedTo ? [`PostgreSQL pinned to core(s) ${db.pinnedTo}`] : [])])
     process.stdout.write(`${note}\n`);
   const servers: ChildServer[] = [];
+  const targetData = new Map<string, TargetData>();
   const letters = new Map<string, string>();
   for (const variant of variants) {
     letters.set(variant.name, String.fromCharCode(65 + letters.size));
     const profileDir = env.AB_PROFILE_DIR ?? '/tmp/ab-prof';
     const { args, env: variantEnv } = variantArgs(variant, env, profileDir, size.mappings);
-    const database: Record<string, string> =
-      variant.name === BASELINE ? {} : { DATABASE_URL: (await dataset.isolate(variant.name)).databaseUrl };
+    const data = variant.name === BASELINE ? undefined : await dataset.isolate(variant.name);
+    const database: Record<string, string> = data === undefined ? {} : { DATABASE_URL: data.databaseUrl };
     const serviceEnv = { ...SERVICE_ENV, ...database, ...variantEnv };
     servers.push(await startServer(variant.name, node(args, settings.targetCores), serviceEnv));
+    if (data !== undefined) targetData.set(variant.name, data);
   }
   const stored: Stored = { mappings: size.mappings, popular: settings.popularCodes, dir };
   const measure = (server: ChildServer, seconds: number, round: number): Promise<Measurement> =>
@@ -173,6 +176,7 @@ async function main(): Promise<void> {
       const cpuBefore = cpuSeconds(server.pid);
       const dbBefore = db?.cpuSeconds() ?? 0;
       const m = await measure(server, durationS, round);
+      if (workload.kind === 'redirect') await visitsFolded(targetData.get(server.name));
       await settle(pids);
       const cpuUs = ((cpuSeconds(server.pid) - cpuBefore) * 1e6) / m.requests;
       const dbText = db ? ` + db ${(((db.cpuSeconds() - dbBefore) * 1e6) / m.requests).toFixed(1)}` : '';

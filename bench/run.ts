@@ -61,7 +61,8 @@ function printPlan(
   for (const note of tools.notes) say(note);
   say(
     settings.generatorCores.length > 0
-      ? `pinning: wrk on core(s) ${settings.generatorCores.join(',')} (${settings.generatorCores.length} thread(s)), every server on core(s) ${settings.targetCores.join(',')}`
+      ? `pinning: wrk on core(s) ${settings.generatorCores.join(',')} (${settings.generatorCores.length} thread(s)), every server on core(s) ${settings.targetCores.join(',')}, ` +
+          `a local PostgreSQL's processes on core(s) ${settings.databaseCores.join(',')} during its scenarios`
       : 'pinning: none (one CPU, or BENCH_*_CORES left no core for one side): generator and servers share the CPU',
   );
   say(`${scenarios.length} scenario(s): ${scenarios.map((s) => s.id).join(', ')}`);
@@ -77,7 +78,7 @@ async function databaseOnTargetCores(
   settings: BenchSettings,
 ): Promise<DatabaseProcesses | undefined> {
   const notes: string[] = [];
-  const database = await pinDatabase(dataset.databaseUrl, settings.targetCores, notes);
+  const database = await pinDatabase(dataset.databaseUrl, settings.databaseCores, notes);
   for (const note of notes) say(`  ${note}`);
   if (database?.pinnedTo !== undefined)
     say(

@@ -39,6 +39,8 @@ export interface TargetData {
   readonly databaseUrl: string;
   /** Rows whose code starts with `prefix` (what one target's shorten runs created). */
   countCreated(prefix: string): Promise<number>;
+  /** Visit segments written but not folded into the day rows yet (the service's `visit_unfolded`). */
+  unfoldedVisits(): Promise<number>;
   drop(): Promise<void>;
 }
 
@@ -72,10 +74,10 @@ async function timed(work: () => Promise<void> | void): Promise<number> {
 const prefixEnd = (prefix: string) =>
   prefix.slice(0, -1) + String.fromCharCode(prefix.charCodeAt(prefix.length - 1) + 1);
 
-function sqliteCount(file: string, where = '', params: unknown[] = []): number {
+function sqliteCount(file: string, where = '', params: unknown[] = [], table = 'url_mappings'): number {
   const db = new SQLite(file, { readonly: true });
   try {
-    return (db.prepare(`SELECT count(*) AS n FROM url_mappings ${where}`).get(...params) as { n: number }).n;
+    return (db.prepare(`SELECT count(*) AS n FROM ${table} ${where}`).get(...params) as { n: number }).n;
   } finally {
     db.close();
   }
@@ -159,7 +161,8 @@ export function sqliteBackend(dataDir: string): StorageBackend {
           const drop = registerCleanup(() => removeSqlite(copy));
           const countCreated = async (prefix: string) =>
             sqliteCount(copy, 'WHERE code >= ? AND code < ?', [prefix, prefixEnd(prefix)]);
-          return { databaseUrl: `sqlite:${copy}`, countCreated, drop };
+          const unfoldedVisits = async () => sqliteCount(copy, '', [], 'visit_unfolded');
+          return { databaseUrl: `sqlite:${copy}`, countCreated, unfoldedVisits, drop };
         },
       };
     },
@@ -281,7 +284,12 @@ function postgresTarget(databaseUrl: string, drop: () => Promise<void>): TargetD
       );
       return Number(rows[0]?.n ?? 0);
     });
-  return { databaseUrl, countCreated, drop };
+  const unfoldedVisits = () =>
+    withClient(databaseUrl, async (client) => {
+      const { rows } = await client.query<{ n: string }>('SELECT count(*) AS n FROM visit_unfolded');
+      return Number(rows[0]?.n ?? 0);
+    });
+  return { databaseUrl, countCreated, unfoldedVisits, drop };
 }
 
 /**

@@ -25,6 +25,8 @@ export interface BenchSettings {
   /** Cores wrk runs on (its thread count) and cores every target runs on; empty: no pinning. */
   readonly generatorCores: readonly number[];
   readonly targetCores: readonly number[];
+  /** Cores the PostgreSQL server's processes are pinned to for a PostgreSQL group (default: the target cores). */
+  readonly databaseCores: readonly number[];
   /** Where loaded datasets are kept between runs. */
   readonly dataDir: string;
 }
@@ -66,6 +68,8 @@ Environment:
   BENCH_VARIANT_<NAME> an extra variant: BENCH_VARIANT_visits='VISITS_ENABLED=false,FOO=1'
   BENCH_GENERATOR_CORES  cores for wrk (default "0"; wrk gets one thread per core)
   BENCH_TARGET_CORES     cores for every server (default: all the others)
+  BENCH_DATABASE_CORES   cores for a local PostgreSQL server's processes during its scenarios
+                         (default: the target cores; its CPU is reported beside the service's)
   BENCH_DATA_DIR       where loaded datasets are kept and reused (default bench/.data)
   DATABASE_URL         postgres://... : the PostgreSQL scenarios run there; otherwise on
                        ${TEST_DATABASE_URL} when it answers
@@ -100,13 +104,14 @@ function coreList(env: Env, name: string): number[] | undefined {
 }
 
 /** wrk on core 0, the servers on the rest; no pinning on a one-core machine. */
-function pinning(env: Env): { generatorCores: number[]; targetCores: number[] } {
+function pinning(env: Env): Pick<BenchSettings, 'generatorCores' | 'targetCores' | 'databaseCores'> {
   const all = cpus().map((_, i) => i);
   const generatorCores = coreList(env, 'BENCH_GENERATOR_CORES') ?? (all.length > 1 ? [0] : []);
   const targetCores = coreList(env, 'BENCH_TARGET_CORES') ?? all.filter((c) => !generatorCores.includes(c));
+  const databaseCores = coreList(env, 'BENCH_DATABASE_CORES') ?? targetCores;
   return generatorCores.length === 0 || targetCores.length === 0
-    ? { generatorCores: [], targetCores: [] }
-    : { generatorCores, targetCores };
+    ? { generatorCores: [], targetCores: [], databaseCores: [] }
+    : { generatorCores, targetCores, databaseCores };
 }
 
 function extraVariants(env: Env): BenchSettings['extraVariants'] {
