@@ -32,8 +32,8 @@ import { cleanUpAll, cleanUpOnSignals, registerCleanup } from './lib/cleanup.js'
 import { shortenTag } from './lib/codes.js';
 import { pinDatabase } from './lib/database-cores.js';
 import { postgresBackend, sqliteBackend, type TargetData } from './lib/datasets.js';
-import { type ChildServer, cpuSeconds, node, settle, startServer } from './lib/processes.js';
-import { rotated, visitsFolded } from './lib/scenarios.js';
+import { type ChildServer, node, settle, startServer } from './lib/processes.js';
+import { measuredRun, rotated } from './lib/scenarios.js';
 import { DATASET_SIZES, loadSettings } from './lib/settings.js';
 import { median } from './lib/stats.js';
 import { baselineArgs, SERVICE_ARGS } from './lib/targets.js';
@@ -173,13 +173,12 @@ async function main(): Promise<void> {
     const line: string[] = [];
     for (const server of rotated(servers, round - 1)) {
       const tally = tallies.get(server.name)!;
-      const cpuBefore = cpuSeconds(server.pid);
-      const dbBefore = db?.cpuSeconds() ?? 0;
-      const m = await measure(server, durationS, round);
-      if (workload.kind === 'redirect') await visitsFolded(targetData.get(server.name));
-      await settle(pids);
-      const cpuUs = ((cpuSeconds(server.pid) - cpuBefore) * 1e6) / m.requests;
-      const dbText = db ? ` + db ${(((db.cpuSeconds() - dbBefore) * 1e6) / m.requests).toFixed(1)}` : '';
+      const { m, cpuUs, databaseCpuUs } = await measuredRun(
+        () => measure(server, durationS, round),
+        { pid: server.pid, data: targetData.get(server.name) },
+        { redirect: workload.kind === 'redirect', pids, database: db },
+      );
+      const dbText = databaseCpuUs === undefined ? '' : ` + db ${databaseCpuUs.toFixed(1)}`;
       tally.rps.push(m.rps);
       tally.cpuUs.push(cpuUs);
       tally.p99Ms.push(m.p99Ms);

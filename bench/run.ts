@@ -72,18 +72,13 @@ function printPlan(
   );
 }
 
-/** PostgreSQL's processes on the targets' cores for the group's runs, their CPU counted (lib/database-cores.ts). */
-async function databaseOnTargetCores(
-  dataset: Dataset,
-  settings: BenchSettings,
-): Promise<DatabaseProcesses | undefined> {
+/** PostgreSQL's processes on BENCH_DATABASE_CORES for the group's runs, their CPU counted (lib/database-cores.ts). */
+async function pinnedDatabase(dataset: Dataset, settings: BenchSettings): Promise<DatabaseProcesses | undefined> {
   const notes: string[] = [];
   const database = await pinDatabase(dataset.databaseUrl, settings.databaseCores, notes);
   for (const note of notes) say(`  ${note}`);
   if (database?.pinnedTo !== undefined)
-    say(
-      `  PostgreSQL (pid ${database.pid}) pinned to core(s) ${database.pinnedTo} with the targets (was ${database.before})`,
-    );
+    say(`  PostgreSQL (pid ${database.pid}) pinned to core(s) ${database.pinnedTo} (was ${database.before})`);
   return database;
 }
 
@@ -94,7 +89,7 @@ async function runGroup(
   context: { settings: BenchSettings; tools: Tools; dir: string },
 ): Promise<ScenarioResult[]> {
   const specs = groupSpecs(group[0]!, variants);
-  const database = dataset.backend === 'postgres' ? await databaseOnTargetCores(dataset, context.settings) : undefined;
+  const database = dataset.backend === 'postgres' ? await pinnedDatabase(dataset, context.settings) : undefined;
   const results: ScenarioResult[] = [];
   try {
     const targets = await startTargets(specs, dataset, context.settings, context.tools.nginx, context.dir);

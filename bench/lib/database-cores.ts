@@ -11,7 +11,7 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { registerCleanup } from './cleanup.js';
 import { withClient } from './datasets.js';
-import { processTree } from './processes.js';
+import { cpuSeconds, processTree } from './processes.js';
 
 export interface DatabaseProcesses {
   /** The postmaster: its tree is every PostgreSQL process (backends are forked from it). */
@@ -23,25 +23,6 @@ export interface DatabaseProcesses {
   cpuSeconds(): number;
   /** Puts every process back on the cores it had (also at clean-up, if the bench is interrupted). */
   release(): Promise<void>;
-}
-
-/**
- * CPU seconds of `pid` and its children that ended (user, system, and the reaped children's,
- * from /proc/<pid>/stat), and of its live descendants. Backends come and go (a pool's connection
- * closes, a bench client disconnects): without the reaped children's time the sum would fall.
- */
-function serverCpuSeconds(pid: number): number {
-  let ticks = 0;
-  for (const member of processTree(pid)) {
-    try {
-      const fields = readFileSync(`/proc/${member}/stat`, 'utf8').split(') ')[1]!.split(' ');
-      ticks += Number(fields[11]) + Number(fields[12]);
-      if (member === pid) ticks += Number(fields[13]) + Number(fields[14]);
-    } catch {
-      // Ended meanwhile: its time reaches the postmaster's children's once reaped.
-    }
-  }
-  return ticks / 100;
 }
 
 function statusField(pid: number, field: string): string | undefined {
@@ -97,5 +78,5 @@ export async function pinDatabase(
     if (pinnedTo !== undefined && before !== '') pinTree(parent, before);
   };
   const release = registerCleanup(unpin);
-  return { pid: parent, before, pinnedTo, cpuSeconds: () => serverCpuSeconds(parent), release };
+  return { pid: parent, before, pinnedTo, cpuSeconds: () => cpuSeconds(parent), release };
 }

@@ -58,15 +58,21 @@ export function processTree(pid: number): number[] {
   return tree;
 }
 
-/** CPU seconds (user + system, all threads) the process and its descendants have used, from /proc. */
+/**
+ * CPU seconds (user + system, all threads) the process and its live descendants have used, and
+ * its children that ended (their time is the process's children's once reaped), from /proc.
+ * Without the reaped children's time the sum would fall when a child ends (a PostgreSQL backend
+ * whose connection closed).
+ */
 export function cpuSeconds(pid: number): number {
   let ticks = 0;
   for (const member of processTree(pid)) {
     try {
       const fields = readFileSync(`/proc/${member}/stat`, 'utf8').split(') ')[1]!.split(' ');
       ticks += Number(fields[11]) + Number(fields[12]);
+      if (member === pid) ticks += Number(fields[13]) + Number(fields[14]);
     } catch {
-      // Gone meanwhile.
+      // Gone meanwhile: a child's time reaches its parent's once reaped.
     }
   }
   return ticks / 100;

@@ -197,6 +197,45 @@ export async function visitsFolded(data: TargetData | undefined, maxMs = FOLD_WA
   return performance.now() - started;
 }
 
+/** A measured run and what it cost: the target's CPU a request, and the database's where counted. */
+export interface MeasuredRun {
+  readonly m: Measurement;
+  readonly cpuUs: number;
+  readonly databaseCpuUs: number | undefined;
+  /** How long the run's aftermath was waited for (the fold, then every process idle), in s. */
+  readonly idleS: number;
+}
+
+/**
+ * One measured run of a target, then its aftermath waited for (after a redirect run its visits
+ * folded, then every process of `pids` idle): what the target does after its load (the last
+ * flushes, the fold, consumers catching up) is its own, not the next target's, and counts in its
+ * CPU time a request, as the database's work meanwhile counts in the database's.
+ */
+export async function measuredRun(
+  run: () => Promise<Measurement>,
+  target: { readonly pid: number; readonly data: TargetData | undefined },
+  after: {
+    readonly redirect: boolean;
+    readonly pids: readonly number[];
+    readonly database: DatabaseProcesses | undefined;
+  },
+): Promise<MeasuredRun> {
+  const { database } = after;
+  const cpuBefore = cpuSeconds(target.pid);
+  const databaseBefore = database?.cpuSeconds();
+  const m = await run();
+  const foldedMs = after.redirect ? await visitsFolded(target.data) : 0;
+  const idleS = (foldedMs + (await settle(after.pids))) / 1000;
+  const perRequest = (seconds: number) => (seconds * 1e6) / Math.max(1, m.requests);
+  return {
+    m,
+    cpuUs: perRequest(cpuSeconds(target.pid) - cpuBefore),
+    databaseCpuUs: databaseBefore === undefined ? undefined : perRequest(database!.cpuSeconds() - databaseBefore),
+    idleS,
+  };
+}
+
 async function drive(
   scenario: Scenario,
   all: readonly Driven[],
@@ -226,27 +265,17 @@ async function drive(
   for (let round = 1; round <= settings.rounds; round++) {
     process.stdout.write(`  round ${round}/${settings.rounds}:`);
     for (const d of rotated(all, round - 1)) {
-      const cpuBefore = cpuSeconds(d.target.server.pid);
-      const databaseBefore = database?.cpuSeconds();
-      const m = await load(d, scenario, stored, settings, {
-        round,
-        durationS: settings.durationS,
-        countStatuses: false,
-      });
-      d.rounds.push(m);
-      // Its work after the load (last flush, the fold, consumers catching up) is its own, not the
-      // next target's, and counts in its CPU time per request.
-      const foldedMs = scenario.workload.kind === 'redirect' ? await visitsFolded(d.target.data) : 0;
-      const settledS = (foldedMs + (await settle(pids))) / 1000;
-      const perRequest = (seconds: number) => (seconds * 1e6) / Math.max(1, m.requests);
-      d.cpuUs.push(perRequest(cpuSeconds(d.target.server.pid) - cpuBefore));
-      const db = databaseBefore === undefined ? undefined : perRequest(database!.cpuSeconds() - databaseBefore);
-      if (db !== undefined) d.databaseCpuUs.push(db);
-      const flag = m.unexpected > 0 ? ` (${m.unexpected} unexpected)` : '';
-      const dbText = db === undefined ? '' : `db ${db.toFixed(1)} us/req, `;
-      process.stdout.write(
-        ` ${d.target.spec.name} ${Math.round(m.rps)}${flag} (${dbText}idle ${settledS.toFixed(1)} s);`,
+      const { m, cpuUs, databaseCpuUs, idleS } = await measuredRun(
+        () => load(d, scenario, stored, settings, { round, durationS: settings.durationS, countStatuses: false }),
+        { pid: d.target.server.pid, data: d.target.data },
+        { redirect: scenario.workload.kind === 'redirect', pids, database },
       );
+      d.rounds.push(m);
+      d.cpuUs.push(cpuUs);
+      if (databaseCpuUs !== undefined) d.databaseCpuUs.push(databaseCpuUs);
+      const flag = m.unexpected > 0 ? ` (${m.unexpected} unexpected)` : '';
+      const dbText = databaseCpuUs === undefined ? '' : `db ${databaseCpuUs.toFixed(1)} us/req, `;
+      process.stdout.write(` ${d.target.spec.name} ${Math.round(m.rps)}${flag} (${dbText}idle ${idleS.toFixed(1)} s);`);
     }
     process.stdout.write(` load ${loadavg()[0]!.toFixed(2)}\n`);
   }
