@@ -37,8 +37,9 @@ export class RecentEntries {
    */
   read(topic: string, partition: number, from: number, limit: number): { entries: LogEntry[]; atEnd: boolean } {
     const run = this.runs.get(partitionKey(topic, partition));
-    const end = run === undefined ? -1 : run.first + run.entries.length;
-    if (run === undefined || from < run.first || from >= end) return { entries: [], atEnd: from === end };
+    if (run === undefined) return { entries: [], atEnd: false };
+    const end = run.first + run.entries.length;
+    if (from < run.first || from >= end) return { entries: [], atEnd: from === end };
     return { entries: run.entries.slice(from - run.first, from - run.first + limit), atEnd: false };
   }
 }
