@@ -47,7 +47,7 @@ export interface Visits {
 }
 
 /**
- * Visit recording (the buffer, flushed with the clicks every CLICK_FLUSH_INTERVAL_MS, its last
+ * Visit recording (the buffer, flushed every VISIT_FLUSH_INTERVAL_MS, with the clicks unless set, its last
  * visits written when the service stops), the fold of the day rows (every FOLD_INTERVAL_MS, and
  * once more after the last flush), retention, and the statistics service.
  */
@@ -77,7 +77,7 @@ export function composeVisits(
   let buffer: VisitBuffer | undefined;
   if (settings.recording && config.role !== 'worker') {
     buffer = new VisitBuffer(writes, {
-      flushIntervalMs: config.redirect.clickFlushIntervalMs,
+      flushIntervalMs: settings.flushIntervalMs,
       countryHeader: settings.countryHeader,
       classifier,
     });

@@ -169,6 +169,7 @@ function assemble(v: SettingValues): Config {
     },
     visits: {
       recording: v.VISIT_RECORDING,
+      flushIntervalMs: v.VISIT_FLUSH_INTERVAL_MS ?? v.CLICK_FLUSH_INTERVAL_MS,
       retentionDays: v.VISIT_RETENTION_DAYS,
       countryHeader: v.VISIT_COUNTRY_HEADER,
       countBots: v.COUNT_BOTS,

@@ -67,6 +67,8 @@ export interface Config {
   /** Visit recording and statistics (VISIT_*, COUNT_BOTS). */
   readonly visits: {
     readonly recording: boolean;
+    /** VISIT_FLUSH_INTERVAL_MS, or CLICK_FLUSH_INTERVAL_MS when it is not set. */
+    readonly flushIntervalMs: number;
     readonly retentionDays: number;
     /** Lower-case header name a trusted proxy sets to the country code; undefined: none recorded. */
     readonly countryHeader: string | undefined;

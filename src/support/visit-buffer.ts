@@ -29,7 +29,7 @@ export interface VisitBufferLogger {
 }
 
 export interface VisitBufferOptions {
-  /** How often captured visits are written (CLICK_FLUSH_INTERVAL_MS: with the clicks). */
+  /** How often captured visits are written (VISIT_FLUSH_INTERVAL_MS; by default CLICK_FLUSH_INTERVAL_MS, with the clicks). */
   readonly flushIntervalMs: number;
   /** VISIT_COUNTRY_HEADER, lower-case; none read when undefined. */
   readonly countryHeader?: string | undefined;

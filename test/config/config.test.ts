@@ -26,6 +26,15 @@ describe('configuration', () => {
     expect(() => loadConfig({ DB_CONNECT_TIMEOUT_MS: '0' })).toThrow(ConfigError);
   });
 
+  it('flushes visits with the clicks unless VISIT_FLUSH_INTERVAL_MS says otherwise', () => {
+    expect(loadConfig({}).visits.flushIntervalMs).toBe(500);
+    expect(loadConfig({ CLICK_FLUSH_INTERVAL_MS: '250' }).visits.flushIntervalMs).toBe(250);
+    expect(loadConfig({ CLICK_FLUSH_INTERVAL_MS: '250', VISIT_FLUSH_INTERVAL_MS: ' ' }).visits.flushIntervalMs).toBe(250);
+    const apart = loadConfig({ CLICK_FLUSH_INTERVAL_MS: '250', VISIT_FLUSH_INTERVAL_MS: '5000' });
+    expect(apart.visits.flushIntervalMs).toBe(5000);
+    expect(apart.redirect.clickFlushIntervalMs).toBe(250);
+  });
+
   it('is frozen', () => {
     const config = loadConfig({});
     expect(Object.isFrozen(config)).toBe(true);
@@ -58,6 +67,8 @@ describe('configuration', () => {
     ['URL_ALLOWED_SCHEMES', 'http,ht tp'],
     ['DATABASE_URL', 'sqlite:'],
     ['CLICK_FLUSH_INTERVAL_MS', '5'],
+    ['VISIT_FLUSH_INTERVAL_MS', '5'],
+    ['VISIT_FLUSH_INTERVAL_MS', 'soon'],
   ])('refuses %s=%j', (name, value) => {
     expect(() => loadConfig({ [name]: value })).toThrow(new RegExp(name));
   });

@@ -6,7 +6,8 @@
  * link that was answered 302 (its time within that request's, none twice), and every redirect
  * answered more than one flush interval (plus a margin) before the kill has its visit. The kill
  * falls a set time after a flush is seen, so that a service flushing less often than it says
- * fails here whatever the phase of its timer.
+ * fails here whatever the phase of its timer. Once with the clicks' interval, once with a longer
+ * one of the visits' own (VISIT_FLUSH_INTERVAL_MS), whose flushes must come that far apart.
  */
 import type { Kysely } from 'kysely';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -19,22 +20,38 @@ import { type ServerProcess, startServer } from '../helpers/server-process.js';
 import { USER_AGENTS, visitRows } from '../helpers/visits.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-/** The documented default CLICK_FLUSH_INTERVAL_MS, set explicitly: the visits' interval too. */
-const FLUSH_INTERVAL_MS = 500;
-/**
- * A flush is due every interval and then takes a write of its own (under load): a redirect
- * answered more than this before the kill must have its visit written. The click test's margin.
- */
-const WRITTEN_WITHIN_MS = FLUSH_INTERVAL_MS + 250;
-/**
- * The kill comes this long after a flush is seen committed: past WRITTEN_WITHIN_MS, so a service
- * that let more than an interval go by without a flush loses visits older than allowed; and
- * 300 ms after the next flush is due, for it to be written.
- */
-const KILL_AFTER_FLUSH_MS = FLUSH_INTERVAL_MS + 300;
+/** The documented default CLICK_FLUSH_INTERVAL_MS, set explicitly. */
+const CLICK_FLUSH_INTERVAL_MS = 500;
 const LINKS = 4;
 const CONNECTIONS = 16;
-const LOAD_MS = 2000;
+
+/**
+ * How often visits are flushed in a case: with the clicks (VISIT_FLUSH_INTERVAL_MS not set), or
+ * every `flushMs` of their own, longer than the clicks'.
+ */
+const CASES = [
+  { name: 'with the clicks', flushMs: CLICK_FLUSH_INTERVAL_MS, env: {} },
+  { name: 'VISIT_FLUSH_INTERVAL_MS=2000', flushMs: 2000, env: { VISIT_FLUSH_INTERVAL_MS: '2000' } },
+] as const;
+
+/** The times of a case, from its flush interval. */
+function timing(flushMs: number) {
+  return {
+    /**
+     * A flush is due every interval and then takes a write of its own (under load): a redirect
+     * answered more than this before the kill must have its visit written. The click test's margin.
+     */
+    writtenWithinMs: flushMs + 250,
+    /**
+     * The kill comes this long after a flush is seen committed: past `writtenWithinMs`, so a service
+     * that let more than an interval go by without a flush loses visits older than allowed; and
+     * 300 ms after the next flush is due, for it to be written.
+     */
+    killAfterFlushMs: flushMs + 300,
+    /** Load before the kill: several flushes. */
+    loadMs: 1000 + 2 * flushMs,
+  };
+}
 
 /** One redirect sent: when (Unix ms, the clock visits are stamped by) and what came back. */
 interface Redirect {
@@ -74,6 +91,13 @@ async function nextFlush(db: Kysely<DatabaseSchema>): Promise<void> {
   await eventually(async () => (await newest()) > seen, { intervalMs: 5, timeoutMs: 5000 });
 }
 
+/** When each flush began: the first batch of each run of `visit_batches` rows written within 200 ms of the one before. */
+async function flushTimes(db: Kysely<DatabaseSchema>): Promise<number[]> {
+  const rows = await db.selectFrom('visit_batches').select('written_at_ms').orderBy('written_at_ms').execute();
+  const times = rows.map((r) => Number(r.written_at_ms));
+  return times.filter((at, i) => i === 0 || at - times[i - 1]! > 200);
+}
+
 describe.each(BACKENDS)('visits across a kill -9 of the server process on $name', (backend) => {
   let database: TestDatabase | undefined;
   let reader: Database | undefined;
@@ -84,14 +108,18 @@ describe.each(BACKENDS)('visits across a kill -9 of the server process on $name'
     await database?.drop();
   });
 
-  it.skipIf(!backend.available)(
-    'loses at most the visits of the last flush interval, and stores none twice or unanswered',
-    async () => {
+  it.skipIf(!backend.available).each(CASES)(
+    'flushing visits $name, loses at most the visits of the last flush interval, and stores none twice or unanswered',
+    async ({ flushMs, env: flushEnv }) => {
+      const { writtenWithinMs, killAfterFlushMs, loadMs } = timing(flushMs);
+      await reader?.close();
+      await database?.drop();
       database = await backend.create();
       const env = {
         DATABASE_URL: database.databaseUrl,
-        CLICK_FLUSH_INTERVAL_MS: String(FLUSH_INTERVAL_MS),
+        CLICK_FLUSH_INTERVAL_MS: String(CLICK_FLUSH_INTERVAL_MS),
         RATE_LIMIT_ENABLED: 'false',
+        ...flushEnv,
       };
       const server = await startServer(env);
       servers.push(server);
@@ -133,9 +161,9 @@ describe.each(BACKENDS)('visits across a kill -9 of the server process on $name'
       const load = Promise.all(Array.from({ length: CONNECTIONS }, (_, n) => connection(n)));
       let killedAt: number;
       try {
-        await sleep(LOAD_MS);
+        await sleep(loadMs);
         await nextFlush(db);
-        await sleep(KILL_AFTER_FLUSH_MS);
+        await sleep(killAfterFlushMs);
       } finally {
         // The connections stop sending whatever happened (the requests under way are cut off).
         killedAt = Date.now();
@@ -160,10 +188,10 @@ describe.each(BACKENDS)('visits across a kill -9 of the server process on $name'
         for (const r of unmatchedRedirects) {
           const age = killedAt - r.answeredAt;
           verdict.oldestLostAgeMs = Math.max(verdict.oldestLostAgeMs, age);
-          if (age > WRITTEN_WITHIN_MS) tooOld.push(`${code}: answered ${age} ms before the kill, no visit`);
+          if (age > writtenWithinMs) tooOld.push(`${code}: answered ${age} ms before the kill, no visit`);
         }
       }
-      console.log(`visits across kill -9 on ${backend.name}: ${JSON.stringify(verdict)}`);
+      console.log(`visits across kill -9 on ${backend.name}, every ${flushMs} ms: ${JSON.stringify(verdict)}`);
 
       expect(redirects.filter((r) => r.status !== null && r.status !== 302)).toEqual([]);
       // Enough load for several flushes before the kill.
@@ -171,8 +199,15 @@ describe.each(BACKENDS)('visits across a kill -9 of the server process on $name'
       expect(verdict.stored).toBeGreaterThan(0);
       expect.soft(unanswered, 'visits stored that no acknowledged redirect made (or made twice)').toEqual([]);
       expect
-        .soft(tooOld, `redirects acknowledged over ${WRITTEN_WITHIN_MS} ms before the kill, visit lost`)
+        .soft(tooOld, `redirects acknowledged over ${writtenWithinMs} ms before the kill, visit lost`)
         .toEqual([]);
+      if (flushMs > CLICK_FLUSH_INTERVAL_MS) {
+        // Visits' own interval, not the clicks' shorter one: their flushes came that far apart.
+        const flushes = await flushTimes(db);
+        expect(flushes.length).toBeGreaterThan(1);
+        const gaps = flushes.slice(1).map((at, i) => at - flushes[i]!);
+        expect(Math.min(...gaps), `gaps between flushes: ${gaps.join(', ')} ms`).toBeGreaterThan(flushMs * 0.8);
+      }
       expect(restarted.child.exitCode).toBeNull();
     },
     60_000,

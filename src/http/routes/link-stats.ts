@@ -25,7 +25,7 @@ const statsSchema = {
   operationId: 'link_stats',
   summary: "A link's visit statistics",
   description:
-    'Totals, a time series and the top referrers, countries, browsers, operating systems and device classes, from rollups kept as visits are written (visits show up within CLICK_FLUSH_INTERVAL_MS). For the owner and administrators.',
+    'Totals, a time series and the top referrers, countries, browsers, operating systems and device classes, from rollups kept as visits are written (visits show up within VISIT_FLUSH_INTERVAL_MS, by default the click flush interval). For the owner and administrators.',
   tags,
   params: CodeParams,
   querystring: StatsQuery,

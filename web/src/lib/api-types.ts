@@ -258,7 +258,7 @@ export interface paths {
         };
         /**
          * A link's visit statistics
-         * @description Totals, a time series and the top referrers, countries, browsers, operating systems and device classes, from rollups kept as visits are written (visits show up within CLICK_FLUSH_INTERVAL_MS). For the owner and administrators.
+         * @description Totals, a time series and the top referrers, countries, browsers, operating systems and device classes, from rollups kept as visits are written (visits show up within VISIT_FLUSH_INTERVAL_MS, by default the click flush interval). For the owner and administrators.
          */
         get: operations["link_stats"];
         put?: never;
