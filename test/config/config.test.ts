@@ -29,7 +29,9 @@ describe('configuration', () => {
   it('flushes visits with the clicks unless VISIT_FLUSH_INTERVAL_MS says otherwise', () => {
     expect(loadConfig({}).visits.flushIntervalMs).toBe(500);
     expect(loadConfig({ CLICK_FLUSH_INTERVAL_MS: '250' }).visits.flushIntervalMs).toBe(250);
-    expect(loadConfig({ CLICK_FLUSH_INTERVAL_MS: '250', VISIT_FLUSH_INTERVAL_MS: ' ' }).visits.flushIntervalMs).toBe(250);
+    expect(loadConfig({ CLICK_FLUSH_INTERVAL_MS: '250', VISIT_FLUSH_INTERVAL_MS: ' ' }).visits.flushIntervalMs).toBe(
+      250,
+    );
     const apart = loadConfig({ CLICK_FLUSH_INTERVAL_MS: '250', VISIT_FLUSH_INTERVAL_MS: '5000' });
     expect(apart.visits.flushIntervalMs).toBe(5000);
     expect(apart.redirect.clickFlushIntervalMs).toBe(250);

@@ -198,9 +198,7 @@ describe.each(BACKENDS)('visits across a kill -9 of the server process on $name'
       expect(verdict.acknowledged).toBeGreaterThan(500);
       expect(verdict.stored).toBeGreaterThan(0);
       expect.soft(unanswered, 'visits stored that no acknowledged redirect made (or made twice)').toEqual([]);
-      expect
-        .soft(tooOld, `redirects acknowledged over ${writtenWithinMs} ms before the kill, visit lost`)
-        .toEqual([]);
+      expect.soft(tooOld, `redirects acknowledged over ${writtenWithinMs} ms before the kill, visit lost`).toEqual([]);
       if (flushMs > CLICK_FLUSH_INTERVAL_MS) {
         // Visits' own interval, not the clicks' shorter one: their flushes came that far apart.
         const flushes = await flushTimes(db);
