@@ -22,6 +22,14 @@ const BATCH: BatchLimit = { rows: 300, visits: 10_000 };
 const MAX_HELD_VISITS = 2_000_000;
 /** Visits prepared at a time, the event loop let in between (about 1 ms of work or less). */
 const PREPARE_SLICE = 4_000;
+/**
+ * Visits captured, by default, at which a flush starts without waiting for the timer: a long
+ * VISIT_FLUSH_INTERVAL_MS under heavy traffic would otherwise hold millions of visits in memory,
+ * up to MAX_HELD_VISITS, and drop the ones after. Flushing sooner only loses less to a crash.
+ * 100,000 visits are about 3 MB of columns; at the default interval a flush holds a few
+ * thousand.
+ */
+const FLUSH_AT_VISITS = 100_000;
 
 export interface VisitBufferLogger {
   error(object: unknown, message: string): void;
@@ -36,6 +44,8 @@ export interface VisitBufferOptions {
   readonly classifier?: UserAgentClassifier;
   /** Unix ms now (tests give their own). */
   readonly now?: () => number;
+  /** Visits captured at which a started buffer flushes without waiting for its timer (FLUSH_AT_VISITS). */
+  readonly flushAtVisits?: number;
 }
 
 const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
@@ -57,6 +67,11 @@ export class VisitBuffer {
   private dropped = 0;
   private flushing: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
+  /** Whether a flush for a full capture has been asked for and has not ended. */
+  private flushingFull = false;
+  /** The capture the last flush for a full capture was asked for (see `flushFull`). */
+  private fullAskedFor: VisitCapture | undefined;
+  private readonly flushAtVisits: number;
   private readonly salts = new Map<number, string>();
   private readonly classifier: UserAgentClassifier;
   private readonly now: () => number;
@@ -68,6 +83,7 @@ export class VisitBuffer {
   ) {
     this.classifier = options.classifier ?? new UserAgentClassifier();
     this.now = options.now ?? Date.now;
+    this.flushAtVisits = options.flushAtVisits ?? FLUSH_AT_VISITS;
   }
 
   start(logger: VisitBufferLogger): void {
@@ -93,7 +109,7 @@ export class VisitBuffer {
    * The redirect path's part: the `User-Agent`, `Referer` and country header values read from the
    * request's raw header list (Node's `[name, value, …]`, already there; reading `headers` would
    * build an object) and the address, each kept as its id in the capture (`VisitCapture`), until
-   * the flush.
+   * the flush; which starts at once when the capture is full (`flushAtVisits`).
    */
   record(urlId: number, rawHeaders: readonly string[], address: string | undefined): void {
     if (this.capture.length + this.heldVisits >= MAX_HELD_VISITS) {
@@ -109,6 +125,23 @@ export class VisitBuffer {
       countryHeader === undefined ? undefined : rawHeader(rawHeaders, countryHeader),
       address,
     );
+    if (this.capture.length >= this.flushAtVisits) this.flushFull();
+  }
+
+  /**
+   * A flush for a full capture (after the flush under way, if there is one: `flush` chains),
+   * asked for once, not once a visit, and again when it ends if a new capture filled meanwhile.
+   * Once a capture: when its flush could not take it (the database away before its salts came),
+   * the timer's flushes retry, not every visit captured after.
+   */
+  private flushFull(): void {
+    if (this.flushingFull || this.timer === undefined || this.fullAskedFor === this.capture) return;
+    this.fullAskedFor = this.capture;
+    this.flushingFull = true;
+    void this.flush().finally(() => {
+      this.flushingFull = false;
+      if (this.capture.length >= this.flushAtVisits) this.flushFull();
+    });
   }
 
   /** Whether `userAgent` is a bot's (COUNT_BOTS=false asks on the redirect path; cached). */

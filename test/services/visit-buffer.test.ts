@@ -119,4 +119,70 @@ describe('VisitBuffer', () => {
     ]);
     expect(buffer.size).toBe(0);
   });
+
+  it('flushes a full capture without waiting for the timer, once however many visits come while it writes', async () => {
+    const held = heldRepository();
+    const buffer = new VisitBuffer(held.repository, { flushIntervalMs: 60_000, flushAtVisits: 3 });
+    const quiet = { error: () => undefined, warn: () => undefined };
+    buffer.record(1, HEADERS, '10.0.0.1');
+    buffer.record(2, HEADERS, '10.0.0.2');
+    await settle();
+    expect(held.waiting).toBe(0); // not started: only the timer flushes
+    buffer.start(quiet);
+    buffer.record(3, HEADERS, '10.0.0.3');
+    await settle();
+    expect(held.waiting).toBe(1); // full: a flush is writing, 60 s before the timer's
+    for (let i = 4; i <= 9; i++) buffer.record(i, HEADERS, `10.0.0.${i}`);
+    await settle();
+    expect(held.waiting).toBe(1);
+    held.release();
+    await settle();
+    expect(held.waiting).toBe(1); // the six captured meanwhile: one flush more, after it
+    held.release();
+    await settle();
+    expect(held.waiting).toBe(0);
+    expect(held.written.map((batch) => batch.visits)).toEqual([3, 6]);
+    buffer.record(10, HEADERS, '10.0.0.10');
+    await settle();
+    expect(held.waiting).toBe(0); // one captured: waits for the timer (or the stop)
+    const stopping = buffer.stop();
+    await settle();
+    held.release();
+    await stopping;
+    expect(held.written.map((batch) => batch.visits)).toEqual([3, 6, 1]);
+    expect(buffer.size).toBe(0);
+  });
+
+  it('a full capture whose flush fails is retried by the timer, not by every visit after it', async () => {
+    let away = true;
+    let asked = 0;
+    const written: VisitBatch[] = [];
+    const repository = {
+      writeBatch: async (batch: VisitBatch) => {
+        written.push(batch);
+        return true;
+      },
+      daySalt: async () => {
+        asked++;
+        if (away) throw new Error('database away');
+        return 'salt';
+      },
+    };
+    const buffer = new VisitBuffer(repository, { flushIntervalMs: 60_000, flushAtVisits: 2 });
+    buffer.start({ error: () => undefined, warn: () => undefined });
+    for (let i = 1; i <= 10; i++) {
+      buffer.record(i, HEADERS, `10.0.0.${i}`);
+      await settle();
+    }
+    expect(asked).toBe(1);
+    expect(buffer.size).toBe(10);
+    away = false;
+    await buffer.flush(); // the timer's tick
+    expect(written.reduce((sum, batch) => sum + batch.visits, 0)).toBe(10);
+    buffer.record(11, HEADERS, '10.0.0.11');
+    buffer.record(12, HEADERS, '10.0.0.12');
+    await settle();
+    expect(written.reduce((sum, batch) => sum + batch.visits, 0)).toBe(12); // a new capture: full again
+    await buffer.stop();
+  });
 });
