@@ -1,11 +1,11 @@
 /** The settings of visit recording and statistics (issue 15), spread into SETTINGS after the click settings. */
 
 import { boolean, integer, type Parser } from './parsers.js';
+import type { SettingDeclaration } from './setting-declaration.js';
 
 /** An interval in ms from 10 to 60,000, or undefined when empty (the click flush's then). */
 const optionalFlushInterval: Parser<number | undefined> = (raw) =>
   raw.trim() === '' ? undefined : integer(10, 60_000)(raw);
-import type { SettingDeclaration } from './setting-declaration.js';
 
 /** A request header name (lower-cased, as Node gives them), or undefined when empty. */
 const optionalHeaderName: Parser<string | undefined> = (raw) => {
@@ -18,7 +18,7 @@ export const VISIT_SETTINGS = {
   VISIT_RECORDING: {
     default: 'true',
     description:
-      '`true`: every counted redirect records a visit (time, referrer host, browser, OS, device class, bot flag, country), buffered and written with the click flush; statistics come from them. `false`: nothing is recorded (the redirect path does what it did before).',
+      '`true`: every counted redirect records a visit (time, referrer host, browser, OS, device class, bot flag, country), buffered and written every `VISIT_FLUSH_INTERVAL_MS` (by default with the click flush); statistics come from them. `false`: nothing is recorded (the redirect path does what it did before).',
     parse: boolean,
   },
   VISIT_FLUSH_INTERVAL_MS: {
