@@ -2,7 +2,8 @@
  * The embedded log reads a partition from its table only when the partition's committed end is
  * past the consumer (PartitionEnds, GroupConsumer.read): an idle consumer stops reading it every
  * poll interval, yet every entry still arrives, whether another process wrote it, this process
- * wrote it (from memory), or this process committed it without memory ever being told.
+ * wrote it (from memory), or this process committed it without memory ever being told. And an
+ * entry handled again because its position's commit failed comes as a redelivery.
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -72,6 +73,8 @@ describe.each(BACKENDS)('the embedded log on $name, idle', (backend) => {
     const bus = new EmbeddedLogEventBus(database.db, FAST_BUS);
     const received: string[] = [];
     const redelivered: string[] = [];
+    /** Every delivery: the payload id and the message's deliveryCount. */
+    const deliveries: Array<readonly [string, number]> = [];
     await bus.subscribe({
       group: `idle-${randomBytes(3).toString('hex')}`,
       topic: TOPIC,
@@ -79,10 +82,11 @@ describe.each(BACKENDS)('the embedded log on $name, idle', (backend) => {
       handler: async (m: BusMessage) => {
         const id = (m.envelope.payload as { id: string }).id;
         received.push(id);
+        deliveries.push([id, m.deliveryCount]);
         if (m.deliveryCount > 1) redelivered.push(id);
       },
     });
-    return { database, bus, received, redelivered };
+    return { database, bus, received, redelivered, deliveries };
   }
 
   /** Runs test/fixtures/log-publisher.ts: another process publishing `count` events, each its own commit. */
@@ -172,6 +176,54 @@ describe.each(BACKENDS)('the embedded log on $name, idle', (backend) => {
       await bus.close();
     },
     60_000,
+  );
+
+  it.skipIf(!backend.available)(
+    'an entry handled again because its position could not be committed comes as a redelivery',
+    async () => {
+      const { database, bus, deliveries } = await consumer();
+      await sleep(300);
+      // Every commit of a position fails until the test lets it through (a trigger of the table).
+      const refuse = async (refused: boolean) =>
+        sql`UPDATE commit_refused SET refused = ${backend.name === 'sqlite' ? Number(refused) : refused}`.execute(
+          database.db,
+        );
+      if (backend.name === 'sqlite') {
+        await sql`CREATE TABLE commit_refused (refused INTEGER NOT NULL)`.execute(database.db);
+        await sql`INSERT INTO commit_refused VALUES (1)`.execute(database.db);
+        await sql`CREATE TRIGGER refuse_commit BEFORE UPDATE ON consumer_offsets
+          WHEN (SELECT refused FROM commit_refused) = 1 BEGIN SELECT RAISE(ABORT, 'commit refused'); END`.execute(
+          database.db,
+        );
+      } else {
+        await sql`CREATE TABLE commit_refused (refused boolean NOT NULL)`.execute(database.db);
+        await sql`INSERT INTO commit_refused VALUES (true)`.execute(database.db);
+        await sql`CREATE FUNCTION refuse_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+          BEGIN IF (SELECT refused FROM commit_refused) THEN RAISE EXCEPTION 'commit refused'; END IF; RETURN NEW; END $$`.execute(
+          database.db,
+        );
+        await sql`CREATE TRIGGER refuse_commit BEFORE UPDATE ON consumer_offsets
+          FOR EACH ROW EXECUTE FUNCTION refuse_commit()`.execute(database.db);
+      }
+      const keys = ids('again', 5);
+      for (const key of keys) await bus.publish(TOPIC, key, HEADERS, event(key).envelope);
+      const times = (key: string) => deliveries.filter(([id]) => id === key).length;
+      await eventually(() => expect(keys.map(times).every((n) => n >= 2)).toBe(true), { timeoutMs: 10_000 });
+      await refuse(false);
+      await sleep(1000); // committed now: nothing more comes
+      const settled = deliveries.length;
+      await sleep(500);
+      expect(deliveries.length).toBe(settled);
+      for (const key of keys) {
+        const counts = deliveries.filter(([id]) => id === key).map(([, count]) => count);
+        expect(counts[0], `${key}'s first delivery`).toBe(1);
+        expect(
+          counts.slice(1).every((count) => count > 1),
+          `${key}'s deliveries after its first: ${counts.join(', ')}`,
+        ).toBe(true);
+      }
+      await bus.close();
+    },
   );
 
   it.skipIf(!backend.available)('still reads an entry this process committed without telling its memory', async () => {

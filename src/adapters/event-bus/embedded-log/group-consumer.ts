@@ -24,6 +24,15 @@ export class GroupConsumer {
   private readonly workers = new Map<number, Promise<void>>();
   /** Failed deliveries so far, by offset × 65,536 + partition. */
   private readonly failures = new Map<number, number>();
+  /**
+   * The newest offset handed to the handler in each partition. Entries are handed over in offset
+   * order, so one at or before it comes again: after its position's commit was lost (the
+   * database away, the partition lost and taken back), the batch is read again from the
+   * committed position, and its entries are redeliveries although none of them failed. (This
+   * member's: an entry that a member which died had handed out comes to the next with 1, as the
+   * log keeps no count of deliveries; nothing here decides by the count.)
+   */
+  private readonly handedOut = new Map<number, number>();
   /** When each partition was last read from the table. */
   private readonly tableReads = new Map<number, number>();
   private running = true;
@@ -233,13 +242,15 @@ export class GroupConsumer {
     const offset = Number(row.log_offset);
     const key = offset * 65_536 + row.partition_no;
     const failures = this.failures.get(key) ?? 0;
+    const handedOut = this.handedOut.get(row.partition_no) ?? -1;
+    if (offset > handedOut) this.handedOut.set(row.partition_no, offset);
     const message: BusMessage = {
       topic: row.topic,
       partition: row.partition_no,
       offset,
       headers: row.decoded?.headers ?? (JSON.parse(row.headers) as MessageHeaders),
       envelope: row.decoded?.envelope ?? (JSON.parse(row.envelope) as EventEnvelope),
-      deliveryCount: failures + 1,
+      deliveryCount: Math.max(failures + 1, offset <= handedOut ? 2 : 1),
       // The member's lease, renewed while it lives, already keeps its messages from the others.
       inProgress: () => undefined,
     };
