@@ -31,7 +31,14 @@ const TAKEOVER_BOUND_MS = 10_000;
 const BIG_POOL = { EXECUTION_CONCURRENCY: '4', EXECUTION_MAX_THREADS_PER_USER: '4' };
 const SCRIPTS = 4;
 /** Busy for a while, then a result: completes (so each completion is an `execution.completed`). */
-const SCRIPT = 'const end = Date.now() + 4000; let n = 0; while (Date.now() < end) n++; "done"';
+const busyFor = (ms: number) => `const end = Date.now() + ${ms}; let n = 0; while (Date.now() < end) n++; "done"`;
+/** Ends well within the shutdown timeout of a graceful stop. */
+const SCRIPT = busyFor(4000);
+/**
+ * Still running on the first worker once the second has started and joined, on a loaded machine
+ * too (4 s was not: under a full test run the first's two had ended by then).
+ */
+const LONG_SCRIPT = busyFor(8000);
 
 interface Row {
   id: string;
@@ -97,7 +104,7 @@ describe.each(CASES)('a worker killed mid-execution, on $name', ({ backend, nats
       workers.push(first);
       const alice: Session = (await signUp(api.app, 'exk')).session;
       const ids: string[] = [];
-      for (let i = 0; i < SCRIPTS; i++) ids.push(await submit(api.app, alice, SCRIPT, 10_000));
+      for (let i = 0; i < SCRIPTS; i++) ids.push(await submit(api.app, alice, LONG_SCRIPT, 10_000));
       const onFirst = (row: Row) => row.status === 'running' && row.claimed_by?.includes(`/${first.child.pid}/`);
       await eventually(async () => expect((await rows()).filter(onFirst)).toHaveLength(2), { timeoutMs: 20_000 });
 
