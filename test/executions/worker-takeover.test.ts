@@ -111,8 +111,9 @@ describe.each(CASES)('a worker killed mid-execution, on $name', ({ backend, nats
       const second = await startServer({ ...env, ...BIG_POOL }, ['serve', '--role', 'worker']);
       workers.push(second);
       await new Promise((resolve) => setTimeout(resolve, 1000)); // it joins the group
-      const held = (await rows()).filter(onFirst);
-      expect(held.length, 'still running on the first worker').toBeGreaterThan(0);
+      const all = await rows();
+      const held = all.filter(onFirst);
+      expect(held.length, `still running on the first worker: ${JSON.stringify(all)}`).toBeGreaterThan(0);
       const killedAt = Date.now();
       await first.stop('SIGKILL');
 
