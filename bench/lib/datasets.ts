@@ -74,10 +74,11 @@ async function timed(work: () => Promise<void> | void): Promise<number> {
 const prefixEnd = (prefix: string) =>
   prefix.slice(0, -1) + String.fromCharCode(prefix.charCodeAt(prefix.length - 1) + 1);
 
-function sqliteCount(file: string, where = '', params: unknown[] = [], table = 'url_mappings'): number {
+/** `SELECT count(*) FROM <from>` on a SQLite file (`from`: a table, and its WHERE if any). */
+function sqliteCount(file: string, from = 'url_mappings', params: unknown[] = []): number {
   const db = new SQLite(file, { readonly: true });
   try {
-    return (db.prepare(`SELECT count(*) AS n FROM ${table} ${where}`).get(...params) as { n: number }).n;
+    return (db.prepare(`SELECT count(*) AS n FROM ${from}`).get(...params) as { n: number }).n;
   } finally {
     db.close();
   }
@@ -160,8 +161,8 @@ export function sqliteBackend(dataDir: string): StorageBackend {
           copyFileSync(file, copy);
           const drop = registerCleanup(() => removeSqlite(copy));
           const countCreated = async (prefix: string) =>
-            sqliteCount(copy, 'WHERE code >= ? AND code < ?', [prefix, prefixEnd(prefix)]);
-          const unfoldedVisits = async () => sqliteCount(copy, '', [], 'visit_unfolded');
+            sqliteCount(copy, 'url_mappings WHERE code >= ? AND code < ?', [prefix, prefixEnd(prefix)]);
+          const unfoldedVisits = async () => sqliteCount(copy, 'visit_unfolded');
           return { databaseUrl: `sqlite:${copy}`, countCreated, unfoldedVisits, drop };
         },
       };
@@ -274,21 +275,22 @@ async function loadPgSchema(serverUrl: string, schema: string, size: DatasetSize
 const PG_ISOLATED_UP_TO = 100_000;
 
 /** A PostgreSQL target's data at `databaseUrl` (a schema in its search_path). */
+/** `SELECT count(*) FROM <from>` at `databaseUrl` (`from`: a table, and its WHERE if any). */
+function pgCount(databaseUrl: string, from = 'url_mappings', params: unknown[] = []): Promise<number> {
+  return withClient(databaseUrl, async (client) => {
+    const { rows } = await client.query<{ n: string }>(`SELECT count(*) AS n FROM ${from}`, params);
+    return Number(rows[0]?.n ?? 0);
+  });
+}
+
 function postgresTarget(databaseUrl: string, drop: () => Promise<void>): TargetData {
   const countCreated = (prefix: string) =>
-    withClient(databaseUrl, async (client) => {
-      const { rows } = await client.query<{ n: string }>(
-        // In byte order whatever the database's collation (a C collation also uses the index).
-        'SELECT count(*) AS n FROM url_mappings WHERE code COLLATE "C" >= $1 AND code COLLATE "C" < $2',
-        [prefix, prefixEnd(prefix)],
-      );
-      return Number(rows[0]?.n ?? 0);
-    });
-  const unfoldedVisits = () =>
-    withClient(databaseUrl, async (client) => {
-      const { rows } = await client.query<{ n: string }>('SELECT count(*) AS n FROM visit_unfolded');
-      return Number(rows[0]?.n ?? 0);
-    });
+    // In byte order whatever the database's collation (a C collation also uses the index).
+    pgCount(databaseUrl, 'url_mappings WHERE code COLLATE "C" >= $1 AND code COLLATE "C" < $2', [
+      prefix,
+      prefixEnd(prefix),
+    ]);
+  const unfoldedVisits = () => pgCount(databaseUrl, 'visit_unfolded');
   return { databaseUrl, countCreated, unfoldedVisits, drop };
 }
 
@@ -314,10 +316,7 @@ export function postgresBackend(serverUrl: string, schemaPrefix = 'bench_data'):
         log(`loading ${size.mappings.toLocaleString('en-US')} mappings into schema ${schema}`);
         loadSeconds = await loadPgSchema(serverUrl, schema, size);
       }
-      const count = await withClient(databaseUrl, async (client) => {
-        const { rows } = await client.query<{ n: string }>('SELECT count(*) AS n FROM url_mappings');
-        return Number(rows[0]?.n ?? 0);
-      });
+      const count = await pgCount(databaseUrl);
       if (count !== size.mappings) {
         throw new Error(
           `schema ${schema} holds ${count} rows, expected ${size.mappings}: DROP SCHEMA ${schema} CASCADE`,
