@@ -67,8 +67,6 @@ export class VisitBuffer {
   private dropped = 0;
   private flushing: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
-  /** Whether a flush for a full capture has been asked for and has not ended. */
-  private flushingFull = false;
   /** The capture the last flush for a full capture was asked for (see `flushFull`). */
   private fullAskedFor: VisitCapture | undefined;
   private readonly flushAtVisits: number;
@@ -130,18 +128,14 @@ export class VisitBuffer {
 
   /**
    * A flush for a full capture (after the flush under way, if there is one: `flush` chains),
-   * asked for once, not once a visit, and again when it ends if a new capture filled meanwhile.
-   * Once a capture: when its flush could not take it (the database away before its salts came),
-   * the timer's flushes retry, not every visit captured after.
+   * asked for once a capture, not once a visit: a flush takes the capture and leaves a new one,
+   * which asks again once it is full. When its flush could not take it (the database away before
+   * its salts came), the timer's flushes retry, not every visit captured after.
    */
   private flushFull(): void {
-    if (this.flushingFull || this.timer === undefined || this.fullAskedFor === this.capture) return;
+    if (this.timer === undefined || this.fullAskedFor === this.capture) return;
     this.fullAskedFor = this.capture;
-    this.flushingFull = true;
-    void this.flush().finally(() => {
-      this.flushingFull = false;
-      if (this.capture.length >= this.flushAtVisits) this.flushFull();
-    });
+    void this.flush();
   }
 
   /** Whether `userAgent` is a bot's (COUNT_BOTS=false asks on the redirect path; cached). */
