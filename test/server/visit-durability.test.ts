@@ -102,18 +102,20 @@ describe.each(BACKENDS)('visits across a kill -9 of the server process on $name'
   let database: TestDatabase | undefined;
   let reader: Database | undefined;
   const servers: ServerProcess[] = [];
-  afterAll(async () => {
-    for (const server of servers) await server.stop('SIGKILL');
+  /** The last case's servers stopped, then its reader and database gone (before the next case, and at the end). */
+  const cleanUp = async () => {
+    for (const server of servers.splice(0)) await server.stop('SIGKILL');
     await reader?.close();
     await database?.drop();
-  });
+    reader = database = undefined;
+  };
+  afterAll(cleanUp);
 
   it.skipIf(!backend.available).each(CASES)(
     'flushing visits $name, loses at most the visits of the last flush interval, and stores none twice or unanswered',
     async ({ flushMs, env: flushEnv }) => {
       const { writtenWithinMs, killAfterFlushMs, loadMs } = timing(flushMs);
-      await reader?.close();
-      await database?.drop();
+      await cleanUp();
       database = await backend.create();
       const env = {
         DATABASE_URL: database.databaseUrl,
