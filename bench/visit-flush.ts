@@ -1,10 +1,11 @@
 /**
  * The CPU a visit costs off the redirect path, without HTTP: records FLUSH_BENCH_VISITS visits
  * spread evenly over FLUSH_BENCH_MAPPINGS links (one User-Agent, 250 addresses) into a VisitBuffer
- * on a fresh SQLite file, then flushes, FLUSH_BENCH_ROUNDS times, folding the day rows after every
- * FLUSH_BENCH_FOLD_EVERY flushes (5: a fold every 5 s at one flush a second), and prints the CPU
- * µs per visit of the capture (`record`), of the flush and of the fold, medians of the rounds, and
- * the wall time of a batch's write (p50, p90, longest: on SQLite what it holds the event loop for).
+ * on a fresh SQLite file, then flushes (a journal row each), FLUSH_BENCH_ROUNDS times, merging the
+ * journal into segments and folding the day rows after every FLUSH_BENCH_FOLD_EVERY flushes (5: a
+ * fold every 5 s at one flush a second), and prints the CPU µs per visit of the capture (`record`),
+ * of the flush, of the merge and of the fold, medians of the rounds, and the wall time of a
+ * journal row's write (p50, p90, longest: on SQLite what it holds the event loop for).
  * FLUSH_BENCH_WARMUP_ROUNDS: rounds run first and not measured (0), for a database with a history.
  * FLUSH_BENCH_FOLD_SEGMENTS: segments a fold transaction takes (250; the service sizes its own by
  * time). FLUSH_BENCH_DROP: one SQL statement run after the migrations (an experiment).
@@ -19,8 +20,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { openDatabase } from '../src/adapters/storage/database.js';
+import { KyselyVisitJournal } from '../src/adapters/storage/kysely-visit-journal.js';
 import { KyselyVisitRepository } from '../src/adapters/storage/kysely-visit-repository.js';
 import { migrateToLatest } from '../src/adapters/storage/migrations.js';
+import { mergeJournal } from '../src/composition/visits.js';
 import { loadConfig } from '../src/config/loader.js';
 import { VisitBuffer } from '../src/support/visit-buffer.js';
 
@@ -52,11 +55,11 @@ const MIXED_REFERRERS = [
   '',
 ];
 
-/** Batches, and their write's p50, p90 and longest in ms. */
+/** Journal rows, and their write's p50, p90 and longest in ms. */
 function writeSummary(ms: readonly number[]): string {
   const sorted = [...ms].sort((a, b) => a - b);
   const at = (q: number) => (sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * q))] ?? NaN).toFixed(2);
-  return `${sorted.length} batches, ms p50 ${at(0.5)} p90 ${at(0.9)} longest ${at(1)}`;
+  return `${sorted.length} rows, ms p50 ${at(0.5)} p90 ${at(0.9)} longest ${at(1)}`;
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'visit-flush-bench-'));
@@ -67,12 +70,13 @@ try {
   await migrateToLatest(database.db, database.dialect);
   if (process.env.FLUSH_BENCH_DROP) await sql.raw(process.env.FLUSH_BENCH_DROP).execute(database.db);
   const repository = new KyselyVisitRepository(database.db, database.dialect);
-  // Each batch's write timed (wall ms: on SQLite what it holds the event loop for).
+  const journal = new KyselyVisitJournal(database.db, database.dialect);
+  // Each journal row's write timed (wall ms: on SQLite what it holds the event loop for).
   const writes: number[] = [];
-  const timedWrites: Pick<typeof repository, 'writeBatch' | 'daySalt'> = {
-    writeBatch: async (batch) => {
+  const timedWrites: Pick<typeof journal, 'write'> & Pick<typeof repository, 'daySalt'> = {
+    write: async (entry) => {
       const started = performance.now();
-      const written = await repository.writeBatch(batch);
+      const written = await journal.write(entry);
       if (measuring) writes.push(performance.now() - started);
       return written;
     },
@@ -96,6 +100,7 @@ try {
   };
   const record: number[] = [];
   const flush: number[] = [];
+  const merge: number[] = [];
   const fold: number[] = [];
   for (let round = 1; round <= WARMUP_ROUNDS + ROUNDS; round++) {
     const measured = round > WARMUP_ROUNDS;
@@ -109,6 +114,8 @@ try {
     if (measured) record.push(recording / VISITS);
     if (measured) flush.push(flushing / VISITS);
     if (round % FOLD_EVERY === 0) {
+      const merging = (await cpu(() => mergeJournal(journal))) / (VISITS * FOLD_EVERY);
+      if (measured) merge.push(merging);
       const upTo = await repository.foldMark();
       const folding =
         (await cpu(async () => {
@@ -121,12 +128,12 @@ try {
     }
   }
   const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
-  const [r, f, d] = [median(record), median(flush), median(fold)];
+  const [r, f, m, d] = [median(record), median(flush), median(merge), median(fold)];
   const stored = await sql<{ bytes: number; visits: number }>`
     SELECT SUM(LENGTH(data)) AS bytes, SUM(visits) AS visits FROM visit_segments`.execute(database.db);
   const bytesPerVisit = Number(stored.rows[0]!.bytes) / Number(stored.rows[0]!.visits);
   console.log(
-    `[visit-flush-bench] ${VISITS} visits${mixed ? ' (mixed)' : ''} over ${MAPPINGS} links a flush, ${bytesPerVisit.toFixed(1)} segment bytes a visit, a fold every ${FOLD_EVERY}: CPU µs per visit, medians: record ${r.toFixed(2)}, flush ${f.toFixed(2)}, fold ${d.toFixed(2)}, in all ${(r + f + d).toFixed(2)}; a batch's write ${writeSummary(writes)}`,
+    `[visit-flush-bench] ${VISITS} visits${mixed ? ' (mixed)' : ''} over ${MAPPINGS} links a flush, ${bytesPerVisit.toFixed(1)} segment bytes a visit, a fold every ${FOLD_EVERY}: CPU µs per visit, medians: record ${r.toFixed(2)}, flush ${f.toFixed(2)}, merge ${m.toFixed(2)}, fold ${d.toFixed(2)}, in all ${(r + f + m + d).toFixed(2)}; a journal row's write ${writeSummary(writes)}`,
   );
 } finally {
   await database.db.destroy();

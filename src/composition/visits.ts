@@ -1,8 +1,11 @@
 import type { Database } from '../adapters/storage/database.js';
+import { KyselyVisitJournal } from '../adapters/storage/kysely-visit-journal.js';
 import { KyselyVisitRepository } from '../adapters/storage/kysely-visit-repository.js';
 import { tracedVisitWrites } from '../adapters/telemetry/background-spans.js';
 import { DAY_MS, dayOf } from '../domain/visit.js';
+import { decodeJournal, type JournalPart, JournalMerge } from '../domain/visit-journal.js';
 import type { UrlMappingRepository } from '../ports/url-mapping-repository.js';
+import type { VisitJournal } from '../ports/visit-journal.js';
 import type { VisitRepository } from '../ports/visit-repository.js';
 import { VisitStatsService } from '../services/visit-stats-service.js';
 import { BatchSizer } from '../support/batch-sizer.js';
@@ -16,7 +19,14 @@ const RETENTION_INTERVAL_MS = 60_000;
 const RETENTION_CHUNK = 1_000;
 const RETENTION_CHUNKS = 20;
 /**
- * How often the day rows are caught up from the segments written since (every instance tries;
+ * Visits a merge reads from the journal at a time (decoded in memory together: tens of bytes
+ * each), and what one of its transactions writes at most: 300 segments hold the writer and the
+ * event loop for about 1 ms (SQLite, bench/visit-flush.ts's setup), 10,000 visits bound its text.
+ */
+const MERGE_VISITS = 200_000;
+const MERGE_GROUP = { rows: 300, visits: 10_000 } as const;
+/**
+ * How often the journal is merged into segments and the day rows caught up from the segments written since (every instance tries;
  * what one folds the others do not), and the segments one fold transaction takes. A link's day row is
  * then read, merged and written once every few seconds, not once every flush: that was the largest
  * part of what recording a visit cost where many links are followed.
@@ -37,12 +47,15 @@ export interface Visits {
   /** Undefined when VISIT_RECORDING is false. */
   readonly buffer: VisitBuffer | undefined;
   readonly repository: KyselyVisitRepository;
+  readonly journal: KyselyVisitJournal;
   readonly stats: VisitStatsService;
   /** COUNT_BOTS=false: the bot test the redirect path leaves bots out of `click_count` by. */
   readonly isBot: ((userAgent: string | undefined) => boolean) | undefined;
   /** One retention run now (tests): what VISIT_RETENTION_DAYS drops, in chunks; how many visits. */
   prune(): Promise<number>;
-  /** Folds every segment written so far into the day rows (tests); how many segments. */
+  /** Merges the journal into segments (tests); how many visits. */
+  merge(): Promise<number>;
+  /** Merges the journal into segments and folds every segment written so far into the day rows (tests); how many segments it folded. */
   fold(): Promise<number>;
 }
 
@@ -60,12 +73,16 @@ export function composeVisits(
   const settings = config.visits;
   // Visits are stamped by the system clock, not a test's manual one: their times are real.
   const repository = new KyselyVisitRepository(database.db, database.dialect);
-  const writes = config.tracing.enabled ? tracedVisitWrites(repository) : repository;
+  const journal = new KyselyVisitJournal(database.db, database.dialect);
+  const writes = tracedIf(config.tracing.enabled, repository, journal);
   const classifier = new UserAgentClassifier();
   const sizer = new BatchSizer(FOLD_SIZING);
-  const fold = () => foldAll(writes, sizer);
+  const fold = async () => {
+    await mergeJournal(writes);
+    return foldAll(writes, sizer);
+  };
   // Not in a command-line run (`background: false`). Registered before the buffer's flush, so that
-  // on stop it runs after it: the last visits written are folded too.
+  // on stop it runs after it: the last visits written are merged and folded too.
   if (background) {
     const folding = new PeriodicTask('visit fold', FOLD_INTERVAL_MS, fold, logger);
     folding.start();
@@ -100,14 +117,66 @@ export function composeVisits(
   return {
     buffer,
     repository,
+    journal,
     stats: new VisitStatsService(mappings, repository, settings.retentionDays),
     isBot: settings.countBots ? undefined : (userAgent) => classifier.isBot(userAgent),
     prune,
+    merge: () => mergeJournal(writes),
     fold,
   };
 }
 
 type VisitWrites = Pick<VisitRepository, 'foldMark' | 'fold' | 'prune'>;
+
+/** The repository and the journal as one, each write in a span of its own when tracing is on. */
+function tracedIf(enabled: boolean, repository: KyselyVisitRepository, journal: KyselyVisitJournal) {
+  const writes = {
+    daySalt: (day: number) => repository.daySalt(day),
+    foldMark: () => repository.foldMark(),
+    fold: (segments: number, upTo: number, after: number) => repository.fold(segments, upTo, after),
+    prune: (options: Parameters<VisitRepository['prune']>[0]) => repository.prune(options),
+    write: (entry: Parameters<VisitJournal['write']>[0]) => journal.write(entry),
+    pending: (visits: number) => journal.pending(visits),
+    merge: (step: Parameters<VisitJournal['merge']>[0]) => journal.merge(step),
+  };
+  return enabled ? tracedVisitWrites(writes) : writes;
+}
+
+/**
+ * Merges the journal's rows into segments (src/domain/visit-journal.ts), the oldest first,
+ * `group` a transaction; how many visits. Stops when another instance is merging (a step
+ * finds its rows moved on): that one goes on with them.
+ */
+export async function mergeJournal(
+  journal: Pick<VisitJournal, 'pending' | 'merge'>,
+  group: { readonly rows: number; readonly visits: number } = MERGE_GROUP,
+): Promise<number> {
+  let merged = 0;
+  for (;;) {
+    const rows = await journal.pending(MERGE_VISITS);
+    if (rows.length === 0) return merged;
+    const parts: JournalPart[] = [];
+    for (const row of rows) {
+      parts.push({ visits: decodeJournal(row.data), mergedThrough: row.mergedThrough });
+      await nextTurn();
+    }
+    let marks = rows.map(({ id, mergedThrough }) => ({ id, mergedThrough }));
+    const merge = new JournalMerge(parts, group);
+    for (let group = merge.take(); ;) {
+      const next = group === undefined ? undefined : merge.take();
+      // The last step deletes the rows: every link of theirs is in segments once it commits.
+      const through = next === undefined ? undefined : group!.through;
+      if (!(await journal.merge({ rows: marks, through, segments: group?.rows ?? [] }))) return merged;
+      merged += group?.visits ?? 0;
+      if (through === undefined) break;
+      marks = marks.map(({ id, mergedThrough }) => ({ id, mergedThrough: Math.max(mergedThrough, through) }));
+      group = next;
+      await nextTurn();
+    }
+  }
+}
+
+const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
 
 /** Folds the segments written so far (not those that arrive meanwhile), `sizer`'s segments a transaction. */
 export async function foldAll(writes: Pick<VisitWrites, 'foldMark' | 'fold'>, sizer: BatchSizer): Promise<number> {

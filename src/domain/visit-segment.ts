@@ -124,8 +124,11 @@ export class SegmentBuilder {
   addVisitor(hash: number): void {
     if (hash === this.lastVisitor) return;
     this.lastVisitor = hash;
-    const index = registerIndex(hash);
-    const rank = registerRank(hash);
+    this.addRegister(registerIndex(hash), registerRank(hash));
+  }
+
+  /** Raises register `index` to `rank` (a visitor as the visit journal keeps it: its register only). */
+  addRegister(index: number, rank: number): void {
     if (rank > (this.registers.get(index) ?? 0)) this.registers.set(index, rank);
   }
 

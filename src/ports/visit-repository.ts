@@ -2,7 +2,7 @@ import type { VisitRecord } from '../domain/visit.js';
 import type { VisitDay } from '../domain/visit-day.js';
 import type { VisitSegmentRow } from '../domain/visit-segment.js';
 
-/** What one flush writes, in one transaction, at most once whatever its retries (`id`). */
+/** Segments written in one transaction, at most once whatever its retries (`id`). */
 export interface VisitBatch {
   /** Unique per batch; a batch whose id is already recorded is not written again. */
   readonly id: string;
@@ -50,7 +50,11 @@ export interface FoldStep {
 
 /** Visits, their day rows and the day salts, in the service's database. */
 export interface VisitRepository {
-  /** Writes the batch's visits, in one transaction; false if it was written before. */
+  /**
+   * Writes the batch's segments, in one transaction; false if it was written before. (The service
+   * writes visits through the journal, src/ports/visit-journal.ts, whose merge writes segments;
+   * this writes them directly: migrations' and tests' data.)
+   */
   writeBatch(batch: VisitBatch): Promise<boolean>;
   /** The newest visit segment (0: none): what a fold run goes up to. */
   foldMark(): Promise<number>;

@@ -1,20 +1,13 @@
 import { randomUUID } from 'node:crypto';
-import type { VisitBatch, VisitRepository } from '../ports/visit-repository.js';
+import { encodeJournal } from '../domain/visit-journal.js';
+import type { JournalEntry, VisitJournal } from '../ports/visit-journal.js';
+import type { VisitRepository } from '../ports/visit-repository.js';
 import { UserAgentClassifier } from './user-agents.js';
 import { rawHeader } from './raw-headers.js';
-import { type BatchLimit, CaptureBatches, VisitCapture } from './visit-capture.js';
+import { CaptureJournal, VisitCapture } from './visit-capture.js';
 
 export { visitorHash } from './visit-capture.js';
 
-/**
- * What one flush transaction writes at most, prepared beforehand and written with the event loop
- * let in between. A batch's time is mostly its own (the commit) and its segment rows': 1,000
- * visits a batch were 0.3 ms for popular links (29 rows) but 4 ms for links clicked once a flush
- * (1,000 rows); 300 rows hold the writer and the event loop for about 1 ms either way (SQLite,
- * bench/visit-flush.ts's setup, p50: 0.7 ms for rows of a visit, 1.0 for rows of tens), and
- * popular links' writes cost 0.18 µs a visit instead of 0.47. 10,000 visits bound a batch's text.
- */
-const BATCH: BatchLimit = { rows: 300, visits: 10_000 };
 /**
  * Visits held while the database is away, beyond which new ones are dropped (and counted in the
  * log) rather than growing memory without end: tens of bytes each, captured or prepared.
@@ -52,17 +45,19 @@ const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
 
 /**
  * Captures visits on the redirect path (a few array pushes: the ids of three raw header values
- * and the address, never parsed there) and writes them, as segments, in batches every flush
- * interval. At flush time each distinct `User-Agent` is classified (cached), each referrer cut to
- * its host, each country checked, and each visitor hashed with the day's salt; the addresses and
- * the `User-Agent`s are dropped then and never leave memory. A batch that fails is kept, with its id, and written
- * first at the next flush: the repository skips a batch id it already has, so a batch whose
- * commit went through but whose answer was lost is not written twice.
+ * and the address, never parsed there) and writes them every flush interval as one row of the
+ * visit journal (src/domain/visit-journal.ts), which the fold task merges into segments every few
+ * seconds (src/composition/visits.ts). At flush time each distinct `User-Agent` is classified
+ * (cached), each referrer cut to its host, each country checked, and each visitor hashed with the
+ * day's salt down to the register it raises; the addresses and the `User-Agent`s are dropped then
+ * and never leave memory. A row that fails is kept, with its id, and written first at the next
+ * flush: the journal skips an id it already has, so a row whose commit went through but whose
+ * answer was lost is not written twice.
  */
 export class VisitBuffer {
   private capture = new VisitCapture();
-  /** Prepared batches not yet written (oldest first). */
-  private held: VisitBatch[] = [];
+  /** Prepared journal rows not yet written (oldest first). */
+  private held: JournalEntry[] = [];
   private heldVisits = 0;
   private dropped = 0;
   private flushing: Promise<void> | undefined;
@@ -76,7 +71,7 @@ export class VisitBuffer {
   private logger: VisitBufferLogger = { error: () => undefined, warn: () => undefined };
 
   constructor(
-    private readonly repository: Pick<VisitRepository, 'writeBatch' | 'daySalt'>,
+    private readonly repository: Pick<VisitJournal, 'write'> & Pick<VisitRepository, 'daySalt'>,
     private readonly options: VisitBufferOptions,
   ) {
     this.classifier = options.classifier ?? new UserAgentClassifier();
@@ -168,18 +163,19 @@ export class VisitBuffer {
     }
     await this.prepare();
     while (this.held.length > 0) {
-      const batch = this.held[0]!;
-      await this.repository.writeBatch(batch);
+      const entry = this.held[0]!;
+      await this.repository.write(entry);
       this.held.shift();
-      this.heldVisits -= batch.visits;
+      this.heldVisits -= entry.visits;
       if (this.held.length > 0) await nextTurn();
     }
   }
 
   /**
-   * Turns the captured visits into batches of segments, a slice at a time with the event loop let
-   * in between; the capture (its addresses and `User-Agent`s) goes with it. The day salts are
-   * fetched first, the capture still in place: when that fails, nothing has moved.
+   * Turns the captured visits into a journal row (src/domain/visit-journal.ts), a slice at a time
+   * with the event loop let in between; the capture (its addresses and `User-Agent`s) goes with
+   * it. The day salts are fetched first, the capture still in place: when that fails, nothing has
+   * moved.
    */
   private async prepare(): Promise<void> {
     let salts: Map<number, string>;
@@ -195,13 +191,12 @@ export class VisitBuffer {
     const capture = this.capture;
     this.capture = new VisitCapture();
     this.heldVisits += capture.length;
-    const batches = new CaptureBatches(capture, salts, this.classifier, BATCH);
-    while (!batches.done) {
+    const journal = new CaptureJournal(capture, salts, this.classifier);
+    while (!journal.done) {
       await nextTurn();
-      for (const { rows, visits } of batches.take(PREPARE_SLICE)) {
-        this.held.push({ id: randomUUID(), segments: rows, visits });
-      }
+      journal.take(PREPARE_SLICE);
     }
+    this.held.push({ id: randomUUID(), visits: capture.length, data: encodeJournal(journal.visits()) });
   }
 
   private async salt(day: number): Promise<string> {

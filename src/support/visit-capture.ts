@@ -1,6 +1,8 @@
 import { createHash } from 'node:crypto';
 import { countryCode, dayOf, referrerHost } from '../domain/visit.js';
-import { SegmentBuilder, type VisitFields, type VisitSegmentRow } from '../domain/visit-segment.js';
+import { registerIndex, registerRank } from '../domain/visit-day.js';
+import { type JournalVisits, registerCode } from '../domain/visit-journal.js';
+import type { VisitFields } from '../domain/visit-segment.js';
 import type { UserAgentClassifier } from './user-agents.js';
 
 /** Visits a capture has room for at first (it doubles as it fills). */
@@ -86,101 +88,82 @@ export class VisitCapture {
   }
 }
 
-/** How big a group of segments may be: segments (rows) and visits. */
-export interface BatchLimit {
-  readonly rows: number;
-  readonly visits: number;
-}
-
-/** A batch's worth of segments (`visits`: the visits they hold). */
-export interface SegmentGroup {
-  readonly rows: VisitSegmentRow[];
-  readonly visits: number;
-}
-
 /**
- * A capture's visits as segments (src/domain/visit-segment.ts), in groups of at most `limit.rows`
- * segments and about `limit.visits` visits (a segment is never split), by mapping and then time, made a few thousand visits at a
- * time (`take`) so that the caller can let the event loop in between. The visits are put in
- * mapping order by counting (typed arrays: nothing for the collector to trace), then each
- * mapping's are made into segments one at a time, each a row as soon as it is closed. A visit's
- * fields are worked out once a distinct combination of its `User-Agent`, `Referer` and country
- * header, and handed over as one object, which a segment knows again by identity; its visitor is
- * hashed once a visitor and day. Nothing here keeps an address or a `User-Agent`: they go with the
- * capture.
+ * A capture's visits prepared for the visit journal (src/domain/visit-journal.ts), by mapping and
+ * then time, a few thousand visits at a time (`take`) so that the caller can let the event loop in
+ * between. The visits are put in mapping order by counting (typed arrays: nothing for the
+ * collector to trace). A visit's fields are worked out once a distinct combination of its
+ * `User-Agent`, `Referer` and country header; its visitor is hashed once a visitor and day, and
+ * only the register the hash raises is kept. Nothing here keeps an address or a `User-Agent`:
+ * they go with the capture.
  */
-export class CaptureBatches {
+export class CaptureJournal {
   private readonly order: Int32Array;
   /** The capture's mappings by id, and where each one's visits start in `order` (one more: the end). */
   private readonly ids: Float64Array;
   private readonly starts: Int32Array;
-  private readonly fields: FieldsTable;
+  private readonly fieldsTable: FieldsTable;
   private readonly visitors: VisitorTable;
-  /** Where `take` goes on: the mapping (its rank in `ids`), the visit (in `order`), the open segment. */
+  /** The prepared columns, in `order`'s order, and the combinations of fields by their object. */
+  private readonly times: Float64Array;
+  private readonly combinations: Int32Array;
+  private readonly registers: Int32Array;
+  private readonly fields: VisitFields[] = [];
+  private readonly fieldIndex = new Map<VisitFields, number>();
+  /** Where `take` goes on: the mapping (its rank in `ids`) and the visit (in `order`). */
   private rank = 0;
   private at = 0;
-  private segment: SegmentBuilder | undefined;
-  private rows: VisitSegmentRow[] = [];
-  private grouped = 0;
 
   constructor(
     private readonly capture: VisitCapture,
     salts: ReadonlyMap<number, string>,
     classifier: UserAgentClassifier,
-    private readonly limit: BatchLimit,
   ) {
     ({ order: this.order, ids: this.ids, starts: this.starts } = byMapping(capture.urlIds, capture.length));
-    this.fields = new FieldsTable(capture.values, classifier);
+    this.fieldsTable = new FieldsTable(capture.values, classifier);
     this.visitors = new VisitorTable(capture.values, salts);
+    this.times = new Float64Array(capture.length);
+    this.combinations = new Int32Array(capture.length);
+    this.registers = new Int32Array(capture.length);
   }
 
   get done(): boolean {
     return this.rank >= this.ids.length;
   }
 
-  /** The groups completed while putting about `visits` more visits in segments (the last group too, once done). */
-  take(visits: number): SegmentGroup[] {
-    const groups: SegmentGroup[] = [];
+  /** Prepares about `visits` more visits. */
+  take(visits: number): void {
     const { order, ids, starts, capture } = this;
     const { times, agents, referers, countries, addresses } = capture;
     for (let left = visits; left > 0 && this.rank < ids.length;) {
-      const urlId = ids[this.rank]!;
       const end = starts[this.rank + 1]!;
       if (this.at === starts[this.rank]) inTimeOrder(order, this.at, end, times);
       for (; this.at < end && left > 0; this.at++, left--) {
         const i = order[this.at]!;
         const time = times[i]!;
-        if (this.segment !== undefined && !this.segment.fits(time)) this.close(groups);
-        const segment = (this.segment ??= new SegmentBuilder(urlId, dayOf(time), time));
         const agent = agents[i]!;
-        segment.add(time, this.fields.of(agent, referers[i]!, countries[i]!));
-        segment.addVisitor(this.visitors.of(segment.day, addresses[i]!, agent));
+        const fields = this.fieldsTable.of(agent, referers[i]!, countries[i]!);
+        let combination = this.fieldIndex.get(fields);
+        if (combination === undefined) this.fieldIndex.set(fields, (combination = this.fields.push(fields) - 1));
+        const hash = this.visitors.of(dayOf(time), addresses[i]!, agent);
+        this.times[this.at] = time;
+        this.combinations[this.at] = combination;
+        this.registers[this.at] = registerCode(registerIndex(hash), registerRank(hash));
       }
-      if (this.at === end) {
-        this.close(groups);
-        this.rank++;
-      }
+      if (this.at === end) this.rank++;
     }
-    if (this.done && this.grouped > 0) this.endGroup(groups);
-    return groups;
   }
 
-  /** The open segment as a row of this group, or of the next one when it would make this one too big. */
-  private close(groups: SegmentGroup[]): void {
-    const segment = this.segment;
-    if (segment === undefined) return;
-    if (this.grouped > 0 && (this.rows.length >= this.limit.rows || this.grouped + segment.count > this.limit.visits)) {
-      this.endGroup(groups);
-    }
-    this.rows.push(segment.row());
-    this.grouped += segment.count;
-    this.segment = undefined;
-  }
-
-  private endGroup(groups: SegmentGroup[]): void {
-    groups.push({ rows: this.rows, visits: this.grouped });
-    this.rows = [];
-    this.grouped = 0;
+  /** The prepared visits (once `done`). */
+  visits(): JournalVisits {
+    return {
+      links: Array.from(this.ids),
+      starts: Array.from(this.starts),
+      times: this.times,
+      fields: this.fields,
+      combinations: this.combinations,
+      registers: this.registers,
+    };
   }
 }
 

@@ -1,16 +1,20 @@
 /**
  * The visit writer with its database failing under load: a flush that fails before its commit is
  * retried and loses nothing; one whose commit went through but whose answer was lost is retried
- * and written once (its batch id is already there); PostgreSQL away behind a cut proxy while
- * redirects keep being answered from the cache: every acknowledged redirect arrives once; and a
+ * and written once (its journal row's id is already there); PostgreSQL away behind a cut proxy
+ * while redirects keep being answered from the cache: every acknowledged redirect arrives once; a
+ * merge of the journal cut off anywhere in any of its transactions writes each visit once; and a
  * fold of the day rows cut off anywhere in its transaction adds each segment once.
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/adapters/storage/database.js';
+import { KyselyVisitJournal } from '../../src/adapters/storage/kysely-visit-journal.js';
 import { KyselyVisitRepository } from '../../src/adapters/storage/kysely-visit-repository.js';
 import { compose, type Service } from '../../src/composition/compose.js';
-import type { VisitBatch, VisitRepository } from '../../src/ports/visit-repository.js';
+import { mergeJournal } from '../../src/composition/visits.js';
+import type { JournalEntry, VisitJournal } from '../../src/ports/visit-journal.js';
+import type { VisitRepository } from '../../src/ports/visit-repository.js';
 import { addVisitor, decodeVisitDay, emptyVisitDay } from '../../src/domain/visit-day.js';
 import { VisitBuffer, visitorHash } from '../../src/support/visit-buffer.js';
 import { useTestApp } from '../helpers/app.js';
@@ -22,13 +26,17 @@ import { rollupsAndRecount, USER_AGENTS } from '../helpers/visits.js';
 
 type Mode = 'up' | 'down' | 'lost-answer';
 
-/** The real repository, failing as told: before writing (`down`), or after committing (`lost-answer`). */
-function failing(real: VisitRepository, mode: () => Mode): Pick<VisitRepository, 'writeBatch' | 'daySalt'> {
+/** The real journal and repository, failing as told: before writing (`down`), or after committing (`lost-answer`). */
+function failing(
+  journal: VisitJournal,
+  real: VisitRepository,
+  mode: () => Mode,
+): Pick<VisitJournal, 'write'> & Pick<VisitRepository, 'daySalt'> {
   return {
-    async writeBatch(batch: VisitBatch) {
+    async write(entry: JournalEntry) {
       const now = mode();
       if (now === 'down') throw new Error('database unavailable');
-      const written = await real.writeBatch(batch);
+      const written = await journal.write(entry);
       if (now === 'lost-answer') throw new Error('connection lost after commit');
       return written;
     },
@@ -53,7 +61,7 @@ describe.each(BACKENDS)('the visit writer failing on $name', (backend) => {
     const modes: Mode[] = ['down', 'up', 'lost-answer', 'down', 'lost-answer', 'up', 'down'];
     let mode: Mode = 'up';
     const buffer = new VisitBuffer(
-      failing(t.service.visits.repository, () => mode),
+      failing(t.service.visits.journal, t.service.visits.repository, () => mode),
       { flushIntervalMs: 60_000 },
     );
     let recorded = 0;
@@ -80,7 +88,7 @@ describe.each(BACKENDS)('the visit writer failing on $name', (backend) => {
     expect(count).toBe(recorded);
     expect(stored).toEqual(recount);
     // 6 User-Agents × 7 addresses = 42 visitors a day: each day's stored sketch holds exactly the
-    // registers of those 42, made from the day's salt, however often a batch was retried. (Its
+    // registers of those 42, made from the day's salt, however often a row was retried. (Its
     // estimate is a sketch's, within a few of 42 depending on the random salt: compared exactly,
     // the registers say more.)
     const { db } = t.service.database;
@@ -162,6 +170,77 @@ describe.skipIf(!postgres.available)('PostgreSQL away while visits are recorded'
     expect(stored).toEqual(recount);
   }, 60_000);
 
+  it('a merge cut off by the database going away, at any point of any transaction, writes each visit once', async () => {
+    const made = codeMaker('pgm');
+    const links = await Promise.all(Array.from({ length: 40 }, () => createMapping(service.app, newMapping(made))));
+    const visitsOf = new Map(links.map((link) => [link.code, 0]));
+    // Three flushes at least (the buffer's timer flushes too, every 50 ms here), a journal row
+    // each: each link's visits of all of them are merged together.
+    for (let flush = 0; flush < 3; flush++) {
+      for (const [i, link] of links.entries()) {
+        const userAgent = USER_AGENTS[(i + flush) % USER_AGENTS.length];
+        const answer = await service.app.inject({
+          method: 'GET',
+          url: `/${link.code}`,
+          headers: userAgent ? { 'user-agent': userAgent } : {},
+        });
+        if (answer.statusCode === 302) visitsOf.set(link.code, visitsOf.get(link.code)! + 1);
+      }
+      await service.visits.buffer!.flush();
+    }
+    const { db } = service.database;
+    const rows = async (on = db) =>
+      Number(
+        (
+          await on
+            .selectFrom('visit_journal')
+            .select((eb) => eb.fn.countAll().as('n'))
+            .executeTakeFirstOrThrow()
+        ).n,
+      );
+    expect(await rows()).toBeGreaterThanOrEqual(3);
+    // Merges through the cut proxy, two links a transaction (20 of them), each cut a little later
+    // than the last: before a transaction, within one, around a commit, between two, after the
+    // last. Until one merge run finishes before its cut. The rows are read past the proxy (a pooled
+    // connection the last cut closed may fail a statement, as after a restart).
+    const direct = openDatabase(testConfig(database.databaseUrl).database);
+    try {
+      const cutOff = new KyselyVisitJournal(db, service.database.dialect);
+      const outcomes = { failed: 0, finished: 0, cutMidway: 0 };
+      for (let cut = 0; outcomes.finished === 0; cut++) {
+        if (cut >= 300) throw new Error('no merge finished before its cut');
+        const merging = mergeJournal(cutOff, { rows: 2, visits: 10_000 }).then(
+          () => outcomes.finished++,
+          () => outcomes.failed++,
+        );
+        await sleep(cut < 100 ? cut / 2 : 50 + (cut - 100) * 2);
+        await proxy.refuse();
+        await merging;
+        await proxy.pass();
+        const marks = await direct.db.selectFrom('visit_journal').select('merged_through').execute();
+        if (marks.some((row) => Number(row.merged_through) > 0)) outcomes.cutMidway++;
+      }
+      console.log(`merges cut off: ${JSON.stringify(outcomes)}`);
+      expect(outcomes.failed).toBeGreaterThan(0);
+      // Some runs were cut after some of their transactions had committed, not only before the first.
+      expect(outcomes.cutMidway).toBeGreaterThan(0);
+      expect(await rows(direct.db)).toBe(0);
+      // Every link's visits once: as many as were acknowledged, and the day rows equal their recount.
+      for (const link of links) {
+        const { id } = await direct.db
+          .selectFrom('url_mappings')
+          .select('id')
+          .where('code', '=', link.code)
+          .executeTakeFirstOrThrow();
+        const { count, recount, stored } = await rollupsAndRecount(direct.db, id);
+        expect(count).toBe(visitsOf.get(link.code));
+        expect(stored).toEqual(recount);
+      }
+    } finally {
+      await direct.close();
+    }
+  }, 120_000);
+
   it('a fold cut off by the database going away, at any point of its transaction, adds each segment once', async () => {
     const made = codeMaker('pgf');
     const links = await Promise.all(Array.from({ length: 60 }, () => createMapping(service.app, newMapping(made))));
@@ -176,6 +255,7 @@ describe.skipIf(!postgres.available)('PostgreSQL away while visits are recorded'
       }
     }
     await service.visits.buffer!.flush();
+    await mergeJournal(service.visits.journal);
     // Folds through the cut proxy, two links a transaction, each cut a little later than the last:
     // before its statements, between them, around its commit, after it. The sweep goes on (2 ms
     // later each time) until folds have finished before their cut: on a busy machine a transaction

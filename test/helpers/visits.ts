@@ -1,6 +1,8 @@
 import type { Kysely } from 'kysely';
 import { dialectOf } from '../../src/adapters/storage/database.js';
+import { KyselyVisitJournal } from '../../src/adapters/storage/kysely-visit-journal.js';
 import { KyselyVisitRepository } from '../../src/adapters/storage/kysely-visit-repository.js';
+import { mergeJournal } from '../../src/composition/visits.js';
 import type { DatabaseSchema } from '../../src/adapters/storage/schema.js';
 import { DAY_MS, HOUR_MS, type VisitRecord } from '../../src/domain/visit.js';
 import { decodeVisitDay, estimateVisitors } from '../../src/domain/visit-day.js';
@@ -77,7 +79,14 @@ export async function foldRun(
 
 /** Every table visits are written to: their rows as text (to look for what must never be stored). */
 export async function visitTablesText(db: Kysely<DatabaseSchema>): Promise<string> {
-  const tables = ['visit_segments', 'visit_unfolded', 'visit_link_segments', 'visit_days', 'visit_batches'] as const;
+  const tables = [
+    'visit_journal',
+    'visit_segments',
+    'visit_unfolded',
+    'visit_link_segments',
+    'visit_days',
+    'visit_batches',
+  ] as const;
   const dumps: unknown[] = [];
   for (const table of tables) dumps.push(await db.selectFrom(table).selectAll().execute());
   return JSON.stringify(dumps);
@@ -112,13 +121,26 @@ export async function visitRowsOf(db: Kysely<DatabaseSchema>, urlId: number) {
 }
 
 /**
+ * Merges every journal row written so far into segments, as an instance's merge does (while a
+ * serving instance may be merging some at the same time: until none is left).
+ */
+export async function mergeAllJournal(db: Kysely<DatabaseSchema>): Promise<void> {
+  const journal = new KyselyVisitJournal(db, dialectOf(db));
+  for (let runs = 0; await db.selectFrom('visit_journal').select('id').limit(1).executeTakeFirst(); runs++) {
+    if (runs >= 100) throw new Error('the visit journal is still not merged after 100 runs');
+    if ((await mergeJournal(journal)) === 0) await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+/**
  * The day rows recounted from the raw visits of `urlId` (visits and bots per hour, visits per
- * dimension value), and as stored once every segment written is folded (the fold runs here
- * first, as an instance's would): they must be equal. `visitors`: the distinct visitors the
+ * dimension value), and as stored once the journal is merged and every segment written is folded
+ * (both run here first, as an instance's would): they must be equal. `visitors`: the distinct visitors the
  * stored sketches estimate, added up over the days (to hold against the test's own count).
  * Read straight from the tables.
  */
 export async function rollupsAndRecount(db: Kysely<DatabaseSchema>, urlId: number) {
+  await mergeAllJournal(db);
   const repository = new KyselyVisitRepository(db, dialectOf(db));
   // Until none is left (a serving instance may be folding some at the same time).
   while (await db.selectFrom('visit_unfolded').select('segment_id').limit(1).executeTakeFirst()) {

@@ -66,10 +66,11 @@ describe.each(BACKENDS)('link lifecycle on $name', (backend) => {
     await b.service.clicks.flush();
     return storedClicks(a.service.database.db, { code });
   };
-  /** The link's visit rows once both instances have written the visits they hold. */
+  /** The link's visit rows once both instances have written the visits they hold and the journal is merged. */
   const visitsOf = async (code: string) => {
     await a.service.visits.buffer!.flush();
     await b.service.visits.buffer!.flush();
+    await a.service.visits.merge();
     return (await visitRows(a.service.database.db, code)).length;
   };
 

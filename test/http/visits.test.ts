@@ -52,6 +52,7 @@ describe.each(BACKENDS)('visits and statistics on $name', (backend) => {
     });
   const flush = async () => {
     await t.service.visits.buffer!.flush();
+    await t.service.visits.merge();
     await t.service.clicks.flush();
   };
   const get = (url: string, session?: Session, headers: Record<string, string> = {}) =>
@@ -341,6 +342,7 @@ describe.each(BACKENDS)('COUNT_BOTS and VISIT_RECORDING on $name', (backend) => 
     await noBots.app.inject({ method: 'GET', url: `/${value}`, headers: { 'user-agent': GOOGLEBOT } });
     await noBots.app.inject({ method: 'GET', url: `/${value}`, headers: { 'user-agent': CHROME_WINDOWS } });
     await noBots.service.visits.buffer!.flush();
+    await noBots.service.visits.merge();
     await noBots.service.clicks.flush();
     expect(await storedClicks(noBots.service.database.db, { code: value })).toBe(1);
     expect((await visitRows(noBots.service.database.db, value)).map((v) => v.bot)).toEqual([1, 0]);

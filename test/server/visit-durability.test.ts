@@ -7,7 +7,9 @@
  * answered more than one flush interval (plus a margin) before the kill has its visit. The kill
  * falls a set time after a flush is seen, so that a service flushing less often than it says
  * fails here whatever the phase of its timer. Once with the clicks' interval, once with a longer
- * one of the visits' own (VISIT_FLUSH_INTERVAL_MS), whose flushes must come that far apart.
+ * one of the visits' own (VISIT_FLUSH_INTERVAL_MS), whose flushes must come that far apart. A
+ * flush writes a journal row, merged into segments every few seconds by any instance: the killed
+ * server's rows are merged by the restarted one, which the test waits for.
  */
 import type { Kysely } from 'kysely';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -176,6 +178,14 @@ describe.each(BACKENDS)('visits across a kill -9 of the server process on $name'
 
       const restarted = await startServer(env);
       servers.push(restarted);
+      // The killed server's journal rows, merged by the restarted server (its fold task, every 5 s).
+      await eventually(
+        async () => {
+          const left = await db.selectFrom('visit_journal').select('id').execute();
+          expect(left, 'journal rows not merged by the restarted server').toEqual([]);
+        },
+        { timeoutMs: 30_000, intervalMs: 250 },
+      );
       const verdict = { acknowledged: 0, stored: 0, lost: 0, oldestLostAgeMs: 0 };
       const unanswered: string[] = [];
       const tooOld: string[] = [];

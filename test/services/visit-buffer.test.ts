@@ -1,17 +1,25 @@
 /**
- * The visit buffer's flushes against a repository of the test's own (its writes held open by the
+ * The visit buffer's flushes against a journal of the test's own (its writes held open by the
  * test), to see in which flush each visit is written; the repositories themselves are tested on
  * both backends elsewhere (test/http/visits.test.ts, test/backends/visit-writer-failures.test.ts).
  */
 import { describe, expect, it } from 'vitest';
-import type { VisitBatch } from '../../src/ports/visit-repository.js';
+import { dayOf } from '../../src/domain/visit.js';
+import { decodeJournal } from '../../src/domain/visit-journal.js';
+import type { JournalEntry } from '../../src/ports/visit-journal.js';
 import { VisitBuffer } from '../../src/support/visit-buffer.js';
 
 const HEADERS = ['User-Agent', 'curl/8.5.0'];
 
-/** A repository whose writes wait until the test lets them finish, recording every batch. */
+/** A journal row's links and their visits. */
+function linksOf(entry: JournalEntry): number[][] {
+  const { links, starts } = decodeJournal(entry.data);
+  return links.map((link, k) => [link, starts[k + 1]! - starts[k]!]);
+}
+
+/** A repository whose writes wait until the test lets them finish, recording every journal row. */
 function heldRepository() {
-  const written: VisitBatch[] = [];
+  const written: JournalEntry[] = [];
   const waiting: Array<() => void> = [];
   return {
     written,
@@ -21,7 +29,7 @@ function heldRepository() {
       return waiting.length;
     },
     repository: {
-      async writeBatch(batch: VisitBatch) {
+      async write(batch: JournalEntry) {
         await new Promise<void>((resolve) => waiting.push(resolve));
         written.push(batch);
         return true;
@@ -50,7 +58,7 @@ describe('VisitBuffer', () => {
     expect(held.waiting).toBe(1); // the follow-up write started without another tick
     held.release();
     await second;
-    expect(held.written.map((batch) => batch.segments.map((s) => [s.url_id, s.visits]))).toEqual([[[1, 1]], [[2, 1]]]);
+    expect(held.written.map(linksOf)).toEqual([[[1, 1]], [[2, 1]]]);
     expect(buffer.size).toBe(0);
   });
 
@@ -70,7 +78,7 @@ describe('VisitBuffer', () => {
   it('counts the visits of a flush still waiting for the day salt, and keeps them when it fails', async () => {
     let fail: (error: Error) => void = () => undefined;
     const repository = {
-      writeBatch: async () => true,
+      write: async () => true,
       daySalt: () => new Promise<string>((_, reject) => (fail = reject)),
     };
     const buffer = new VisitBuffer(repository, { flushIntervalMs: 60_000 });
@@ -90,9 +98,9 @@ describe('VisitBuffer', () => {
     let now = midnight - 1;
     const asked: number[] = [];
     const answers: Array<() => void> = [];
-    const written: VisitBatch[] = [];
+    const written: JournalEntry[] = [];
     const repository = {
-      writeBatch: async (batch: VisitBatch) => {
+      write: async (batch: JournalEntry) => {
         written.push(batch);
         return true;
       },
@@ -113,10 +121,7 @@ describe('VisitBuffer', () => {
     await flushing;
     const day = midnight / 86_400_000;
     expect(asked).toEqual([day - 1, day]);
-    expect(written.flatMap((b) => b.segments.map((s) => [s.day, s.visits]))).toEqual([
-      [day - 1, 1],
-      [day, 1],
-    ]);
+    expect(written.flatMap((b) => Array.from(decodeJournal(b.data).times, dayOf))).toEqual([day - 1, day]);
     expect(buffer.size).toBe(0);
   });
 
@@ -156,9 +161,9 @@ describe('VisitBuffer', () => {
   it('a full capture whose flush fails is retried by the timer, not by every visit after it', async () => {
     let away = true;
     let asked = 0;
-    const written: VisitBatch[] = [];
+    const written: JournalEntry[] = [];
     const repository = {
-      writeBatch: async (batch: VisitBatch) => {
+      write: async (batch: JournalEntry) => {
         written.push(batch);
         return true;
       },

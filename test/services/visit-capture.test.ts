@@ -1,15 +1,17 @@
 /**
- * The capture's way to segments (src/support/visit-capture.ts) against the plain one: the same
- * visits made into VisitRecords one by one (classified, referrer cut, country checked, visitor
- * hashed) and given to `segmentsOf` must decode to the same visits, link by link, with the same
- * visitor registers, however the capture is sliced and grouped.
+ * The capture's way to segments (src/support/visit-capture.ts, then the journal's text and its
+ * merge, src/domain/visit-journal.ts) against the plain one: the same visits made into
+ * VisitRecords one by one (classified, referrer cut, country checked, visitor hashed) and given to
+ * `segmentsOf` must decode to the same visits, link by link, with the same visitor registers,
+ * however the capture is sliced, grouped and split into flushes.
  */
 import { describe, expect, it } from 'vitest';
 import { countryCode, dayOf, referrerHost, type VisitRecord } from '../../src/domain/visit.js';
 import { addSegment, decodeSegment, segmentsOf, type VisitSegmentRow } from '../../src/domain/visit-segment.js';
 import { addVisit, addVisitor, emptyVisitDay } from '../../src/domain/visit-day.js';
+import { decodeJournal, encodeJournal, JournalMerge, type MergeGroup } from '../../src/domain/visit-journal.js';
 import { UserAgentClassifier } from '../../src/support/user-agents.js';
-import { type BatchLimit, CaptureBatches, VisitCapture, visitorHash } from '../../src/support/visit-capture.js';
+import { CaptureJournal, VisitCapture, visitorHash } from '../../src/support/visit-capture.js';
 import { REFERRERS, USER_AGENTS } from '../helpers/visits.js';
 
 interface Captured {
@@ -41,20 +43,35 @@ function visits(count: number, links: number, start: number, step: number): Capt
   }));
 }
 
-/** Groups as the buffer makes them. */
-const BATCH: BatchLimit = { rows: 300, visits: 1_000 };
+/** A merge's transactions, as the service makes them (smaller, to have several). */
+const BATCH = { rows: 300, visits: 1_000 } as const;
 
 const saltOf = (day: number) => `salt-${day}`;
 
-/** Every segment of `captured` by way of the capture, and the groups' sizes. */
-function throughCapture(captured: readonly Captured[], limit: BatchLimit, slice: number) {
+/** `captured` as a flush makes it into a journal row's text, `slice` visits prepared at a time. */
+function journalText(captured: readonly Captured[], slice: number): string {
   const capture = new VisitCapture();
   for (const v of captured) capture.add(v.urlId, v.time, v.agent, v.referer, v.country, v.address);
   const salts = new Map(capture.days().map((day) => [day, saltOf(day)]));
-  const batches = new CaptureBatches(capture, salts, classifier, limit);
-  const groups: { rows: VisitSegmentRow[]; visits: number }[] = [];
-  while (!batches.done) groups.push(...batches.take(slice));
+  const journal = new CaptureJournal(capture, salts, classifier);
+  while (!journal.done) journal.take(slice);
+  return encodeJournal(journal.visits());
+}
+
+/** The journal rows' segments, merged in groups of `limit` (each row merged through `mergedThrough`). */
+function merged(texts: readonly string[], limit = BATCH, mergedThrough = 0): MergeGroup[] {
+  const merge = new JournalMerge(
+    texts.map((text) => ({ visits: decodeJournal(text), mergedThrough })),
+    limit,
+  );
+  const groups: MergeGroup[] = [];
+  for (let group = merge.take(); group !== undefined; group = merge.take()) groups.push(group);
   return groups;
+}
+
+/** Every segment of `captured` by way of the capture, one flush, and the groups' sizes. */
+function throughCapture(captured: readonly Captured[], limit = BATCH, slice = 700): MergeGroup[] {
+  return merged([journalText(captured, slice)], limit);
 }
 
 /** The same visits as records, one by one, and their visitors' hashes. */
@@ -106,33 +123,57 @@ function byLink(rows: readonly VisitSegmentRow[]) {
   return links;
 }
 
-describe('a capture made into segments', () => {
+describe('a capture made into segments by way of the journal', () => {
   it('holds every visit once, with the fields and visitors the plain way gives, in groups of about a batch', () => {
     const start = Date.UTC(2026, 10, 27, 23, 59, 30); // across midnight
     const captured = visits(5_000, 37, start, 13);
-    const groups = throughCapture(captured, BATCH, 700);
+    const groups = throughCapture(captured);
     const rows = groups.flatMap((g) => g.rows);
     const { visits: plain, visitors } = records(captured);
     expect(byLink(rows)).toEqual(byLink(segmentsOf(plain, visitors)));
     expect(new Map([...byLink(rows)].map(([urlId, link]) => [urlId, link.days]))).toEqual(daysOf(plain, visitors));
     expect(groups.reduce((sum, g) => sum + g.visits, 0)).toBe(captured.length);
-    for (const group of groups) {
+    groups.forEach((group, n) => {
       expect(group.visits).toBe(group.rows.reduce((sum, r) => sum + r.visits, 0));
-      // A group closes before the segment that would take it past the batch (a segment alone may).
-      expect(group.visits <= 1_000 || group.rows.length === 1).toBe(true);
-      expect(group.rows.length).toBeLessThanOrEqual(300);
-    }
+      // A group ends at its last link's last segment, once it has reached a limit (the last group: once all are in).
+      const last = group.rows.filter((r) => r.url_id === group.through);
+      expect(group.rows.at(-1)!.url_id).toBe(group.through);
+      const before = group.rows.length - last.length;
+      const visitsBefore = group.visits - last.reduce((sum, r) => sum + r.visits, 0);
+      expect(before < 300 && visitsBefore < 1_000).toBe(true);
+      if (n < groups.length - 1) expect(group.rows.length >= 300 || group.visits >= 1_000).toBe(true);
+    });
     // By link, then time, over all the groups.
     const order = rows.map((r) => [r.url_id, r.first_ms]);
     expect(order).toEqual([...order].sort((a, b) => a[0]! - b[0]! || a[1]! - b[1]!));
     expect(new Set(rows.map((r) => r.day)).size).toBe(2);
   });
 
-  it('gives the same segments however finely it is sliced', () => {
+  it('gives the same journal row however finely it is sliced', () => {
     const captured = visits(3_000, 50, Date.UTC(2026, 10, 27, 12), 7);
-    const whole = throughCapture(captured, BATCH, 1_000_000);
-    expect(throughCapture(captured, BATCH, 1)).toEqual(whole);
-    expect(throughCapture(captured, BATCH, 333)).toEqual(whole);
+    const whole = journalText(captured, 1_000_000);
+    expect(journalText(captured, 1)).toEqual(whole);
+    expect(journalText(captured, 333)).toEqual(whole);
+  });
+
+  it('merges the journal rows of several flushes into one segment a link, as one capture of them all', () => {
+    const start = Date.UTC(2026, 10, 27, 12);
+    const captured = visits(6_000, 200, start, 1);
+    const flushes = [captured.slice(0, 1_000), captured.slice(1_000, 3_500), captured.slice(3_500)];
+    const rows = merged(flushes.map((flush) => journalText(flush, 500))).flatMap((g) => g.rows);
+    const { visits: plain, visitors } = records(captured);
+    expect(rows).toEqual(segmentsOf(plain, visitors));
+    // 30 visits a link, 6 s: one segment each, not one a flush.
+    expect(rows).toHaveLength(200);
+  });
+
+  it('leaves out the links a row is merged through already', () => {
+    const captured = visits(2_000, 100, Date.UTC(2026, 10, 27, 12), 3);
+    const texts = [journalText(captured.slice(0, 900), 300), journalText(captured.slice(900), 300)];
+    const rest = merged(texts, BATCH, 40).flatMap((g) => g.rows);
+    const { visits: plain, visitors } = records(captured);
+    expect(rest).toEqual(segmentsOf(plain, visitors).filter((r) => r.url_id > 40));
+    expect(merged(texts, BATCH, 100)).toEqual([]);
   });
 
   it('closes a group at its rows when the links are clicked once each', () => {
@@ -160,16 +201,19 @@ describe('a capture made into segments', () => {
     expect(rows).toHaveLength(3);
   });
 
-  it('splits a busy link’s visits at SEGMENT_VISITS, in one group each when a batch holds fewer', () => {
+  it('splits a busy link’s visits at SEGMENT_VISITS, all in the group of their link', () => {
     const captured = visits(2_500, 1, Date.UTC(2026, 10, 27, 12), 1);
     const groups = throughCapture(captured, BATCH, 4_000);
-    expect(groups.map((g) => g.rows.map((r) => r.visits))).toEqual([[1024], [1024], [452]]);
+    expect(groups.map((g) => g.rows.map((r) => r.visits))).toEqual([[1024, 1024, 452]]);
   });
 
-  it('keeps no address or User-Agent in what it writes', () => {
-    const rows = throughCapture(visits(500, 5, Date.UTC(2026, 10, 27, 12), 100), BATCH, 100).flatMap((g) => g.rows);
-    const text = JSON.stringify(rows);
-    for (const secret of [...ADDRESSES, ...USER_AGENTS]) if (secret) expect(text).not.toContain(secret);
+  it('keeps no address or User-Agent in the journal row or the segments', () => {
+    const captured = visits(500, 5, Date.UTC(2026, 10, 27, 12), 100);
+    const text = journalText(captured, 100);
+    const rows = merged([text]).flatMap((g) => g.rows);
+    for (const secret of [...ADDRESSES, ...USER_AGENTS]) {
+      if (secret) expect(text + JSON.stringify(rows)).not.toContain(secret);
+    }
     expect(rows.length).toBeGreaterThan(0);
   });
 });

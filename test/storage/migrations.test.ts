@@ -230,7 +230,9 @@ describe.each(BACKENDS)('migrations on $name', (backend) => {
       // Converted segments are already in their day rows: none is listed as unfolded.
       expect(await database.db.selectFrom('visit_unfolded').selectAll().execute()).toEqual([]);
       // 0076 lists them by link, which is how the repository pages them.
-      expect((await migrateToLatest(database.db, database.dialect)).applied).toEqual(['0076_visit_link_segments']);
+      expect((await migrator.migrateTo('0076_visit_link_segments')).results?.map((r) => r.migrationName)).toEqual([
+        '0076_visit_link_segments',
+      ]);
       const sorted = (list: readonly object[]) =>
         list.map((row) => JSON.stringify(row)).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
       for (const urlId of [11, 7]) {
@@ -304,7 +306,9 @@ describe.each(BACKENDS)('migrations on $name', (backend) => {
           .map((row) => row.name ?? row.indexname);
 
       expect(await indexes()).toContain('visit_segments_url_last');
-      expect((await migrateToLatest(database.db, database.dialect)).applied).toEqual(['0076_visit_link_segments']);
+      expect((await migrator.migrateTo('0076_visit_link_segments')).results?.map((r) => r.migrationName)).toEqual([
+        '0076_visit_link_segments',
+      ]);
       const listed = await database.db.selectFrom('visit_link_segments').selectAll().orderBy('segment_id').execute();
       expect(listed.map((r) => [Number(r.url_id), Number(r.last_ms), Number(r.segment_id)])).toEqual([
         [5, 100, ids[0]],
@@ -316,6 +320,30 @@ describe.each(BACKENDS)('migrations on $name', (backend) => {
       expect(down.results?.map((r) => r.migrationName)).toEqual(['0076_visit_link_segments']);
       expect(await indexes()).toContain('visit_segments_url_last');
       await expect(database.db.selectFrom('visit_link_segments').selectAll().execute()).rejects.toThrow();
+    },
+  );
+
+  it.skipIf(!backend.available)(
+    '0077 makes the visit journal (its text not compressed on PostgreSQL), and its down drops it',
+    async () => {
+      const database = await emptyDatabase();
+      const migrator = await migratorFor(database.db, database.dialect);
+      expect((await migrator.migrateTo('0076_visit_link_segments')).error).toBeUndefined();
+      expect((await migrator.migrateTo('0077_visit_journal')).results?.map((r) => r.migrationName)).toEqual([
+        '0077_visit_journal',
+      ]);
+      const row = { written_at_ms: 1, merged_through: 0, visits: 2, data: '{}' };
+      await database.db.insertInto('visit_journal').values([row, row]).execute();
+      const rows = await database.db.selectFrom('visit_journal').selectAll().orderBy('id').execute();
+      expect(rows.map((r) => Number(r.id))).toEqual([1, 2]);
+      if (database.dialect === 'postgres') {
+        const { rows: storage } = await sql<{ attstorage: string }>`SELECT attstorage FROM pg_attribute
+          WHERE attrelid = 'visit_journal'::regclass AND attname = 'data'`.execute(database.db);
+        expect(storage).toEqual([{ attstorage: 'e' }]);
+      }
+      const down = await migrator.migrateDown();
+      expect(down.results?.map((r) => r.migrationName)).toEqual(['0077_visit_journal']);
+      await expect(database.db.selectFrom('visit_journal').selectAll().execute()).rejects.toThrow();
     },
   );
 });

@@ -2,13 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { type Kysely, type RawBuilder, sql } from 'kysely';
 import { DAY_MS, dayOf } from '../../domain/visit.js';
 import { decodeVisitDay, emptyVisitDay, encodeVisitDay, mergeVisitDay, type VisitDay } from '../../domain/visit-day.js';
-import {
-  addSegment,
-  decodeSegment,
-  SEGMENT_SPAN_MS,
-  SEGMENT_VISITS,
-  type VisitSegmentRow,
-} from '../../domain/visit-segment.js';
+import { addSegment, decodeSegment, SEGMENT_SPAN_MS, SEGMENT_VISITS } from '../../domain/visit-segment.js';
 import type {
   FoldStep,
   StatsRange,
@@ -26,7 +20,8 @@ import {
   type DayRow,
   type FoldRange,
   foldStatements,
-  SEGMENT_COLUMNS,
+  type SegmentInserter,
+  segmentInserter,
   sqliteInserts,
   type UnfoldedSegment,
   recordsetInsert,
@@ -61,8 +56,8 @@ function* chunks<T>(rows: readonly T[]): Generator<T[]> {
  */
 export class KyselyVisitRepository implements VisitRepository {
   private readonly foldStatements: ReturnType<typeof foldStatements>;
-  /** SQLite's inserts of segments and day rows (`sqliteInserts`). */
-  private readonly segmentRows: PreparedRows<DatabaseSchema, VisitSegmentRow>;
+  private readonly insertSegments: SegmentInserter;
+  /** SQLite's inserts of day rows (`sqliteInserts`). */
   private readonly dayRows: PreparedRows<DatabaseSchema, DayRow>;
 
   constructor(
@@ -71,7 +66,8 @@ export class KyselyVisitRepository implements VisitRepository {
     private readonly now: () => number = Date.now,
   ) {
     this.foldStatements = foldStatements(db);
-    ({ segments: this.segmentRows, days: this.dayRows } = sqliteInserts(db));
+    this.insertSegments = segmentInserter(db, dialect);
+    this.dayRows = sqliteInserts(db).days;
   }
 
   writeBatch(batch: VisitBatch): Promise<boolean> {
@@ -82,7 +78,7 @@ export class KyselyVisitRepository implements VisitRepository {
         .onConflict((oc) => oc.column('id').doNothing())
         .executeTakeFirst();
       if (Number(claimed.numInsertedOrUpdatedRows ?? 0) === 0) return false;
-      for (const chunk of chunks(batch.segments)) await this.insertSegments(trx, chunk);
+      await this.insertSegments(trx, batch.segments);
       return true;
     });
   }
@@ -158,29 +154,6 @@ export class KyselyVisitRepository implements VisitRepository {
     return this.dialect === 'sqlite'
       ? sql<number>`(SELECT value FROM json_each(${JSON.stringify(numbers)}))`
       : sql<number>`(SELECT unnest(CAST(${numbers} AS BIGINT[])))`;
-  }
-
-  /**
-   * Inserts segments and lists them as unfolded, without their ids coming back to JS. PostgreSQL:
-   * one statement (the insert's RETURNING feeds the list's). SQLite: the list's rows are read from
-   * the table after the newest id before the insert; nobody else inserts in between, since the
-   * transaction holds the one writer from its first statement.
-   */
-  private async insertSegments(trx: Kysely<DatabaseSchema>, segments: readonly VisitSegmentRow[]): Promise<void> {
-    if (this.dialect === 'postgres') {
-      const insert = recordsetInsert('visit_segments', SEGMENT_COLUMNS, segments, sql`RETURNING id, url_id`);
-      await sql`WITH s AS (${insert}) INSERT INTO visit_unfolded (url_id, segment_id) SELECT url_id, id FROM s`.execute(
-        trx,
-      );
-      return;
-    }
-    const before = await trx
-      .selectFrom('visit_segments')
-      .select((eb) => eb.fn.max('id').as('id'))
-      .executeTakeFirst();
-    await this.segmentRows.run(trx, segments);
-    await sql`INSERT INTO visit_unfolded (url_id, segment_id)
-      SELECT url_id, id FROM visit_segments WHERE id > ${Number(before?.id ?? 0)}`.execute(trx);
   }
 
   /** Adds to the day rows (a batch's additions, or the bench's seed) in one transaction. */

@@ -68,6 +68,16 @@ export interface VisitUnfoldedTable {
   url_id: number;
 }
 
+/** A flush's visits, prepared, until merged into segments (src/domain/visit-journal.ts). */
+export interface VisitJournalTable {
+  id: Generated<number>;
+  written_at_ms: number;
+  /** The link the row is merged through (0: none yet). */
+  merged_through: number;
+  visits: number;
+  data: string;
+}
+
 /** Batches written by a visit flush (for a day): a retried batch whose first commit went through is skipped. */
 export interface VisitBatchesTable {
   id: string;
@@ -293,6 +303,7 @@ export interface DatabaseSchema {
   visit_unfolded: VisitUnfoldedTable;
   visit_link_segments: VisitLinkSegmentsTable;
   visit_batches: VisitBatchesTable;
+  visit_journal: VisitJournalTable;
   visit_days: VisitDaysTable;
   visit_salts: VisitSaltsTable;
   settings: SettingsTable;

@@ -1,6 +1,7 @@
 import { type Compilable, type Kysely, type RawBuilder, sql } from 'kysely';
 import type { VisitSegmentRow } from '../../domain/visit-segment.js';
 import { PreparedQuery, PreparedRows } from './prepared-query.js';
+import type { Dialect } from './database.js';
 import type { DatabaseSchema } from './schema.js';
 
 /** KyselyVisitRepository's statements (src/adapters/storage/kysely-visit-repository.ts): PostgreSQL's bulk inserts, and those it prepares once. */
@@ -146,5 +147,42 @@ export function sqliteInserts(db: Kysely<DatabaseSchema>) {
         .values(columns<DayRow>(['url_id', 'day', 'data'], count, slot))
         .onConflict((oc) => oc.columns(['url_id', 'day']).doUpdateSet({ data: (eb) => eb.ref('excluded.data') })),
     ),
+  };
+}
+
+/** Segments one PostgreSQL insert takes (one JSON parameter, whatever its rows). */
+const PG_SEGMENTS_PER_STATEMENT = 5_000;
+
+/** Inserts segments in a transaction and lists them as unfolded (`segmentInserter`). */
+export type SegmentInserter = (trx: Kysely<DatabaseSchema>, segments: readonly VisitSegmentRow[]) => Promise<void>;
+
+/**
+ * Inserts segments and lists them as unfolded, without their ids coming back to JS. PostgreSQL:
+ * one statement (the insert's RETURNING feeds the list's). SQLite: the list's rows are read from
+ * the table after the newest id before the insert; nobody else inserts in between, since the
+ * transaction holds the one writer from its first statement.
+ */
+export function segmentInserter(db: Kysely<DatabaseSchema>, dialect: Dialect): SegmentInserter {
+  if (dialect === 'postgres') {
+    return async (trx, segments) => {
+      for (let start = 0; start < segments.length; start += PG_SEGMENTS_PER_STATEMENT) {
+        const chunk = segments.slice(start, start + PG_SEGMENTS_PER_STATEMENT);
+        const insert = recordsetInsert('visit_segments', SEGMENT_COLUMNS, chunk, sql`RETURNING id, url_id`);
+        await sql`WITH s AS (${insert}) INSERT INTO visit_unfolded (url_id, segment_id) SELECT url_id, id FROM s`.execute(
+          trx,
+        );
+      }
+    };
+  }
+  const segmentRows = sqliteInserts(db).segments;
+  return async (trx, segments) => {
+    if (segments.length === 0) return;
+    const before = await trx
+      .selectFrom('visit_segments')
+      .select((eb) => eb.fn.max('id').as('id'))
+      .executeTakeFirst();
+    await segmentRows.run(trx, segments);
+    await sql`INSERT INTO visit_unfolded (url_id, segment_id)
+      SELECT url_id, id FROM visit_segments WHERE id > ${Number(before?.id ?? 0)}`.execute(trx);
   };
 }

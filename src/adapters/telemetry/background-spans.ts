@@ -2,6 +2,7 @@ import { type Attributes, type Link, type Span, SpanKind, trace } from '@opentel
 import { ATTR_MESSAGING_BATCH_MESSAGE_COUNT } from '@opentelemetry/semantic-conventions/incubating';
 import type { EventStore } from '../../ports/event-store.js';
 import type { UrlMappingRepository } from '../../ports/url-mapping-repository.js';
+import type { VisitJournal } from '../../ports/visit-journal.js';
 import type { VisitRepository } from '../../ports/visit-repository.js';
 import { incomingContext, tracing } from './context-propagation.js';
 import { settle } from './message-tracing.js';
@@ -16,6 +17,7 @@ export const BACKGROUND_SPANS = {
   clickFlush: 'clicks.flush',
   clickCompaction: 'clicks.compact',
   visitFlush: 'visits.flush',
+  visitMerge: 'visits.merge',
   visitFold: 'visits.fold',
   visitPrune: 'visits.prune',
   linkExpiry: 'links.expire',
@@ -25,7 +27,7 @@ export const BACKGROUND_SPANS = {
 export const BACKGROUND_SPAN_ATTRIBUTES = {
   /** Mappings whose clicks a flush writes. */
   clickMappings: 'urlshortener.clicks.mappings',
-  /** Visits a flush batch writes. */
+  /** Visits a flush writes to the journal, or a merge step into segments. */
   visitCount: 'urlshortener.visits.count',
 } as const;
 
@@ -88,19 +90,28 @@ export function tracedClickWrites(repository: ClickWrites): ClickWrites {
   };
 }
 
-type VisitWrites = Pick<VisitRepository, 'writeBatch' | 'daySalt' | 'foldMark' | 'fold' | 'prune'>;
+type VisitWrites = Pick<VisitRepository, 'daySalt' | 'foldMark' | 'fold' | 'prune'> &
+  Pick<VisitJournal, 'write' | 'pending' | 'merge'>;
 
-/** The visit buffer's, the fold's and retention's writes with a span each: every flush batch, fold run and retention chunk. */
-export function tracedVisitWrites(repository: VisitWrites): VisitWrites {
+/**
+ * The visit buffer's, the merge's, the fold's and retention's writes with a span each: every
+ * journal row a flush writes, merge step, fold step and retention chunk.
+ */
+export function tracedVisitWrites(writes: VisitWrites): VisitWrites {
+  const visits = (count: number) => ({ [BACKGROUND_SPAN_ATTRIBUTES.visitCount]: count });
   return {
-    writeBatch: (batch) =>
-      inBackgroundSpan(BACKGROUND_SPANS.visitFlush, { [BACKGROUND_SPAN_ATTRIBUTES.visitCount]: batch.visits }, () =>
-        repository.writeBatch(batch),
+    write: (entry) => inBackgroundSpan(BACKGROUND_SPANS.visitFlush, visits(entry.visits), () => writes.write(entry)),
+    pending: (count) => writes.pending(count),
+    merge: (step) =>
+      inBackgroundSpan(
+        BACKGROUND_SPANS.visitMerge,
+        visits(step.segments.reduce((sum, segment) => sum + segment.visits, 0)),
+        () => writes.merge(step),
       ),
-    daySalt: (day) => repository.daySalt(day),
-    foldMark: () => repository.foldMark(),
+    daySalt: (day) => writes.daySalt(day),
+    foldMark: () => writes.foldMark(),
     fold: (segments, upTo, after) =>
-      inBackgroundSpan(BACKGROUND_SPANS.visitFold, {}, () => repository.fold(segments, upTo, after)),
-    prune: (options) => inBackgroundSpan(BACKGROUND_SPANS.visitPrune, {}, () => repository.prune(options)),
+      inBackgroundSpan(BACKGROUND_SPANS.visitFold, {}, () => writes.fold(segments, upTo, after)),
+    prune: (options) => inBackgroundSpan(BACKGROUND_SPANS.visitPrune, {}, () => writes.prune(options)),
   };
 }

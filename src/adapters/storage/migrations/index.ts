@@ -13,6 +13,7 @@ import { executionAttempts } from './0052-execution-attempts.js';
 import { urlMappingOwners } from './0060-url-mapping-owners.js';
 import { urlMappingSearch } from './0061-url-mapping-search.js';
 import { urlMappingCreatedOrder } from './0062-url-mapping-created-order.js';
+import { visitJournal } from './0077-visit-journal.js';
 import { userDisabled } from './0065-user-disabled.js';
 import { apiKeys } from './0066-api-keys.js';
 import { userSessionsNotBefore } from './0067-user-sessions-not-before.js';
@@ -53,6 +54,7 @@ const MIGRATIONS: readonly SchemaMigration[] = [
   visitSegments,
   visitLinkSegments,
   urlMappingCreatedOrder,
+  visitJournal,
 ];
 
 /** The migrations as Kysely's migrator takes them, by name, for one dialect. */

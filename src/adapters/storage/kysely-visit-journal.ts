@@ -1,0 +1,116 @@
+import { type Kysely, sql } from 'kysely';
+import type { JournalEntry, JournalRow, MergeStep, VisitJournal } from '../../ports/visit-journal.js';
+import type { Dialect } from './database.js';
+import type { DatabaseSchema } from './schema.js';
+import { type SegmentInserter, segmentInserter } from './visit-statements.js';
+
+/** PostgreSQL's advisory lock a merge transaction holds (any 64-bit constant of ours): one merges at a time. */
+const PG_MERGE_LOCK = 0x76_6a_6e_6c_6d_67; // "vjnlmg"
+
+/** Thrown inside a merge transaction to roll it back: a row had moved on. */
+class RowsMoved extends Error {}
+
+/**
+ * The visit journal in SQLite or PostgreSQL (`visit_journal`, migration 0077). A row's id is the
+ * order it was written in; its batch id goes to `visit_batches` in the same transaction, as a
+ * flush's batch did, so a row whose commit went through but whose answer was lost is not written
+ * twice (nor after it was merged). A merge transaction moves its rows on only from where it read
+ * them (`merged_through` as read), so two instances that merge at once never write a link's
+ * visits twice: the second finds the rows moved and writes nothing.
+ */
+export class KyselyVisitJournal implements VisitJournal {
+  private readonly insertSegments: SegmentInserter;
+
+  constructor(
+    private readonly db: Kysely<DatabaseSchema>,
+    private readonly dialect: Dialect,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.insertSegments = segmentInserter(db, dialect);
+  }
+
+  write(entry: JournalEntry): Promise<boolean> {
+    return this.db.transaction().execute(async (trx) => {
+      const writtenAt = this.now();
+      const claimed = await trx
+        .insertInto('visit_batches')
+        .values({ id: entry.id, written_at_ms: writtenAt })
+        .onConflict((oc) => oc.column('id').doNothing())
+        .executeTakeFirst();
+      if (Number(claimed.numInsertedOrUpdatedRows ?? 0) === 0) return false;
+      await trx
+        .insertInto('visit_journal')
+        .values({ written_at_ms: writtenAt, merged_through: 0, visits: entry.visits, data: entry.data })
+        .execute();
+      return true;
+    });
+  }
+
+  async pending(visits: number): Promise<JournalRow[]> {
+    const waiting = await this.db
+      .selectFrom('visit_journal')
+      .select(['id', 'merged_through', 'visits'])
+      .orderBy('id')
+      .limit(10_000)
+      .execute();
+    const taken: typeof waiting = [];
+    let total = 0;
+    for (const row of waiting) {
+      if (taken.length > 0 && total + Number(row.visits) > visits) break;
+      taken.push(row);
+      total += Number(row.visits);
+    }
+    if (taken.length === 0) return [];
+    const texts = await this.db
+      .selectFrom('visit_journal')
+      .select(['id', 'data'])
+      .where(
+        'id',
+        'in',
+        taken.map((row) => row.id),
+      )
+      .execute();
+    const dataOf = new Map(texts.map((row) => [Number(row.id), row.data]));
+    // A row merged away by another instance between the two reads is left out.
+    return taken.flatMap((row) => {
+      const data = dataOf.get(Number(row.id));
+      return data === undefined
+        ? []
+        : [{ id: Number(row.id), mergedThrough: Number(row.merged_through), visits: Number(row.visits), data }];
+    });
+  }
+
+  async merge(step: MergeStep): Promise<boolean> {
+    try {
+      await this.db
+        .transaction()
+        .setAccessMode('read write')
+        .execute(async (trx) => {
+          if (this.dialect === 'postgres') {
+            const { rows } = await sql<{
+              locked: boolean;
+            }>`SELECT pg_try_advisory_xact_lock(${PG_MERGE_LOCK}) AS locked`.execute(trx);
+            if (!rows[0]?.locked) throw new RowsMoved();
+          }
+          const where = sql`(id, merged_through) IN ${this.asRead(step.rows)}`;
+          const moved =
+            step.through === undefined
+              ? await sql`DELETE FROM visit_journal WHERE ${where}`.execute(trx)
+              : await sql`UPDATE visit_journal SET merged_through = ${step.through} WHERE ${where}`.execute(trx);
+          if (Number(moved.numAffectedRows ?? 0) !== step.rows.length) throw new RowsMoved();
+          await this.insertSegments(trx, step.segments);
+        });
+      return true;
+    } catch (error) {
+      if (error instanceof RowsMoved) return false;
+      throw error;
+    }
+  }
+
+  /** The rows as (id, merged_through) pairs to compare with `IN` (one parameter a column, whatever their number). */
+  private asRead(rows: MergeStep['rows']) {
+    return this.dialect === 'sqlite'
+      ? sql`(SELECT value ->> 0, value ->> 1 FROM json_each(${JSON.stringify(rows.map((r) => [r.id, r.mergedThrough]))}))`
+      : sql`(SELECT * FROM unnest(CAST(${rows.map((r) => r.id)} AS BIGINT[]), CAST(${rows.map((r) => r.mergedThrough)} AS BIGINT[])))`;
+  }
+}

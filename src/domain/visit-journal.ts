@@ -1,0 +1,191 @@
+import type { DeviceClass } from './visit.js';
+import { dayOf } from './visit.js';
+import { SegmentBuilder, type VisitFields, type VisitSegmentRow } from './visit-segment.js';
+
+/**
+ * A flush's visits as the visit journal holds them (one row a flush), prepared: fields worked out
+ * and each visitor reduced to the HyperLogLog register it raises, the address and `User-Agent`
+ * gone. Merged into segments (src/domain/visit-segment.ts) every few seconds, a link's visits of
+ * several flushes in one segment: over many links a segment of a flush held a visit or two, a row
+ * each, which was most of what recording a visit cost PostgreSQL (bench/PROFILE.md).
+ *
+ * In memory: the links in ascending order and where each one's visits start (one more: the end),
+ * then a column per visit, a link's visits in time order.
+ */
+export interface JournalVisits {
+  readonly links: readonly number[];
+  readonly starts: readonly number[];
+  readonly times: ArrayLike<number>;
+  /** The distinct combinations of fields, and each visit's by index. */
+  readonly fields: readonly VisitFields[];
+  readonly combinations: ArrayLike<number>;
+  /** Each visit's register, `registerCode(index, rank)`. */
+  readonly registers: ArrayLike<number>;
+}
+
+/**
+ * The journal row's text (JSON): `s` the distinct strings, `g` the combinations (six numbers each:
+ * referrer host, country, browser, OS and device as 1 + their index in `s`, 0 none; 1 for a bot),
+ * `l` each link as the difference from the one before and `n` its visits, `f` the first visit's
+ * time and `t` each visit's as the difference from the visit before, `i` each visit's combination,
+ * `r` its register. About a tenth of the flush's segments as text.
+ */
+interface JournalText {
+  s: string[];
+  g: number[];
+  l: number[];
+  n: number[];
+  f: number;
+  t: number[];
+  i: number[];
+  r: number[];
+}
+
+const FIELDS = 6;
+const RANKS = 64;
+
+/** A visitor's register as one number (the rank is at most 40, with 48 bits a hash). */
+export const registerCode = (index: number, rank: number) => index * RANKS + rank;
+
+export function encodeJournal(visits: JournalVisits): string {
+  const strings: string[] = [];
+  const codes = new Map<string, number>();
+  const code = (value: string | null) => {
+    if (value === null) return 0;
+    let known = codes.get(value);
+    if (known === undefined) codes.set(value, (known = strings.push(value)));
+    return known;
+  };
+  const g: number[] = [];
+  for (const f of visits.fields) {
+    g.push(code(f.referrerHost), code(f.country), code(f.browser), code(f.os), code(f.device), f.bot ? 1 : 0);
+  }
+  const { links, starts, times } = visits;
+  const count = starts[links.length] ?? 0;
+  const t = new Array<number>(count);
+  for (let v = 0; v < count; v++) t[v] = v === 0 ? 0 : times[v]! - times[v - 1]!;
+  const text: JournalText = {
+    s: strings,
+    g,
+    l: links.map((link, k) => link - (k === 0 ? 0 : links[k - 1]!)),
+    n: links.map((_, k) => starts[k + 1]! - starts[k]!),
+    f: count === 0 ? 0 : times[0]!,
+    t,
+    i: Array.from(visits.combinations),
+    r: Array.from(visits.registers),
+  };
+  return JSON.stringify(text);
+}
+
+export function decodeJournal(data: string): JournalVisits {
+  const text = JSON.parse(data) as JournalText;
+  const value = (code: number) => (code === 0 ? null : text.s[code - 1]!);
+  const fields: VisitFields[] = [];
+  for (let at = 0; at < text.g.length; at += FIELDS) {
+    const g = text.g;
+    fields.push({
+      referrerHost: value(g[at]!),
+      country: value(g[at + 1]!),
+      browser: value(g[at + 2]!),
+      os: value(g[at + 3]!),
+      device: (value(g[at + 4]!) ?? 'other') as DeviceClass,
+      bot: g[at + 5] === 1,
+    });
+  }
+  const links: number[] = [];
+  const starts = [0];
+  let link = 0;
+  text.l.forEach((delta, k) => {
+    links.push((link += delta));
+    starts.push(starts[k]! + text.n[k]!);
+  });
+  const times = new Float64Array(text.t.length);
+  let time = text.f;
+  for (let v = 0; v < text.t.length; v++) times[v] = time += text.t[v]!;
+  return { links, starts, times, fields, combinations: text.i, registers: text.r };
+}
+
+/** A journal row to merge: its visits, and the link it is merged through already (0: none). */
+export interface JournalPart {
+  readonly visits: JournalVisits;
+  readonly mergedThrough: number;
+}
+
+/** A transaction's worth of a merge: segments, the visits they hold, and the last link they are of. */
+export interface MergeGroup {
+  readonly rows: VisitSegmentRow[];
+  readonly visits: number;
+  readonly through: number;
+}
+
+/**
+ * The segments of several journal rows together, link by link in ascending order, in groups of
+ * about `limit.rows` segments or `limit.visits` visits ending at a link's last segment (`take`,
+ * a group at a time, so that each can be a transaction of its own). A link's visits are taken from
+ * the rows in their order (the flushes'), so its segment of a few seconds holds the visits of all
+ * of them; a row's links up to its `mergedThrough` are left out (merged before).
+ */
+export class JournalMerge {
+  /** Each part's next link (its rank in `links`). */
+  private readonly next: number[];
+
+  constructor(
+    private readonly parts: readonly JournalPart[],
+    private readonly limit: { readonly rows: number; readonly visits: number },
+  ) {
+    this.next = parts.map(({ visits, mergedThrough }) => {
+      let rank = 0;
+      while (rank < visits.links.length && visits.links[rank]! <= mergedThrough) rank++;
+      return rank;
+    });
+  }
+
+  /** The next group, undefined once every link is merged. */
+  take(): MergeGroup | undefined {
+    const rows: VisitSegmentRow[] = [];
+    let visits = 0;
+    let through: number | undefined;
+    while (rows.length < this.limit.rows && visits < this.limit.visits) {
+      const link = this.nextLink();
+      if (link === undefined) break;
+      visits += this.mergeLink(link, rows);
+      through = link;
+    }
+    return through === undefined ? undefined : { rows, visits, through };
+  }
+
+  private nextLink(): number | undefined {
+    let least: number | undefined;
+    this.parts.forEach(({ visits }, p) => {
+      const link = visits.links[this.next[p]!];
+      if (link !== undefined && (least === undefined || link < least)) least = link;
+    });
+    return least;
+  }
+
+  /** The segments of `link`'s visits in every part that has it (each part's in its order), into `rows`. */
+  private mergeLink(link: number, rows: VisitSegmentRow[]): number {
+    let open: SegmentBuilder | undefined;
+    let count = 0;
+    this.parts.forEach(({ visits }, p) => {
+      const rank = this.next[p]!;
+      if (visits.links[rank] !== link) return;
+      this.next[p] = rank + 1;
+      const { times, fields, combinations, registers } = visits;
+      for (let v = visits.starts[rank]!; v < visits.starts[rank + 1]!; v++) {
+        const time = times[v]!;
+        if (open !== undefined && !open.fits(time)) {
+          rows.push(open.row());
+          open = undefined;
+        }
+        open ??= new SegmentBuilder(link, dayOf(time), time);
+        open.add(time, fields[combinations[v]!]!);
+        const register = registers[v]!;
+        open.addRegister(Math.floor(register / RANKS), register % RANKS);
+        count++;
+      }
+    });
+    if (open !== undefined) rows.push(open.row());
+    return count;
+  }
+}

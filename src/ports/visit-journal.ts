@@ -1,0 +1,48 @@
+import type { VisitSegmentRow } from '../domain/visit-segment.js';
+
+/** A flush's journal row to write: written at most once whatever its retries (`id`, as a batch's). */
+export interface JournalEntry {
+  readonly id: string;
+  /** The visits it holds. */
+  readonly visits: number;
+  /** src/domain/visit-journal.ts's text. */
+  readonly data: string;
+}
+
+/** A journal row waiting to be merged, and how far it is (the link it is merged through, 0: none). */
+export interface JournalRow {
+  readonly id: number;
+  readonly mergedThrough: number;
+  readonly visits: number;
+  readonly data: string;
+}
+
+/** One transaction of a merge: the rows it goes on with (as read) and the segments it writes. */
+export interface MergeStep {
+  readonly rows: readonly Pick<JournalRow, 'id' | 'mergedThrough'>[];
+  /** The link the rows are merged through once it commits; undefined: all of them (they are deleted). */
+  readonly through: number | undefined;
+  readonly segments: readonly VisitSegmentRow[];
+}
+
+/**
+ * The visit journal (src/domain/visit-journal.ts): what makes a flush's visits durable in one row,
+ * until they are merged into segments every few seconds, by any instance.
+ *
+ * @example
+ *   await journal.write({ id: randomUUID(), visits: 2, data: encodeJournal(prepared) });
+ *   const rows = await journal.pending(200_000);
+ *   const merged = await journal.merge({ rows, through: undefined, segments });
+ */
+export interface VisitJournal {
+  /** Writes a flush's row, with its id as a batch's; false if that id was written before. */
+  write(entry: JournalEntry): Promise<boolean>;
+  /** The oldest rows waiting, as many as hold about `visits` visits (at least one, when there is one). */
+  pending(visits: number): Promise<JournalRow[]>;
+  /**
+   * Writes the segments and moves the rows on to `through` (or deletes them), in one transaction;
+   * false, writing nothing, when a row is no longer where `rows` says (another instance merged it
+   * meanwhile, or is merging now).
+   */
+  merge(step: MergeStep): Promise<boolean>;
+}

@@ -1,0 +1,146 @@
+import { randomUUID } from 'node:crypto';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
+import { KyselyVisitJournal } from '../../src/adapters/storage/kysely-visit-journal.js';
+import { mergeJournal } from '../../src/composition/visits.js';
+import { decodeJournal, encodeJournal, JournalMerge } from '../../src/domain/visit-journal.js';
+import type { JournalEntry } from '../../src/ports/visit-journal.js';
+import { UserAgentClassifier } from '../../src/support/user-agents.js';
+import { CaptureJournal, VisitCapture } from '../../src/support/visit-capture.js';
+import { BACKENDS, testConfig } from '../helpers/backends.js';
+import { useOpenDatabase } from '../helpers/storage.js';
+import { USER_AGENTS } from '../helpers/visits.js';
+
+const classifier = new UserAgentClassifier();
+
+/** A flush's journal row: `count` visits over links `firstLink`…, from `start`, as the buffer makes it. */
+function entry(count: number, links: number, start: number, firstLink = 1): JournalEntry {
+  const capture = new VisitCapture();
+  for (let n = 0; n < count; n++) {
+    const agent = USER_AGENTS[n % USER_AGENTS.length];
+    capture.add(firstLink + ((n * 7919) % links), start + n, agent, 'https://r.example/a', 'DE', `10.0.0.${n % 50}`);
+  }
+  const prepared = new CaptureJournal(capture, new Map(capture.days().map((day) => [day, `salt-${day}`])), classifier);
+  while (!prepared.done) prepared.take(10_000);
+  return { id: randomUUID(), visits: count, data: encodeJournal(prepared.visits()) };
+}
+
+/** The journal's storage on both backends: rows written once, read in order, and merged once under concurrency. */
+describe.each(BACKENDS)('VisitJournal on $name', (backend) => {
+  const { database, testDatabase } = useOpenDatabase(backend);
+  let second: Database | undefined;
+  let journal: KyselyVisitJournal;
+  let other: KyselyVisitJournal;
+  const test = it.skipIf(!backend.available);
+
+  beforeAll(() => {
+    if (!backend.available) return;
+    journal = new KyselyVisitJournal(database.db, database.dialect);
+    // PostgreSQL: a second pool to the same database, another instance. SQLite: the same connection
+    // (see visit-repository.contract.test.ts; processes: test/server/visits-two-processes.test.ts).
+    if (database.dialect === 'postgres') second = openDatabase(testConfig(testDatabase.databaseUrl).database);
+    const otherDatabase = second ?? database;
+    other = new KyselyVisitJournal(otherDatabase.db, otherDatabase.dialect);
+  });
+  afterAll(async () => {
+    await second?.close();
+  });
+
+  const emptied = async () => {
+    await mergeJournal(journal);
+    await database.db.deleteFrom('visit_segments').execute();
+    await database.db.deleteFrom('visit_unfolded').execute();
+  };
+  const segments = () =>
+    database.db
+      .selectFrom('visit_segments')
+      .select(['url_id', 'day', 'first_ms', 'last_ms', 'visits', 'data'])
+      .orderBy('url_id')
+      .orderBy('first_ms')
+      .execute();
+
+  test('writes a row once, however often its write is retried', async () => {
+    await emptied();
+    const row = entry(30, 3, Date.UTC(2026, 10, 28, 12));
+    expect(await journal.write(row)).toBe(true);
+    expect(await other.write(row)).toBe(false);
+    const pending = await journal.pending(1_000);
+    expect(pending.map((r) => [r.visits, r.mergedThrough, r.data])).toEqual([[30, 0, row.data]]);
+  });
+
+  test('hands the oldest rows out first, as many as hold the visits asked for, at least one', async () => {
+    await emptied();
+    const rows = [entry(100, 5, 1_000), entry(100, 5, 2_000), entry(100, 5, 3_000)];
+    for (const row of rows) await journal.write(row);
+    const dataOf = async (visits: number) => (await journal.pending(visits)).map((r) => r.data);
+    expect(await dataOf(10)).toEqual([rows[0]!.data]);
+    expect(await dataOf(250)).toEqual([rows[0]!.data, rows[1]!.data]);
+    expect(await dataOf(300)).toEqual(rows.map((r) => r.data));
+  });
+
+  test('a merge step goes on only from where its rows were read, or writes nothing', async () => {
+    await emptied();
+    await journal.write(entry(40, 4, Date.UTC(2026, 10, 28, 12)));
+    const [read] = await journal.pending(1_000);
+    const merge = new JournalMerge([{ visits: decodeJournal(read!.data), mergedThrough: 0 }], {
+      rows: 2,
+      visits: 1_000,
+    });
+    const first = merge.take()!;
+    const rows = [{ id: read!.id, mergedThrough: 0 }];
+    expect(await journal.merge({ rows, through: first.through, segments: first.rows })).toBe(true);
+    // Another instance that read the row before that step: its step finds it moved on.
+    expect(await other.merge({ rows, through: first.through, segments: first.rows })).toBe(false);
+    expect(await other.merge({ rows, through: undefined, segments: merge.take()!.rows })).toBe(false);
+    expect((await segments()).map((s) => Number(s.url_id))).toEqual([1, 2]);
+    expect((await journal.pending(1_000)).map((r) => r.mergedThrough)).toEqual([2]);
+    // From where it is now, the rest; the last step deletes the row.
+    const rest = new JournalMerge([{ visits: decodeJournal(read!.data), mergedThrough: 2 }], {
+      rows: 10,
+      visits: 1_000,
+    });
+    const last = rest.take()!;
+    expect(
+      await journal.merge({ rows: [{ id: read!.id, mergedThrough: 2 }], through: undefined, segments: last.rows }),
+    ).toBe(true);
+    expect((await segments()).map((s) => [Number(s.url_id), Number(s.visits)])).toEqual([
+      [1, 10],
+      [2, 10],
+      [3, 10],
+      [4, 10],
+    ]);
+    expect(await journal.pending(1_000)).toEqual([]);
+  });
+
+  test('instances merging the same rows at once write every visit once, in the segments one merge makes', async () => {
+    await emptied();
+    const start = Date.UTC(2026, 10, 28, 12);
+    const rows = [entry(2_000, 500, start), entry(3_000, 700, start + 5_000), entry(1_000, 300, start + 10_000, 200)];
+    for (const row of rows) await journal.write(row);
+    // What one merge alone makes of them.
+    const alone = new JournalMerge(
+      rows.map((row) => ({ visits: decodeJournal(row.data), mergedThrough: 0 })),
+      { rows: 1_000_000, visits: 1_000_000 },
+    ).take()!.rows;
+    // Four runs, two an instance, 20 segments a transaction: each step is raced for.
+    const group = { rows: 20, visits: 10_000 };
+    await Promise.all([
+      mergeJournal(journal, group),
+      mergeJournal(other, group),
+      mergeJournal(journal, group),
+      mergeJournal(other, group),
+    ]);
+    await mergeJournal(journal, group); // what was left when every run had lost a race
+    expect(await journal.pending(1_000_000)).toEqual([]);
+    const stored = (await segments()).map((s) => ({
+      ...s,
+      url_id: Number(s.url_id),
+      day: Number(s.day),
+      first_ms: Number(s.first_ms),
+      last_ms: Number(s.last_ms),
+      visits: Number(s.visits),
+    }));
+    expect(stored.reduce((sum, s) => sum + s.visits, 0)).toBe(6_000);
+    expect(stored).toEqual(alone);
+  });
+});
