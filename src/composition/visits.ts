@@ -144,12 +144,12 @@ function tracedIf(enabled: boolean, repository: KyselyVisitRepository, journal: 
 
 /**
  * Merges the journal's rows into segments (src/domain/visit-journal.ts), the oldest first,
- * `group` a transaction; how many visits. Stops when another instance is merging (a step
+ * `limit` a transaction; how many visits. Stops when another instance is merging (a step
  * finds its rows moved on): that one goes on with them.
  */
 export async function mergeJournal(
   journal: Pick<VisitJournal, 'pending' | 'merge'>,
-  group: { readonly rows: number; readonly visits: number } = MERGE_GROUP,
+  limit: { readonly rows: number; readonly visits: number } = MERGE_GROUP,
 ): Promise<number> {
   let merged = 0;
   for (;;) {
@@ -161,7 +161,7 @@ export async function mergeJournal(
       await nextTurn();
     }
     let marks = rows.map(({ id, mergedThrough }) => ({ id, mergedThrough }));
-    const merge = new JournalMerge(parts, group);
+    const merge = new JournalMerge(parts, limit);
     for (let group = merge.take(); ;) {
       const next = group === undefined ? undefined : merge.take();
       // The last step deletes the rows: every link of theirs is in segments once it commits.

@@ -24,7 +24,7 @@ export const VISIT_SETTINGS = {
   VISIT_FLUSH_INTERVAL_MS: {
     default: '',
     description:
-      'How often buffered visits are written (and at once when 100,000 are waiting); a `kill -9` loses at most this much of them. Empty: with the clicks, every `CLICK_FLUSH_INTERVAL_MS`. Each flush writes a row for every link visited since the last one, so where many links are followed each a few times a second, a longer interval writes several times fewer rows for the same visits (on PostgreSQL, over 10,000 links, 5 s instead of 0.5 s made recording visits almost free: bench/PROFILE.md), at the price of statistics that lag by up to this much and more visits lost to a crash.',
+      'How often buffered visits are written to the visit journal, one row a flush (and at once when 100,000 are waiting); a `kill -9` loses at most this much of them. Empty: with the clicks, every `CLICK_FLUSH_INTERVAL_MS`. The journal is merged into one row per link every 5 s whatever this is, so a longer interval saves a journal row a flush, little else, at the price of statistics that lag by up to this much more and more visits lost to a crash.',
     parse: optionalFlushInterval,
   },
   VISIT_RETENTION_DAYS: {

@@ -163,29 +163,48 @@ export class JournalMerge {
     return least;
   }
 
-  /** The segments of `link`'s visits in every part that has it (each part's in its order), into `rows`. */
+  /**
+   * The segments of `link`'s visits in every part that has it, in time order, into `rows`. The
+   * parts' visits of a link mostly follow each other in time (flushes of one instance); where they
+   * do not (instances' flushes interleaved), they are sorted, so that a link still has one segment
+   * a merge, not one at every step back in time.
+   */
   private mergeLink(link: number, rows: VisitSegmentRow[]): number {
-    let open: SegmentBuilder | undefined;
-    let count = 0;
+    const sources: { visits: JournalVisits; from: number; to: number }[] = [];
     this.parts.forEach(({ visits }, p) => {
       const rank = this.next[p]!;
       if (visits.links[rank] !== link) return;
       this.next[p] = rank + 1;
-      const { times, fields, combinations, registers } = visits;
-      for (let v = visits.starts[rank]!; v < visits.starts[rank + 1]!; v++) {
-        const time = times[v]!;
-        if (open !== undefined && !open.fits(time)) {
-          rows.push(open.row());
-          open = undefined;
-        }
-        open ??= new SegmentBuilder(link, dayOf(time), time);
-        open.add(time, fields[combinations[v]!]!);
-        const register = registers[v]!;
-        open.addRegister(Math.floor(register / RANKS), register % RANKS);
-        count++;
-      }
+      sources.push({ visits, from: visits.starts[rank]!, to: visits.starts[rank + 1]! });
     });
-    if (open !== undefined) rows.push(open.row());
+    let open: SegmentBuilder | undefined;
+    let count = 0;
+    const add = (visits: JournalVisits, v: number) => {
+      const time = visits.times[v]!;
+      if (open !== undefined && !open.fits(time)) {
+        rows.push(open.row());
+        open = undefined;
+      }
+      open ??= new SegmentBuilder(link, dayOf(time), time);
+      open.add(time, visits.fields[visits.combinations[v]!]!);
+      const register = visits.registers[v]!;
+      open.addRegister(Math.floor(register / RANKS), register % RANKS);
+      count++;
+    };
+    if (sources.length === 1) {
+      const { visits, from, to } = sources[0]!;
+      for (let v = from; v < to; v++) add(visits, v);
+    } else {
+      const order: { visits: JournalVisits; v: number }[] = [];
+      for (const { visits, from, to } of sources) for (let v = from; v < to; v++) order.push({ visits, v });
+      const timeOf = ({ visits, v }: { visits: JournalVisits; v: number }) => visits.times[v]!;
+      // (Array.prototype.sort is stable: visits of one time keep the parts' order.)
+      if (order.some((visit, i) => i > 0 && timeOf(order[i - 1]!) > timeOf(visit))) {
+        order.sort((a, b) => timeOf(a) - timeOf(b));
+      }
+      for (const { visits, v } of order) add(visits, v);
+    }
+    if (open !== undefined) rows.push((open as SegmentBuilder).row());
     return count;
   }
 }

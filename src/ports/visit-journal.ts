@@ -20,7 +20,10 @@ export interface JournalRow {
 /** One transaction of a merge: the rows it goes on with (as read) and the segments it writes. */
 export interface MergeStep {
   readonly rows: readonly Pick<JournalRow, 'id' | 'mergedThrough'>[];
-  /** The link the rows are merged through once it commits; undefined: all of them (they are deleted). */
+  /**
+   * The link the rows are merged through once it commits (a row merged further already keeps its
+   * mark); undefined: all of them (they are deleted).
+   */
   readonly through: number | undefined;
   readonly segments: readonly VisitSegmentRow[];
 }

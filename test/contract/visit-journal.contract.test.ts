@@ -112,6 +112,34 @@ describe.each(BACKENDS)('VisitJournal on $name', (backend) => {
     expect(await journal.pending(1_000)).toEqual([]);
   });
 
+  test('a merge cut off goes on with rows written since, each row from its own mark', async () => {
+    await emptied();
+    const start = Date.UTC(2026, 10, 28, 12);
+    await journal.write(entry(400, 40, start));
+    await journal.write(entry(400, 40, start + 1_000));
+    // The first step of a merge of those two rows, through link 20, then the merge stops (cut off).
+    const read = await journal.pending(1_000_000);
+    const first = new JournalMerge(
+      read.map((row) => ({ visits: decodeJournal(row.data), mergedThrough: 0 })),
+      { rows: 20, visits: 100_000 },
+    ).take()!;
+    expect(first.through).toBe(20);
+    const rows = read.map(({ id }) => ({ id, mergedThrough: 0 }));
+    expect(await journal.merge({ rows, through: first.through, segments: first.rows })).toBe(true);
+    // A flush since, of the same links: the next merge takes all three, its first steps ending
+    // before link 20 (the new row's links), which must leave the first two rows' marks at 20.
+    await journal.write(entry(400, 40, start + 2_000));
+    for (let runs = 0; (await journal.pending(1)).length > 0; runs++) {
+      expect(runs).toBeLessThan(5);
+      await mergeJournal(journal, { rows: 3, visits: 100_000 });
+    }
+    const perLink = new Map<number, number>();
+    for (const s of await segments())
+      perLink.set(Number(s.url_id), (perLink.get(Number(s.url_id)) ?? 0) + Number(s.visits));
+    expect([...perLink.values()].reduce((sum, n) => sum + n, 0)).toBe(1_200);
+    expect(new Set(perLink.values())).toEqual(new Set([30]));
+  });
+
   test('instances merging the same rows at once write every visit once, in the segments one merge makes', async () => {
     await emptied();
     const start = Date.UTC(2026, 10, 28, 12);

@@ -116,7 +116,7 @@ describe.skipIf(!available)('link statistics, lifecycle, import and export in Ch
           .click();
         await page.waitForURL(at(`/app/links/${code}/stats`));
         await hasText(page.getByRole('heading', { level: 1 }), `Statistics for ${code}`);
-        // Visits are written with the click flush: refresh until all seven are in.
+        // Visits are journaled with the click flush and merged into statistics every few seconds: refresh until all seven are in.
         await eventually(
           async () => {
             await page.getByRole('button', { name: 'Refresh' }).click();

@@ -167,6 +167,22 @@ describe('a capture made into segments by way of the journal', () => {
     expect(rows).toHaveLength(200);
   });
 
+  it('merges two instances’ rows of the same seconds into one segment a link, in time order', () => {
+    const captured = visits(4_000, 100, Date.UTC(2026, 10, 27, 12), 1);
+    // Two instances answering the same links at the same time: each one's flushes interleave.
+    const instances = [captured.filter((_, n) => n % 2 === 0), captured.filter((_, n) => n % 2 === 1)];
+    const texts = [
+      instances[0]!.slice(0, 1_000),
+      instances[1]!.slice(0, 1_000),
+      instances[0]!.slice(1_000),
+      instances[1]!.slice(1_000),
+    ].map((flush) => journalText(flush, 500));
+    const rows = merged(texts).flatMap((g) => g.rows);
+    const { visits: plain, visitors } = records(captured);
+    expect(rows).toEqual(segmentsOf(plain, visitors));
+    expect(rows).toHaveLength(100);
+  });
+
   it('leaves out the links a row is merged through already', () => {
     const captured = visits(2_000, 100, Date.UTC(2026, 10, 27, 12), 3);
     const texts = [journalText(captured.slice(0, 900), 300), journalText(captured.slice(900), 300)];

@@ -1,7 +1,7 @@
 /**
  * Background database writes have spans (spec §6.2 rule 1; issue 16): the event store's batch
  * writes (linked to the messages they store), click flushes (with the `url.clicked` producer span
- * below), click compaction, the event retention clean-up, visit flushes, visit retention and the
+ * below), click compaction, the event retention clean-up, visit flushes and merges, visit retention and the
  * link expiry sweep (with the `url.expired` producer span below), each with its SQL statements as
  * children. Recorded with an in-memory span exporter; tracing is process-wide, so it starts here,
  * first, and this file runs in a process of its own.
@@ -109,6 +109,19 @@ for (const backend of BACKENDS) {
       expect(flush.parentSpanContext).toBeUndefined();
       expect(flush.attributes['urlshortener.visits.count']).toBeGreaterThanOrEqual(1);
       expect(childrenOf(flush).map((s) => s.attributes['db.operation.name'])).toContain('INSERT');
+    });
+
+    it.skipIf(!backend.available)('a visit merge: a span per transaction with its statements', async () => {
+      await createAndFollow(3);
+      await t.service.visits.buffer!.flush();
+      await t.service.visits.merge();
+      const merge = await withStatements('visits.merge', (s) => s.name === 'visits.merge');
+      expect(merge.kind).toBe(SpanKind.INTERNAL);
+      expect(merge.parentSpanContext).toBeUndefined();
+      expect(merge.attributes['urlshortener.visits.count']).toBeGreaterThanOrEqual(3);
+      const statements = childrenOf(merge).map((s) => s.attributes['db.operation.name']);
+      expect(statements).toContain('INSERT');
+      expect(statements.some((name) => name === 'DELETE' || name === 'UPDATE')).toBe(true);
     });
 
     it.skipIf(!backend.available)('visit retention: a span per chunk with its statements', async () => {

@@ -1,4 +1,4 @@
-import { type Kysely, sql } from 'kysely';
+import { type Kysely, type RawBuilder, sql } from 'kysely';
 import type { JournalEntry, JournalRow, MergeStep, VisitJournal } from '../../ports/visit-journal.js';
 import type { Dialect } from './database.js';
 import type { DatabaseSchema } from './schema.js';
@@ -96,7 +96,8 @@ export class KyselyVisitJournal implements VisitJournal {
           const moved =
             step.through === undefined
               ? await sql`DELETE FROM visit_journal WHERE ${where}`.execute(trx)
-              : await sql`UPDATE visit_journal SET merged_through = ${step.through} WHERE ${where}`.execute(trx);
+              : await sql`UPDATE visit_journal SET merged_through = ${this.greatest(sql`merged_through`, step.through)}
+                  WHERE ${where}`.execute(trx);
           if (Number(moved.numAffectedRows ?? 0) !== step.rows.length) throw new RowsMoved();
           await this.insertSegments(trx, step.segments);
         });
@@ -105,6 +106,14 @@ export class KyselyVisitJournal implements VisitJournal {
       if (error instanceof RowsMoved) return false;
       throw error;
     }
+  }
+
+  /**
+   * The greater of a column and a value: a row merged through a later link already (the rest of a
+   * merge cut off, read with rows new since) keeps its mark where a step ends before it.
+   */
+  private greatest(column: RawBuilder<unknown>, value: number) {
+    return this.dialect === 'sqlite' ? sql`MAX(${column}, ${value})` : sql`GREATEST(${column}, ${value})`;
   }
 
   /** The rows as (id, merged_through) pairs to compare with `IN` (one parameter a column, whatever their number). */
