@@ -167,6 +167,7 @@ async function main(): Promise<void> {
   const pids = [...servers.map((s) => s.pid), ...(db ? [db.pid] : [])];
   for (const server of servers) {
     tallies.get(server.name)!.requests += (await measure(server, settings.warmupS, 0)).requests;
+    await targetData.get(server.name)?.vacuum(); // the warm-up's dead rows are no measured run's
     await settle(pids);
   }
   for (let round = 1; round <= rounds; round++) {

@@ -1,8 +1,9 @@
 /**
- * After a service's redirect run the bench waits until its visits are folded (none of its
- * segments left in `visit_unfolded`), so that its fold does not run in the next target's run
- * (bench/lib/scenarios.ts `visitsFolded`): on a real SQLite copy and a real PostgreSQL schema of
- * the bench's 1,000-mapping dataset. Needs dist/ (the loader migrates with `dist/cli.js
+ * After a service's redirect run the bench waits until its visits are folded (none of its journal
+ * rows left in `visit_journal` and none of its segments in `visit_unfolded`), so that its merge
+ * and fold do not run in the next target's run (bench/lib/scenarios.ts `visitsFolded`): on a real
+ * SQLite copy and a real PostgreSQL schema of the bench's 1,000-mapping dataset. And on a
+ * PostgreSQL without autovacuum (this machine's and CI's), the bench vacuums what a run left dead. Needs dist/ (the loader migrates with `dist/cli.js
  * migrate`); `npm test` builds it first.
  */
 import { randomBytes } from 'node:crypto';
@@ -14,6 +15,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { connectClient, postgresBackend, sqliteBackend, type TargetData } from '../../bench/lib/datasets.js';
 import { visitsFolded } from '../../bench/lib/scenarios.js';
 import { DATASET_SIZES } from '../../bench/lib/settings.js';
+import { eventually } from '../helpers/eventually.js';
 import { POSTGRES_URL, postgresAvailable } from '../helpers/services.js';
 
 const SIZE = DATASET_SIZES.find((s) => s.mappings === 1_000)!;
@@ -54,6 +56,12 @@ async function checkWait(data: TargetData): Promise<void> {
   const boundedMs = await visitsFolded(data, 1_000);
   expect(boundedMs).toBeGreaterThanOrEqual(1_000);
   expect(boundedMs).toBeLessThan(3_000);
+  // A journal row not merged yet is waited for as well.
+  await execute(data, 'DELETE FROM visit_unfolded');
+  await execute(data, `INSERT INTO visit_journal (written_at_ms, merged_through, visits, data) VALUES (1, 0, 1, '{}')`);
+  expect(await data.unfoldedVisits()).toBe(1);
+  expect(await visitsFolded(data, 1_000)).toBeGreaterThanOrEqual(1_000);
+  await execute(data, 'DELETE FROM visit_journal');
   // Nothing to fold (no visits recorded): only the last flush's interval.
   await execute(data, 'DELETE FROM visit_unfolded');
   expect(await visitsFolded(data, 6_000)).toBeLessThan(1_500);
@@ -64,7 +72,7 @@ describe("the bench's wait for a service's visit fold", () => {
   const dirs: string[] = [];
   afterAll(() => dirs.forEach((dir) => rmSync(dir, { recursive: true, force: true })));
 
-  it('on SQLite: returns once the copy has no unfolded segment, or after its bound', async () => {
+  it('on SQLite: returns once the copy has no journal row or unfolded segment, or after its bound', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'bench-fold-'));
     dirs.push(dir);
     const dataset = await sqliteBackend(dir).open(SIZE, () => {});
@@ -77,7 +85,7 @@ describe("the bench's wait for a service's visit fold", () => {
   }, 60_000);
 
   it.skipIf(!postgresAvailable)(
-    'on PostgreSQL: returns once the schema has no unfolded segment, or after its bound',
+    'on PostgreSQL: returns once the schema has no journal row or unfolded segment, or after its bound; vacuums without autovacuum',
     async () => {
       const prefix = `test_fold_${randomBytes(3).toString('hex')}`;
       const client = await connectClient(POSTGRES_URL);
@@ -86,6 +94,18 @@ describe("the bench's wait for a service's visit fold", () => {
         const data = await dataset.isolate('default');
         try {
           await checkWait(data);
+          // The rows deleted above are dead until vacuumed: vacuumed here when autovacuum is off.
+          const { rows } = await client.query<{ autovacuum: string }>('SHOW autovacuum');
+          if (rows[0]!.autovacuum === 'off') {
+            // (Statistics of dead rows reach pg_stat_user_tables within a second or so.)
+            await eventually(async () => expect(await data.vacuum()).toContain('visit_unfolded'), {
+              timeoutMs: 10_000,
+              intervalMs: 200,
+            });
+            expect(await data.vacuum()).not.toContain('visit_unfolded');
+          } else {
+            expect(await data.vacuum()).toEqual([]);
+          }
         } finally {
           await data.drop();
         }
