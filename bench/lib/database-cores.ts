@@ -60,7 +60,7 @@ export async function pinDatabase(
     const { rows: vacuum } = await client.query<{ autovacuum: string }>('SHOW autovacuum');
     if (vacuum[0]?.autovacuum === 'off') {
       notes.push(
-        "PostgreSQL runs with autovacuum off: after each run the bench vacuums the target's tables with dead rows, as autovacuum would (its CPU counted in the run's database CPU)",
+        "PostgreSQL runs with autovacuum off: after each run the bench vacuums the target's tables autovacuum would vacuum (its CPU counted in the run's database CPU)",
       );
     }
     const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');

@@ -94,7 +94,13 @@ describe("the bench's wait for a service's visit fold", () => {
         const data = await dataset.isolate('default');
         try {
           await checkWait(data);
-          // The rows deleted above are dead until vacuumed: vacuumed here when autovacuum is off.
+          // Rows deleted are dead until vacuumed: vacuumed here when autovacuum is off, once there
+          // are more than autovacuum's threshold (50 with none live).
+          await execute(
+            data,
+            'INSERT INTO visit_unfolded (url_id, segment_id) SELECT 1, n FROM generate_series(1, 200) AS n',
+          );
+          await execute(data, 'DELETE FROM visit_unfolded');
           const { rows } = await client.query<{ autovacuum: string }>('SHOW autovacuum');
           if (rows[0]!.autovacuum === 'off') {
             // (Statistics of dead rows reach pg_stat_user_tables within a second or so.)
