@@ -6,9 +6,11 @@
  * merge of the journal cut off anywhere in any of its transactions writes each visit once; and a
  * fold of the day rows cut off anywhere in its transaction adds each segment once.
  */
+import type { Kysely } from 'kysely';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/adapters/storage/database.js';
+import type { DatabaseSchema } from '../../src/adapters/storage/schema.js';
 import { KyselyVisitJournal } from '../../src/adapters/storage/kysely-visit-journal.js';
 import { KyselyVisitRepository } from '../../src/adapters/storage/kysely-visit-repository.js';
 import { compose, type Service } from '../../src/composition/compose.js';
@@ -45,6 +47,12 @@ function failing(
       return real.daySalt(day);
     },
   };
+}
+
+/** `rollupsAndRecount` of the link with `code`. */
+async function rollupsOfCode(db: Kysely<DatabaseSchema>, code: string) {
+  const { id } = await db.selectFrom('url_mappings').select('id').where('code', '=', code).executeTakeFirstOrThrow();
+  return rollupsAndRecount(db, id);
 }
 
 describe.each(BACKENDS)('the visit writer failing on $name', (backend) => {
@@ -227,12 +235,7 @@ describe.skipIf(!postgres.available)('PostgreSQL away while visits are recorded'
       expect(await rows(direct.db)).toBe(0);
       // Every link's visits once: as many as were acknowledged, and the day rows equal their recount.
       for (const link of links) {
-        const { id } = await direct.db
-          .selectFrom('url_mappings')
-          .select('id')
-          .where('code', '=', link.code)
-          .executeTakeFirstOrThrow();
-        const { count, recount, stored } = await rollupsAndRecount(direct.db, id);
+        const { count, recount, stored } = await rollupsOfCode(direct.db, link.code);
         expect(count).toBe(visitsOf.get(link.code));
         expect(stored).toEqual(recount);
       }
@@ -281,12 +284,7 @@ describe.skipIf(!postgres.available)('PostgreSQL away while visits are recorded'
     const direct = openDatabase(testConfig(database.databaseUrl).database);
     try {
       for (const link of links) {
-        const { id } = await direct.db
-          .selectFrom('url_mappings')
-          .select('id')
-          .where('code', '=', link.code)
-          .executeTakeFirstOrThrow();
-        const { count, recount, stored } = await rollupsAndRecount(direct.db, id);
+        const { count, recount, stored } = await rollupsOfCode(direct.db, link.code);
         expect(count).toBe(3);
         expect(stored).toEqual(recount);
       }
