@@ -31,7 +31,7 @@ import { join } from 'node:path';
 import { cleanUpAll, cleanUpOnSignals, registerCleanup } from './lib/cleanup.js';
 import { shortenTag } from './lib/codes.js';
 import { pinDatabase } from './lib/database-cores.js';
-import { postgresBackend, sqliteBackend, type TargetData } from './lib/datasets.js';
+import { autovacuumNote, postgresBackend, sqliteBackend, type TargetData } from './lib/datasets.js';
 import { type ChildServer, node, settle, startServer } from './lib/processes.js';
 import { measuredRun, rotated } from './lib/scenarios.js';
 import { DATASET_SIZES, loadSettings } from './lib/settings.js';
@@ -135,6 +135,8 @@ async function main(): Promise<void> {
   const notes: string[] = [];
   const db =
     backend.name === 'postgres' ? await pinDatabase(dataset.databaseUrl, settings.databaseCores, notes) : undefined;
+  const vacuum = backend.name === 'postgres' ? await autovacuumNote(dataset.databaseUrl) : undefined;
+  if (vacuum !== undefined) notes.push(vacuum);
   for (const note of [...notes, ...(db?.pinnedTo ? [`PostgreSQL pinned to core(s) ${db.pinnedTo}`] : [])])
     process.stdout.write(`${note}\n`);
   const servers: ChildServer[] = [];

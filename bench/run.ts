@@ -12,7 +12,14 @@ import { join } from 'node:path';
 import { evaluate } from './lib/checks.js';
 import { cleanUpAll, cleanUpOnSignals, registerCleanup } from './lib/cleanup.js';
 import { type DatabaseProcesses, pinDatabase } from './lib/database-cores.js';
-import { type Dataset, postgresAnswers, postgresBackend, sqliteBackend, type StorageBackend } from './lib/datasets.js';
+import {
+  autovacuumNote,
+  type Dataset,
+  postgresAnswers,
+  postgresBackend,
+  sqliteBackend,
+  type StorageBackend,
+} from './lib/datasets.js';
 import { ROOT } from './lib/processes.js';
 import { writeResultsDocs } from './lib/readme.js';
 import { printScenario, printSummary, type RunRecord, writeJson } from './lib/report.js';
@@ -76,6 +83,8 @@ function printPlan(
 async function pinnedDatabase(dataset: Dataset, settings: BenchSettings): Promise<DatabaseProcesses | undefined> {
   const notes: string[] = [];
   const database = await pinDatabase(dataset.databaseUrl, settings.databaseCores, notes);
+  const vacuum = await autovacuumNote(dataset.databaseUrl);
+  if (vacuum !== undefined) notes.push(vacuum);
   for (const note of notes) say(`  ${note}`);
   if (database?.pinnedTo !== undefined)
     say(`  PostgreSQL (pid ${database.pid}) pinned to core(s) ${database.pinnedTo} (was ${database.before})`);

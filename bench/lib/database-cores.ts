@@ -57,12 +57,6 @@ export async function pinDatabase(
 ): Promise<DatabaseProcesses | undefined> {
   // Read while the connection is open: its backend ends with it.
   const parent = await withClient(databaseUrl, async (client) => {
-    const { rows: vacuum } = await client.query<{ autovacuum: string }>('SHOW autovacuum');
-    if (vacuum[0]?.autovacuum === 'off') {
-      notes.push(
-        "PostgreSQL runs with autovacuum off: after each run the bench vacuums the target's tables autovacuum would vacuum (its CPU counted in the run's database CPU)",
-      );
-    }
     const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
     return Number(statusField(Number(rows[0]!.pid), 'PPid'));
   });

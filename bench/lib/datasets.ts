@@ -296,6 +296,14 @@ function pgCount(databaseUrl: string, from = 'url_mappings', params: unknown[] =
 /** The rows of visits not folded yet: journal rows and unfolded segments (both backends' SQL). */
 const NOT_FOLDED = '(SELECT 1 AS one FROM visit_journal UNION ALL SELECT 1 FROM visit_unfolded) AS waiting';
 
+/** What the bench says of a PostgreSQL that runs without autovacuum (undefined: it runs with it). */
+export async function autovacuumNote(databaseUrl: string): Promise<string | undefined> {
+  const { rows } = await withClient(databaseUrl, (client) => client.query<{ autovacuum: string }>('SHOW autovacuum'));
+  return rows[0]?.autovacuum === 'off'
+    ? "PostgreSQL runs with autovacuum off: after each run the bench vacuums the target's tables autovacuum would vacuum (its CPU counted in the run's database CPU)"
+    : undefined;
+}
+
 /**
  * VACUUM of the tables of `databaseUrl`'s schema that autovacuum would vacuum now, when the
  * server's autovacuum is off: the service's queue-like tables (the visit journal, unfolded segments, click deltas, the

@@ -26,8 +26,8 @@ const RETENTION_CHUNKS = 20;
 const MERGE_VISITS = 200_000;
 const MERGE_GROUP = { rows: 300, visits: 10_000 } as const;
 /**
- * How often the journal is merged into segments and the day rows caught up from the segments written since (every instance tries;
- * what one folds the others do not), and the segments one fold transaction takes. A link's day row is
+ * How often the journal is merged into segments and the day rows caught up from the segments
+ * written since (every instance tries; what one merges or folds the others do not). A link's day row is
  * then read, merged and written once every few seconds, not once every flush: that was the largest
  * part of what recording a visit cost where many links are followed.
  */
@@ -60,9 +60,10 @@ export interface Visits {
 }
 
 /**
- * Visit recording (the buffer, flushed every VISIT_FLUSH_INTERVAL_MS, with the clicks unless set, its last
- * visits written when the service stops), the fold of the day rows (every FOLD_INTERVAL_MS, and
- * once more after the last flush), retention, and the statistics service.
+ * Visit recording (the buffer, flushed to the journal every VISIT_FLUSH_INTERVAL_MS, with the
+ * clicks unless set, its last visits written when the service stops), the merge of the journal
+ * into segments and the fold of the day rows (every FOLD_INTERVAL_MS, and once more after the last
+ * flush), retention, and the statistics service.
  */
 export function composeVisits(
   { config, stack, logger }: CompositionContext,

@@ -12,7 +12,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import SQLite from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
-import { connectClient, postgresBackend, sqliteBackend, type TargetData } from '../../bench/lib/datasets.js';
+import {
+  autovacuumNote,
+  connectClient,
+  postgresBackend,
+  sqliteBackend,
+  type TargetData,
+} from '../../bench/lib/datasets.js';
 import { visitsFolded } from '../../bench/lib/scenarios.js';
 import { DATASET_SIZES } from '../../bench/lib/settings.js';
 import { eventually } from '../helpers/eventually.js';
@@ -102,6 +108,9 @@ describe("the bench's wait for a service's visit fold", () => {
           );
           await execute(data, 'DELETE FROM visit_unfolded');
           const { rows } = await client.query<{ autovacuum: string }>('SHOW autovacuum');
+          expect(await autovacuumNote(data.databaseUrl)).toEqual(
+            rows[0]!.autovacuum === 'off' ? expect.stringMatching(/autovacuum off/) : undefined,
+          );
           if (rows[0]!.autovacuum === 'off') {
             // (Statistics of dead rows reach pg_stat_user_tables within a second or so.)
             await eventually(async () => expect(await data.vacuum()).toContain('visit_unfolded'), {
