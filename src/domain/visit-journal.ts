@@ -1,6 +1,5 @@
-import type { DeviceClass } from './visit.js';
 import { dayOf } from './visit.js';
-import { SegmentBuilder, type VisitFields, type VisitSegmentRow } from './visit-segment.js';
+import { combinationAt, SegmentBuilder, type VisitFields, type VisitSegmentRow } from './visit-segment.js';
 
 /**
  * A flush's visits as the visit journal holds them (one row a flush), prepared: fields worked out
@@ -79,19 +78,8 @@ export function encodeJournal(visits: JournalVisits): string {
 
 export function decodeJournal(data: string): JournalVisits {
   const text = JSON.parse(data) as JournalText;
-  const value = (code: number) => (code === 0 ? null : text.s[code - 1]!);
   const fields: VisitFields[] = [];
-  for (let at = 0; at < text.g.length; at += FIELDS) {
-    const g = text.g;
-    fields.push({
-      referrerHost: value(g[at]!),
-      country: value(g[at + 1]!),
-      browser: value(g[at + 2]!),
-      os: value(g[at + 3]!),
-      device: (value(g[at + 4]!) ?? 'other') as DeviceClass,
-      bot: g[at + 5] === 1,
-    });
-  }
+  for (let at = 0; at < text.g.length; at += FIELDS) fields.push(combinationAt(text.g, at, text.s));
   const links: number[] = [];
   const starts = [0];
   let link = 0;

@@ -245,24 +245,30 @@ function combinationsOf(text: SegmentText): { fields: number[]; of: (v: number) 
 function visitsOf(urlId: number, firstMs: number, text: SegmentText): VisitRecord[] {
   const { t, s } = text;
   const { fields: f, of } = combinationsOf(text);
-  const value = (code: number) => (code === 0 ? null : s[code - 1]!);
   const visits: VisitRecord[] = new Array(t.length);
   let time = firstMs;
   for (let i = 0; i < t.length; i++) {
     time += t[i]!;
-    const at = of(i) * FIELDS;
-    visits[i] = {
-      urlId,
-      visitedAt: time,
-      referrerHost: value(f[at]!),
-      country: value(f[at + 1]!),
-      browser: value(f[at + 2]!),
-      os: value(f[at + 3]!),
-      device: (value(f[at + 4]!) ?? 'other') as DeviceClass,
-      bot: f[at + 5] === 1,
-    };
+    visits[i] = { urlId, visitedAt: time, ...combinationAt(f, of(i) * FIELDS, s) };
   }
   return visits;
+}
+
+/**
+ * The fields of the combination whose six numbers start at `numbers[at]` (referrer host, country,
+ * browser, OS and device as 1 + their index in `strings`, 0 none; 1 for a bot), as segments and
+ * journal rows store them.
+ */
+export function combinationAt(numbers: readonly number[], at: number, strings: readonly string[]): VisitFields {
+  const value = (code: number) => (code === 0 ? null : strings[code - 1]!);
+  return {
+    referrerHost: value(numbers[at]!),
+    country: value(numbers[at + 1]!),
+    browser: value(numbers[at + 2]!),
+    os: value(numbers[at + 3]!),
+    device: (value(numbers[at + 4]!) ?? 'other') as DeviceClass,
+    bot: numbers[at + 5] === 1,
+  };
 }
 
 /**
