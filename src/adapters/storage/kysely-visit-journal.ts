@@ -2,7 +2,7 @@ import { type Kysely, type RawBuilder, sql } from 'kysely';
 import type { JournalEntry, JournalRow, MergeStep, VisitJournal } from '../../ports/visit-journal.js';
 import type { Dialect } from './database.js';
 import type { DatabaseSchema } from './schema.js';
-import { type SegmentInserter, segmentInserter } from './visit-statements.js';
+import { claimBatch, type SegmentInserter, segmentInserter } from './visit-statements.js';
 
 /** PostgreSQL's advisory lock a merge transaction holds (any 64-bit constant of ours): one merges at a time. */
 const PG_MERGE_LOCK = 0x76_6a_6e_6c_6d_67; // "vjnlmg"
@@ -32,12 +32,7 @@ export class KyselyVisitJournal implements VisitJournal {
   write(entry: JournalEntry): Promise<boolean> {
     return this.db.transaction().execute(async (trx) => {
       const writtenAt = this.now();
-      const claimed = await trx
-        .insertInto('visit_batches')
-        .values({ id: entry.id, written_at_ms: writtenAt })
-        .onConflict((oc) => oc.column('id').doNothing())
-        .executeTakeFirst();
-      if (Number(claimed.numInsertedOrUpdatedRows ?? 0) === 0) return false;
+      if (!(await claimBatch(trx, entry.id, writtenAt))) return false;
       await trx
         .insertInto('visit_journal')
         .values({ written_at_ms: writtenAt, merged_through: 0, visits: entry.visits, data: entry.data })

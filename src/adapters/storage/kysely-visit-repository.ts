@@ -16,6 +16,8 @@ import type { Dialect } from './database.js';
 import type { PreparedRows } from './prepared-query.js';
 import type { DatabaseSchema } from './schema.js';
 import {
+  chunks,
+  claimBatch,
   DAY_COLUMNS,
   type DayRow,
   type FoldRange,
@@ -27,9 +29,6 @@ import {
   recordsetInsert,
 } from './visit-statements.js';
 
-/** Rows per statement (each statement has one parameter per column, whatever its rows). */
-const ROWS_PER_STATEMENT = 5_000;
-
 /** Segments a page of visits reads at a time (newest first). */
 const PAGE_SEGMENTS = 64;
 
@@ -38,12 +37,6 @@ export interface VisitDayDelta {
   readonly url_id: number;
   readonly day: number;
   readonly data: VisitDay;
-}
-
-function* chunks<T>(rows: readonly T[]): Generator<T[]> {
-  for (let start = 0; start < rows.length; start += ROWS_PER_STATEMENT) {
-    yield rows.slice(start, start + ROWS_PER_STATEMENT);
-  }
 }
 
 /**
@@ -72,12 +65,7 @@ export class KyselyVisitRepository implements VisitRepository {
 
   writeBatch(batch: VisitBatch): Promise<boolean> {
     return this.db.transaction().execute(async (trx) => {
-      const claimed = await trx
-        .insertInto('visit_batches')
-        .values({ id: batch.id, written_at_ms: this.now() })
-        .onConflict((oc) => oc.column('id').doNothing())
-        .executeTakeFirst();
-      if (Number(claimed.numInsertedOrUpdatedRows ?? 0) === 0) return false;
+      if (!(await claimBatch(trx, batch.id, this.now()))) return false;
       await this.insertSegments(trx, batch.segments);
       return true;
     });

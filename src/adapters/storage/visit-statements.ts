@@ -150,8 +150,28 @@ export function sqliteInserts(db: Kysely<DatabaseSchema>) {
   };
 }
 
-/** Segments one PostgreSQL insert takes (one JSON parameter, whatever its rows). */
-const PG_SEGMENTS_PER_STATEMENT = 5_000;
+/** Rows one bulk statement takes (PostgreSQL: one JSON parameter, whatever its rows). */
+const ROWS_PER_STATEMENT = 5_000;
+
+/** `rows` in slices of ROWS_PER_STATEMENT, a statement each. */
+export function* chunks<T>(rows: readonly T[]): Generator<T[]> {
+  for (let start = 0; start < rows.length; start += ROWS_PER_STATEMENT) {
+    yield rows.slice(start, start + ROWS_PER_STATEMENT);
+  }
+}
+
+/**
+ * Records batch `id` (a flush's, written at `writtenAt`) in `visit_batches` within the caller's
+ * transaction; false when it is there already (written before: the caller writes nothing).
+ */
+export async function claimBatch(trx: Kysely<DatabaseSchema>, id: string, writtenAt: number): Promise<boolean> {
+  const claimed = await trx
+    .insertInto('visit_batches')
+    .values({ id, written_at_ms: writtenAt })
+    .onConflict((oc) => oc.column('id').doNothing())
+    .executeTakeFirst();
+  return Number(claimed.numInsertedOrUpdatedRows ?? 0) > 0;
+}
 
 /** Inserts segments in a transaction and lists them as unfolded (`segmentInserter`). */
 export type SegmentInserter = (trx: Kysely<DatabaseSchema>, segments: readonly VisitSegmentRow[]) => Promise<void>;
@@ -165,8 +185,7 @@ export type SegmentInserter = (trx: Kysely<DatabaseSchema>, segments: readonly V
 export function segmentInserter(db: Kysely<DatabaseSchema>, dialect: Dialect): SegmentInserter {
   if (dialect === 'postgres') {
     return async (trx, segments) => {
-      for (let start = 0; start < segments.length; start += PG_SEGMENTS_PER_STATEMENT) {
-        const chunk = segments.slice(start, start + PG_SEGMENTS_PER_STATEMENT);
+      for (const chunk of chunks(segments)) {
         const insert = recordsetInsert('visit_segments', SEGMENT_COLUMNS, chunk, sql`RETURNING id, url_id`);
         await sql`WITH s AS (${insert}) INSERT INTO visit_unfolded (url_id, segment_id) SELECT url_id, id FROM s`.execute(
           trx,
