@@ -1,14 +1,13 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { KyselyVisitJournal } from '../../src/adapters/storage/kysely-visit-journal.js';
 import { mergeJournal } from '../../src/composition/visits.js';
 import { decodeJournal, encodeJournal, JournalMerge } from '../../src/domain/visit-journal.js';
 import type { JournalEntry } from '../../src/ports/visit-journal.js';
 import { UserAgentClassifier } from '../../src/support/user-agents.js';
 import { CaptureJournal, VisitCapture } from '../../src/support/visit-capture.js';
-import { BACKENDS, testConfig } from '../helpers/backends.js';
-import { useOpenDatabase } from '../helpers/storage.js';
+import { BACKENDS } from '../helpers/backends.js';
+import { useOpenDatabase, useOtherInstance } from '../helpers/storage.js';
 import { USER_AGENTS } from '../helpers/visits.js';
 
 const classifier = new UserAgentClassifier();
@@ -27,8 +26,9 @@ function entry(count: number, links: number, start: number, firstLink = 1): Jour
 
 /** The journal's storage on both backends: rows written once, read in order, and merged once under concurrency. */
 describe.each(BACKENDS)('VisitJournal on $name', (backend) => {
-  const { database, testDatabase } = useOpenDatabase(backend);
-  let second: Database | undefined;
+  const suite = useOpenDatabase(backend);
+  const { database } = suite;
+  const otherDatabase = useOtherInstance(backend, suite);
   let journal: KyselyVisitJournal;
   let other: KyselyVisitJournal;
   const test = it.skipIf(!backend.available);
@@ -36,14 +36,7 @@ describe.each(BACKENDS)('VisitJournal on $name', (backend) => {
   beforeAll(() => {
     if (!backend.available) return;
     journal = new KyselyVisitJournal(database.db, database.dialect);
-    // PostgreSQL: a second pool to the same database, another instance. SQLite: the same connection
-    // (see visit-repository.contract.test.ts; processes: test/server/visits-two-processes.test.ts).
-    if (database.dialect === 'postgres') second = openDatabase(testConfig(testDatabase.databaseUrl).database);
-    const otherDatabase = second ?? database;
     other = new KyselyVisitJournal(otherDatabase.db, otherDatabase.dialect);
-  });
-  afterAll(async () => {
-    await second?.close();
   });
 
   const emptied = async () => {

@@ -1,10 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { KyselyVisitRepository } from '../../src/adapters/storage/kysely-visit-repository.js';
 import { DAY_MS, type VisitRecord } from '../../src/domain/visit.js';
-import { BACKENDS, testConfig } from '../helpers/backends.js';
-import { useOpenDatabase } from '../helpers/storage.js';
+import { BACKENDS } from '../helpers/backends.js';
+import { useOpenDatabase, useOtherInstance } from '../helpers/storage.js';
 import { allVisitPages, foldRun, rollupsAndRecount, visitBatch } from '../helpers/visits.js';
 
 const BROWSERS = ['Chrome', 'Firefox', 'Safari', null];
@@ -27,24 +26,16 @@ function visitsOf(urlId: number, count: number, start: number, spreadMs: number,
 
 /** Visit storage on both backends: segments paged as rows, and folds into day rows under concurrency. */
 describe.each(BACKENDS)('VisitRepository on $name', (backend) => {
-  const { database, testDatabase } = useOpenDatabase(backend);
-  let second: Database | undefined;
+  const suite = useOpenDatabase(backend);
+  const { database } = suite;
+  const other = useOtherInstance(backend, suite);
   let visits: KyselyVisitRepository;
   let others: KyselyVisitRepository;
 
   beforeAll(() => {
     if (!backend.available) return;
     visits = new KyselyVisitRepository(database.db, database.dialect);
-    // PostgreSQL: a second pool to the same database, another instance. SQLite: the same connection
-    // (a second one in this process would wait for the first's lock in a busy handler that blocks
-    // the event loop the first needs to finish; instances are processes, as in
-    // test/server/visits-two-processes.test.ts), so its calls interleave with the first's.
-    if (database.dialect === 'postgres') second = openDatabase(testConfig(testDatabase.databaseUrl).database);
-    const other = second ?? database;
     others = new KyselyVisitRepository(other.db, other.dialect);
-  });
-  afterAll(async () => {
-    await second?.close();
   });
 
   it.skipIf(!backend.available)(

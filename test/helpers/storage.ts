@@ -38,3 +38,30 @@ export function useOpenDatabase(
     }),
   };
 }
+
+/**
+ * Another instance's database for a suite of `useOpenDatabase`, opened in its `beforeAll` after the
+ * suite's own: on PostgreSQL a second pool to the same database; on SQLite the same connection (a
+ * second one in this process would wait for the first's lock in a busy handler that blocks the
+ * event loop the first needs to finish; instances are processes, as in
+ * test/server/visits-two-processes.test.ts), so that its calls interleave with the first's.
+ */
+export function useOtherInstance(
+  backend: Backend,
+  { database, testDatabase }: { readonly database: Database; readonly testDatabase: TestDatabase },
+): Database {
+  let second: Database | undefined;
+  let other: Database | undefined;
+  beforeAll(() => {
+    if (!backend.available) return;
+    if (database.dialect === 'postgres') second = openDatabase(testConfig(testDatabase.databaseUrl).database);
+    other = second ?? database;
+  });
+  afterAll(async () => {
+    await second?.close();
+  });
+  return lazy(() => {
+    if (!other) throw new Error(`no other ${backend.name} instance (not available, or not opened yet)`);
+    return other;
+  });
+}
