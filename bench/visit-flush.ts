@@ -10,7 +10,10 @@
  * FLUSH_BENCH_FOLD_SEGMENTS: segments a fold transaction takes (250; the service sizes its own by
  * time). FLUSH_BENCH_DROP: one SQL statement run after the migrations (an experiment).
  * FLUSH_BENCH_MIXED=1: visits from six User-Agents (a bot among them) and four referrers instead of
- * one User-Agent, so that a link's visits do not all share their fields. Not part of `npm test`.
+ * one User-Agent, so that a link's visits do not all share their fields.
+ * FLUSH_BENCH_DATABASE_URL=postgres://…: on PostgreSQL instead, in a schema of its own
+ * (`visit_flush_bench`, made afresh and dropped after), with the server's CPU a visit beside each
+ * phase's (`+ db`), where the server runs on this machine. Not part of `npm test`.
  *
  *   node --import tsx bench/visit-flush.ts
  *   FLUSH_BENCH_MAPPINGS=1000 FLUSH_BENCH_VISITS=20000 FLUSH_BENCH_ROUNDS=10 node --import tsx bench/visit-flush.ts
@@ -26,6 +29,8 @@ import { migrateToLatest } from '../src/adapters/storage/migrations.js';
 import { mergeJournal } from '../src/composition/visits.js';
 import { loadConfig } from '../src/config/loader.js';
 import { VisitBuffer } from '../src/support/visit-buffer.js';
+import { pinDatabase } from './lib/database-cores.js';
+import { urlWithSchema, withClient } from './lib/datasets.js';
 
 const MAPPINGS = Number(process.env.FLUSH_BENCH_MAPPINGS ?? 1000);
 const VISITS = Number(process.env.FLUSH_BENCH_VISITS ?? 10_000);
@@ -63,9 +68,22 @@ function writeSummary(ms: readonly number[]): string {
 }
 
 const dir = mkdtempSync(join(tmpdir(), 'visit-flush-bench-'));
+const postgresUrl = process.env.FLUSH_BENCH_DATABASE_URL;
+const SCHEMA = 'visit_flush_bench';
+if (postgresUrl) {
+  await withClient(postgresUrl, (client) =>
+    client.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE; CREATE SCHEMA ${SCHEMA}`),
+  );
+}
 const database = openDatabase(
-  loadConfig({ DATABASE_URL: `sqlite:${join(dir, 'b.db')}`, LOG_LEVEL: 'silent' }).database,
+  loadConfig({
+    DATABASE_URL: postgresUrl ? urlWithSchema(postgresUrl, SCHEMA) : `sqlite:${join(dir, 'b.db')}`,
+    LOG_LEVEL: 'silent',
+  }).database,
 );
+const notes: string[] = [];
+const server = postgresUrl ? await pinDatabase(postgresUrl, [], notes) : undefined;
+for (const note of notes) console.log(`[visit-flush-bench] ${note}`);
 try {
   await migrateToLatest(database.db, database.dialect);
   if (process.env.FLUSH_BENCH_DROP) await sql.raw(process.env.FLUSH_BENCH_DROP).execute(database.db);
@@ -92,16 +110,22 @@ try {
     return ['Host', 'bench', ...agent, ...(referrer ? ['Referer', referrer] : [])];
   };
   const headerLists = Array.from({ length: 997 }, (_, i) => headersOf(i));
+  /** The CPU µs `work` took here, and the database server's (`db`, 0 on SQLite). */
+  const serverCpu: number[] = [];
   const cpu = async (work: () => unknown) => {
     const start = process.cpuUsage();
+    const serverStart = server?.cpuSeconds() ?? 0;
     await work();
     const used = process.cpuUsage(start);
+    serverCpu.push(((server?.cpuSeconds() ?? 0) - serverStart) * 1e6);
     return used.user + used.system;
   };
+  const lastServerCpu = () => serverCpu.at(-1) ?? 0;
   const record: number[] = [];
   const flush: number[] = [];
   const merge: number[] = [];
   const fold: number[] = [];
+  const db = { flush: [] as number[], merge: [] as number[], fold: [] as number[] };
   for (let round = 1; round <= WARMUP_ROUNDS + ROUNDS; round++) {
     const measured = round > WARMUP_ROUNDS;
     const base = round * VISITS;
@@ -113,9 +137,11 @@ try {
     const flushing = await cpu(() => buffer.flush());
     if (measured) record.push(recording / VISITS);
     if (measured) flush.push(flushing / VISITS);
+    if (measured) db.flush.push(lastServerCpu() / VISITS);
     if (round % FOLD_EVERY === 0) {
       const merging = (await cpu(() => mergeJournal(journal))) / (VISITS * FOLD_EVERY);
       if (measured) merge.push(merging);
+      if (measured) db.merge.push(lastServerCpu() / (VISITS * FOLD_EVERY));
       const upTo = await repository.foldMark();
       const folding =
         (await cpu(async () => {
@@ -125,17 +151,24 @@ try {
         })) /
         (VISITS * FOLD_EVERY);
       if (measured) fold.push(folding);
+      if (measured) db.fold.push(lastServerCpu() / (VISITS * FOLD_EVERY));
     }
   }
   const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
+  // The server's CPU is counted in 10 ms ticks: summed over the rounds, not a median of each.
+  const sum = (values: number[]) => values.reduce((total, value) => total + value, 0) / Math.max(1, values.length);
+  const withDb = (own: number, server: number[]) =>
+    postgresUrl ? `${own.toFixed(2)} + db ${sum(server).toFixed(2)}` : own.toFixed(2);
   const [r, f, m, d] = [median(record), median(flush), median(merge), median(fold)];
   const stored = await sql<{ bytes: number; visits: number }>`
     SELECT SUM(LENGTH(data)) AS bytes, SUM(visits) AS visits FROM visit_segments`.execute(database.db);
   const bytesPerVisit = Number(stored.rows[0]!.bytes) / Number(stored.rows[0]!.visits);
   console.log(
-    `[visit-flush-bench] ${VISITS} visits${mixed ? ' (mixed)' : ''} over ${MAPPINGS} links a flush, ${bytesPerVisit.toFixed(1)} segment bytes a visit, a fold every ${FOLD_EVERY}: CPU µs per visit, medians: record ${r.toFixed(2)}, flush ${f.toFixed(2)}, merge ${m.toFixed(2)}, fold ${d.toFixed(2)}, in all ${(r + f + m + d).toFixed(2)}; a journal row's write ${writeSummary(writes)}`,
+    `[visit-flush-bench] ${VISITS} visits${mixed ? ' (mixed)' : ''} over ${MAPPINGS} links a flush, ${bytesPerVisit.toFixed(1)} segment bytes a visit, a fold every ${FOLD_EVERY}: CPU µs per visit, medians${postgresUrl ? ' (+ the server\'s, means)' : ''}: record ${r.toFixed(2)}, flush ${withDb(f, db.flush)}, merge ${withDb(m, db.merge)}, fold ${withDb(d, db.fold)}, in all ${withDb(r + f + m + d, [...db.flush, ...db.merge, ...db.fold].length === 0 ? [] : [sum(db.flush) + sum(db.merge) + sum(db.fold)])}; a journal row's write ${writeSummary(writes)}`,
   );
 } finally {
   await database.db.destroy();
+  if (postgresUrl) await withClient(postgresUrl, (client) => client.query(`DROP SCHEMA ${SCHEMA} CASCADE`));
+  await server?.release();
   rmSync(dir, { recursive: true, force: true });
 }

@@ -207,7 +207,7 @@ export async function postgresAnswers(url: string): Promise<string | undefined> 
 }
 
 /** With search_path set in the URL, every query of the service lands in `schema`. */
-function urlWithSchema(serverUrl: string, schema: string): string {
+export function urlWithSchema(serverUrl: string, schema: string): string {
   const url = new URL(serverUrl);
   url.searchParams.set('options', `-c search_path=${schema}`);
   return url.toString();

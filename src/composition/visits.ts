@@ -20,14 +20,16 @@ const RETENTION_CHUNK = 1_000;
 const RETENTION_CHUNKS = 20;
 /**
  * Visits a merge reads from the journal at a time (decoded in memory together: tens of bytes
- * each), and what one of its transactions writes at most: 300 segments hold the writer and the
- * event loop for about 1 ms (SQLite, bench/visit-flush.ts's setup), 10,000 visits bound its text.
+ * each), and what one of its transactions writes at most (segments, and as many day rows): 300
+ * segments hold the writer and the event loop for a few ms (SQLite, bench/visit-flush.ts's setup),
+ * 10,000 visits bound its text.
  */
 const MERGE_VISITS = 200_000;
 const MERGE_GROUP = { rows: 300, visits: 10_000 } as const;
 /**
- * How often the journal is merged into segments and the day rows caught up from the segments
- * written since (every instance tries; what one merges or folds the others do not). A link's day row is
+ * How often the journal is merged into segments, which are added to their day rows as they are
+ * written, and the day rows caught up from any segments written unfolded (a batch's: migrations'
+ * data; every instance tries; what one merges or folds the others do not). A link's day row is
  * then read, merged and written once every few seconds, not once every flush: that was the largest
  * part of what recording a visit cost where many links are followed.
  */
@@ -55,15 +57,18 @@ export interface Visits {
   prune(): Promise<number>;
   /** Merges the journal into segments (tests); how many visits. */
   merge(): Promise<number>;
-  /** Merges the journal into segments and folds every segment written so far into the day rows (tests); how many segments it folded. */
+  /**
+   * Merges the journal into segments (added to their day rows as they are written) and folds
+   * every unfolded segment written so far into the day rows (tests); how many segments it folded.
+   */
   fold(): Promise<number>;
 }
 
 /**
  * Visit recording (the buffer, flushed to the journal every VISIT_FLUSH_INTERVAL_MS, with the
  * clicks unless set, its last visits written when the service stops), the merge of the journal
- * into segments and the fold of the day rows (every FOLD_INTERVAL_MS, and once more after the last
- * flush), retention, and the statistics service.
+ * into segments and day rows and the fold of unfolded segments (every FOLD_INTERVAL_MS, and once
+ * more after the last flush), retention, and the statistics service.
  */
 export function composeVisits(
   { config, stack, logger }: CompositionContext,
@@ -137,24 +142,28 @@ function tracedIf(enabled: boolean, repository: KyselyVisitRepository, journal: 
     fold: (segments: number, upTo: number, after: number) => repository.fold(segments, upTo, after),
     prune: (options: Parameters<VisitRepository['prune']>[0]) => repository.prune(options),
     write: (entry: Parameters<VisitJournal['write']>[0]) => journal.write(entry),
-    pending: (visits: number) => journal.pending(visits),
+    mark: () => journal.mark(),
+    pending: (visits: number, upTo?: number) => journal.pending(visits, upTo),
     merge: (step: Parameters<VisitJournal['merge']>[0]) => journal.merge(step),
   };
   return enabled ? tracedVisitWrites(writes) : writes;
 }
 
 /**
- * Merges the journal's rows into segments (src/domain/visit-journal.ts), the oldest first,
- * `limit` a transaction; how many visits. Stops when another instance is merging (a step
- * finds its rows moved on): that one goes on with them.
+ * Merges the journal's rows written so far into segments (src/domain/visit-journal.ts), the
+ * oldest first, `limit` a transaction; how many visits. Not the rows written meanwhile: a run
+ * that took them too would go on as long as flushes keep coming, a row or two at a time, and add
+ * to each link's day row at every flush instead of once a run. Stops when another instance is
+ * merging (a step finds its rows moved on): that one goes on with them.
  */
 export async function mergeJournal(
-  journal: Pick<VisitJournal, 'pending' | 'merge'>,
+  journal: Pick<VisitJournal, 'mark' | 'pending' | 'merge'>,
   limit: { readonly rows: number; readonly visits: number } = MERGE_GROUP,
 ): Promise<number> {
+  const upTo = await journal.mark();
   let merged = 0;
   for (;;) {
-    const rows = await journal.pending(MERGE_VISITS);
+    const rows = await journal.pending(MERGE_VISITS, upTo);
     if (rows.length === 0) return merged;
     const parts: JournalPart[] = [];
     for (const row of rows) {

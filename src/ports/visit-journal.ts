@@ -34,18 +34,23 @@ export interface MergeStep {
  *
  * @example
  *   await journal.write({ id: randomUUID(), visits: 2, data: encodeJournal(prepared) });
- *   const rows = await journal.pending(200_000);
+ *   const rows = await journal.pending(200_000, await journal.mark());
  *   const merged = await journal.merge({ rows, through: undefined, segments });
  */
 export interface VisitJournal {
   /** Writes a flush's row, with its id as a batch's; false if that id was written before. */
   write(entry: JournalEntry): Promise<boolean>;
-  /** The oldest rows waiting, as many as hold about `visits` visits (at least one, when there is one). */
-  pending(visits: number): Promise<JournalRow[]>;
+  /** The newest row's id (0: none): what a merge run goes up to, not after what keeps arriving. */
+  mark(): Promise<number>;
   /**
-   * Writes the segments and moves the rows on to `through` (or deletes them), in one transaction;
-   * false, writing nothing, when a row is no longer where `rows` says (another instance merged it
-   * meanwhile, or is merging now).
+   * The oldest rows waiting, up to id `upTo`, as many as hold about `visits` visits (at least one,
+   * when there is one).
+   */
+  pending(visits: number, upTo?: number): Promise<JournalRow[]>;
+  /**
+   * Writes the segments, adds them to their links' day rows (they are written folded), and moves
+   * the rows on to `through` (or deletes them), in one transaction; false, writing nothing, when a
+   * row is no longer where `rows` says (another instance merged it meanwhile, or is merging now).
    */
   merge(step: MergeStep): Promise<boolean>;
 }

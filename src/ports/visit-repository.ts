@@ -56,7 +56,7 @@ export interface VisitRepository {
    * this writes them directly: migrations' and tests' data.)
    */
   writeBatch(batch: VisitBatch): Promise<boolean>;
-  /** The newest visit segment (0: none): what a fold run goes up to. */
+  /** The newest visit segment not yet folded (0: none): what a fold run goes up to. */
   foldMark(): Promise<number>;
   /**
    * One step of a fold run: adds the visit segments not yet folded, up to segment `upTo`, of the

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { Kysely } from 'kysely';
 import { dialectOf } from '../../src/adapters/storage/database.js';
 import { KyselyVisitJournal } from '../../src/adapters/storage/kysely-visit-journal.js';
@@ -6,6 +7,7 @@ import { mergeJournal } from '../../src/composition/visits.js';
 import type { DatabaseSchema } from '../../src/adapters/storage/schema.js';
 import { DAY_MS, HOUR_MS, type VisitRecord } from '../../src/domain/visit.js';
 import { decodeVisitDay, estimateVisitors } from '../../src/domain/visit-day.js';
+import { decodeJournal, JournalMerge } from '../../src/domain/visit-journal.js';
 import { decodeSegment, SEGMENT_VISITS, segmentsOf } from '../../src/domain/visit-segment.js';
 import type {
   FoldStep,
@@ -130,6 +132,34 @@ export async function mergeAllJournal(db: Kysely<DatabaseSchema>): Promise<void>
     if (runs >= 100) throw new Error('the visit journal is still not merged after 100 runs');
     if ((await mergeJournal(journal)) === 0) await new Promise((resolve) => setTimeout(resolve, 50));
   }
+}
+
+/**
+ * Moves every journal row written so far into segments written as batches, not yet folded (as
+ * before the merge folded its segments, or as migrations' data): what a test of the fold folds.
+ */
+export async function journalAsBatches(db: Kysely<DatabaseSchema>): Promise<number> {
+  const journal = new KyselyVisitJournal(db, dialectOf(db));
+  const repository = new KyselyVisitRepository(db, dialectOf(db));
+  const rows = await journal.pending(Number.MAX_SAFE_INTEGER);
+  const merge = new JournalMerge(
+    rows.map((row) => ({ visits: decodeJournal(row.data), mergedThrough: row.mergedThrough })),
+    { rows: 1_000, visits: 100_000 },
+  );
+  let segments = 0;
+  for (let group = merge.take(); group !== undefined; group = merge.take()) {
+    await repository.writeBatch({ id: randomUUID(), segments: group.rows, visits: group.visits });
+    segments += group.rows.length;
+  }
+  await db
+    .deleteFrom('visit_journal')
+    .where(
+      'id',
+      'in',
+      rows.map((row) => row.id),
+    )
+    .execute();
+  return segments;
 }
 
 /**

@@ -2,6 +2,7 @@ import { type Kysely, type RawBuilder, sql } from 'kysely';
 import type { JournalEntry, JournalRow, MergeStep, VisitJournal } from '../../ports/visit-journal.js';
 import type { Dialect } from './database.js';
 import type { DatabaseSchema } from './schema.js';
+import { segmentDeltas, VisitDayRows } from './visit-day-rows.js';
 import { claimBatch, type SegmentInserter, segmentInserter } from './visit-statements.js';
 
 /** PostgreSQL's advisory lock a merge transaction holds (any 64-bit constant of ours): one merges at a time. */
@@ -16,17 +17,22 @@ class RowsMoved extends Error {}
  * flush's batch did, so a row whose commit went through but whose answer was lost is not written
  * twice (nor after it was merged). A merge transaction moves its rows on only from where it read
  * them (`merged_through` as read), so two instances that merge at once never write a link's
- * visits twice: the second finds the rows moved and writes nothing.
+ * visits twice: the second finds the rows moved and writes nothing. The segments a merge writes are
+ * folded as they are written: added to their day rows and listed by link in the same transaction,
+ * not read back by a fold later (that read-back, the unfolded list's rows and the fold's own
+ * transactions were most of what a visit cost PostgreSQL; bench/PROFILE.md).
  */
 export class KyselyVisitJournal implements VisitJournal {
   private readonly insertSegments: SegmentInserter;
+  private readonly dayRows: VisitDayRows;
 
   constructor(
     private readonly db: Kysely<DatabaseSchema>,
     private readonly dialect: Dialect,
     private readonly now: () => number = Date.now,
   ) {
-    this.insertSegments = segmentInserter(db, dialect);
+    this.insertSegments = segmentInserter(db, dialect, 'folded');
+    this.dayRows = new VisitDayRows(db, dialect);
   }
 
   write(entry: JournalEntry): Promise<boolean> {
@@ -41,10 +47,19 @@ export class KyselyVisitJournal implements VisitJournal {
     });
   }
 
-  async pending(visits: number): Promise<JournalRow[]> {
+  async mark(): Promise<number> {
+    const row = await this.db
+      .selectFrom('visit_journal')
+      .select((eb) => eb.fn.max('id').as('mark'))
+      .executeTakeFirst();
+    return Number(row?.mark ?? 0);
+  }
+
+  async pending(visits: number, upTo = Number.MAX_SAFE_INTEGER): Promise<JournalRow[]> {
     const waiting = await this.db
       .selectFrom('visit_journal')
       .select(['id', 'merged_through', 'visits'])
+      .where('id', '<=', upTo)
       .orderBy('id')
       .limit(10_000)
       .execute();
@@ -95,6 +110,7 @@ export class KyselyVisitJournal implements VisitJournal {
                   WHERE ${where}`.execute(trx);
           if (Number(moved.numAffectedRows ?? 0) !== step.rows.length) throw new RowsMoved();
           await this.insertSegments(trx, step.segments);
+          await this.dayRows.add(trx, segmentDeltas(step.segments));
         });
       return true;
     } catch (error) {

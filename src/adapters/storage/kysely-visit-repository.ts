@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { type Kysely, type RawBuilder, sql } from 'kysely';
+import { type Kysely, sql } from 'kysely';
 import { DAY_MS, dayOf } from '../../domain/visit.js';
-import { decodeVisitDay, emptyVisitDay, encodeVisitDay, mergeVisitDay, type VisitDay } from '../../domain/visit-day.js';
-import { addSegment, decodeSegment, SEGMENT_SPAN_MS, SEGMENT_VISITS } from '../../domain/visit-segment.js';
+import { decodeVisitDay, mergeVisitDay, type VisitDay } from '../../domain/visit-day.js';
+import { decodeSegment, SEGMENT_SPAN_MS, SEGMENT_VISITS } from '../../domain/visit-segment.js';
 import type {
   FoldStep,
   StatsRange,
@@ -13,31 +13,19 @@ import type {
   VisitRepository,
 } from '../../ports/visit-repository.js';
 import type { Dialect } from './database.js';
-import type { PreparedRows } from './prepared-query.js';
 import type { DatabaseSchema } from './schema.js';
+import { HeldTime, segmentDeltas, type VisitDayDelta, VisitDayRows } from './visit-day-rows.js';
 import {
-  chunks,
   claimBatch,
-  DAY_COLUMNS,
-  type DayRow,
   type FoldRange,
   foldStatements,
   type SegmentInserter,
   segmentInserter,
-  sqliteInserts,
   type UnfoldedSegment,
-  recordsetInsert,
 } from './visit-statements.js';
 
 /** Segments a page of visits reads at a time (newest first). */
 const PAGE_SEGMENTS = 64;
-
-/** A mapping's day row to add to (`data`: what a batch adds to that day). */
-export interface VisitDayDelta {
-  readonly url_id: number;
-  readonly day: number;
-  readonly data: VisitDay;
-}
 
 /**
  * Visits and their day rows in SQLite or PostgreSQL. A batch is written in one transaction: its
@@ -50,8 +38,7 @@ export interface VisitDayDelta {
 export class KyselyVisitRepository implements VisitRepository {
   private readonly foldStatements: ReturnType<typeof foldStatements>;
   private readonly insertSegments: SegmentInserter;
-  /** SQLite's inserts of day rows (`sqliteInserts`). */
-  private readonly dayRows: PreparedRows<DatabaseSchema, DayRow>;
+  private readonly dayRows: VisitDayRows;
 
   constructor(
     private readonly db: Kysely<DatabaseSchema>,
@@ -60,7 +47,7 @@ export class KyselyVisitRepository implements VisitRepository {
   ) {
     this.foldStatements = foldStatements(db);
     this.insertSegments = segmentInserter(db, dialect);
-    this.dayRows = sqliteInserts(db).days;
+    this.dayRows = new VisitDayRows(db, dialect);
   }
 
   writeBatch(batch: VisitBatch): Promise<boolean> {
@@ -71,11 +58,14 @@ export class KyselyVisitRepository implements VisitRepository {
     });
   }
 
-  /** The newest segment (0: none): a fold run goes up to it, not after what keeps arriving. */
+  /**
+   * The newest unfolded segment (0: none): a fold run goes up to it, not after what keeps arriving.
+   * (The journal's merge writes its segments folded: the list holds only batches' segments.)
+   */
   async foldMark(): Promise<number> {
     const row = await this.db
-      .selectFrom('visit_segments')
-      .select((eb) => eb.fn.max('id').as('mark'))
+      .selectFrom('visit_unfolded')
+      .select((eb) => eb.fn.max('segment_id').as('mark'))
       .executeTakeFirst();
     return Number(row?.mark ?? 0);
   }
@@ -103,7 +93,7 @@ export class KyselyVisitRepository implements VisitRepository {
         const through = last === undefined ? Number.MAX_SAFE_INTEGER : Number(last.url_id);
         const taken = await this.takeRange(trx, { after, through, upTo });
         if (taken.length > 0)
-          await this.mergeDays(
+          await this.dayRows.add(
             trx,
             work.run(() => segmentDeltas(taken)),
             work,
@@ -146,60 +136,7 @@ export class KyselyVisitRepository implements VisitRepository {
 
   /** Adds to the day rows (a batch's additions, or the bench's seed) in one transaction. */
   addVisitDays(deltas: readonly VisitDayDelta[]): Promise<void> {
-    return this.db.transaction().execute((trx) => this.mergeDays(trx, deltas));
-  }
-
-  /**
-   * Reads the day rows `deltas` add to (one statement), adds to them in memory, writes them back
-   * (one statement). On SQLite the transaction already holds the database's one writer lock (its
-   * first statement wrote the batch id). On PostgreSQL the read is an upsert that locks every row,
-   * new or not, in key order, so two writers wait for each other's rows in one order and never
-   * deadlock, and neither adds to a row the other has not committed yet.
-   */
-  private async mergeDays(
-    trx: Kysely<DatabaseSchema>,
-    deltas: readonly VisitDayDelta[],
-    work: HeldTime = new HeldTime(),
-  ): Promise<void> {
-    for (const chunk of chunks(deltas)) {
-      const keys = chunk.map(({ url_id, day }) => ({ url_id, day, data: '' }));
-      const current = (
-        this.dialect === 'sqlite'
-          ? sql`SELECT d.url_id, d.day, d.data FROM json_each(${JSON.stringify(keys.map((k) => [k.url_id, k.day]))}) AS k
-              JOIN visit_days AS d ON d.url_id = k.value ->> 0 AND d.day = k.value ->> 1`
-          : recordsetInsert(
-              'visit_days',
-              DAY_COLUMNS,
-              keys,
-              sql`ON CONFLICT (url_id, day) DO UPDATE SET data = visit_days.data RETURNING url_id, day, data`,
-            )
-      ) as RawBuilder<{ url_id: number | string; day: number | string; data: string }>;
-      const { rows: found } = await current.execute(trx);
-      const rows = work.run(() => {
-        const stored = new Map<string, string>();
-        for (const row of found) stored.set(`${row.url_id}:${row.day}`, row.data);
-        return chunk.map(({ url_id, day, data }) => {
-          const text = stored.get(`${url_id}:${day}`);
-          return {
-            url_id,
-            day,
-            data: encodeVisitDay(text ? mergeVisitDay(decodeVisitDay(text), data) : data),
-          };
-        });
-      });
-      if (this.dialect === 'sqlite') await this.dayRows.run(trx, rows);
-      else {
-        const upsert = work.run(() =>
-          recordsetInsert(
-            'visit_days',
-            DAY_COLUMNS,
-            rows,
-            sql`ON CONFLICT (url_id, day) DO UPDATE SET data = excluded.data`,
-          ),
-        );
-        await upsert.execute(trx);
-      }
-    }
+    return this.db.transaction().execute((trx) => this.dayRows.add(trx, deltas));
   }
 
   async daySalt(day: number): Promise<string> {
@@ -337,36 +274,5 @@ export class KyselyVisitRepository implements VisitRepository {
     await this.db.deleteFrom('visit_salts').where('day', '<', hashesBefore).execute();
     await this.db.deleteFrom('visit_batches').where('written_at_ms', '<', batchesBefore).execute();
     return { segments: deleted.length, visits: deleted.reduce((sum, row) => sum + Number(row.visits), 0) };
-  }
-}
-
-/** What the segments add to each (mapping, UTC day), in key order (day, mapping: every writer locks rows in that order). */
-function segmentDeltas(segments: readonly UnfoldedSegment[]): VisitDayDelta[] {
-  const days = new Map<string, VisitDayDelta>();
-  for (const segment of segments) {
-    const url_id = Number(segment.url_id);
-    const day = Number(segment.day);
-    const key = `${url_id}:${day}`;
-    let delta = days.get(key);
-    if (delta === undefined) days.set(key, (delta = { url_id, day, data: emptyVisitDay() }));
-    addSegment(delta.data, Number(segment.first_ms), segment.data);
-  }
-  return [...days.values()].sort((a, b) => a.day - b.day || a.url_id - b.url_id);
-}
-
-/**
- * The time a step's JavaScript ran between its statements, summed: on PostgreSQL what it kept
- * requests waiting for (its statements' round trips keep nobody waiting).
- */
-class HeldTime {
-  ms = 0;
-
-  run<T>(work: () => T): T {
-    const started = performance.now();
-    try {
-      return work();
-    } finally {
-      this.ms += performance.now() - started;
-    }
   }
 }

@@ -173,23 +173,37 @@ export async function claimBatch(trx: Kysely<DatabaseSchema>, id: string, writte
   return Number(claimed.numInsertedOrUpdatedRows ?? 0) > 0;
 }
 
-/** Inserts segments in a transaction and lists them as unfolded (`segmentInserter`). */
+/** Inserts segments in a transaction and lists them (`segmentInserter`). */
 export type SegmentInserter = (trx: Kysely<DatabaseSchema>, segments: readonly VisitSegmentRow[]) => Promise<void>;
 
 /**
- * Inserts segments and lists them as unfolded, without their ids coming back to JS. PostgreSQL:
+ * Where a segment inserter lists its segments: as not folded yet (`visit_unfolded`: a batch's, which
+ * the fold adds to the day rows later), or by link as folded (`visit_link_segments`: the journal's
+ * merge, which adds them to the day rows in the same transaction).
+ */
+export type SegmentListing = 'unfolded' | 'folded';
+
+/**
+ * Inserts segments and lists them (`listing`), without their ids coming back to JS. PostgreSQL:
  * one statement (the insert's RETURNING feeds the list's). SQLite: the list's rows are read from
  * the table after the newest id before the insert; nobody else inserts in between, since the
  * transaction holds the one writer from its first statement.
  */
-export function segmentInserter(db: Kysely<DatabaseSchema>, dialect: Dialect): SegmentInserter {
+export function segmentInserter(
+  db: Kysely<DatabaseSchema>,
+  dialect: Dialect,
+  listing: SegmentListing = 'unfolded',
+): SegmentInserter {
+  // The segments' table is `s` in both: its rows just inserted.
+  const list =
+    listing === 'unfolded'
+      ? sql`INSERT INTO visit_unfolded (url_id, segment_id) SELECT url_id, id`
+      : sql`INSERT INTO visit_link_segments (url_id, last_ms, segment_id) SELECT url_id, last_ms, id`;
   if (dialect === 'postgres') {
     return async (trx, segments) => {
       for (const chunk of chunks(segments)) {
-        const insert = recordsetInsert('visit_segments', SEGMENT_COLUMNS, chunk, sql`RETURNING id, url_id`);
-        await sql`WITH s AS (${insert}) INSERT INTO visit_unfolded (url_id, segment_id) SELECT url_id, id FROM s`.execute(
-          trx,
-        );
+        const insert = recordsetInsert('visit_segments', SEGMENT_COLUMNS, chunk, sql`RETURNING id, url_id, last_ms`);
+        await sql`WITH s AS (${insert}) ${list} FROM s`.execute(trx);
       }
     };
   }
@@ -201,7 +215,6 @@ export function segmentInserter(db: Kysely<DatabaseSchema>, dialect: Dialect): S
       .select((eb) => eb.fn.max('id').as('id'))
       .executeTakeFirst();
     await segmentRows.run(trx, segments);
-    await sql`INSERT INTO visit_unfolded (url_id, segment_id)
-      SELECT url_id, id FROM visit_segments WHERE id > ${Number(before?.id ?? 0)}`.execute(trx);
+    await sql`${list} FROM visit_segments AS s WHERE id > ${Number(before?.id ?? 0)}`.execute(trx);
   };
 }

@@ -91,7 +91,7 @@ export function tracedClickWrites(repository: ClickWrites): ClickWrites {
 }
 
 type VisitWrites = Pick<VisitRepository, 'daySalt' | 'foldMark' | 'fold' | 'prune'> &
-  Pick<VisitJournal, 'write' | 'pending' | 'merge'>;
+  Pick<VisitJournal, 'write' | 'mark' | 'pending' | 'merge'>;
 
 /**
  * The visit buffer's, the merge's, the fold's and retention's writes with a span each: every
@@ -101,7 +101,8 @@ export function tracedVisitWrites(writes: VisitWrites): VisitWrites {
   const visits = (count: number) => ({ [BACKGROUND_SPAN_ATTRIBUTES.visitCount]: count });
   return {
     write: (entry) => inBackgroundSpan(BACKGROUND_SPANS.visitFlush, visits(entry.visits), () => writes.write(entry)),
-    pending: (count) => writes.pending(count),
+    mark: () => writes.mark(),
+    pending: (count, upTo) => writes.pending(count, upTo),
     merge: (step) =>
       inBackgroundSpan(
         BACKGROUND_SPANS.visitMerge,
