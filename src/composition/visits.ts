@@ -20,12 +20,19 @@ const RETENTION_CHUNK = 1_000;
 const RETENTION_CHUNKS = 20;
 /**
  * Visits a merge reads from the journal at a time (decoded in memory together: tens of bytes
- * each), and what one of its transactions writes at most (segments, and as many day rows): 300
- * segments hold the writer and the event loop for a few ms (SQLite, bench/visit-flush.ts's setup),
- * 10,000 visits bound its text.
+ * each), and what one of its transactions writes at most: MERGE_SIZING's segments (and their day
+ * rows), and 50,000 visits, which bound its text.
  */
 const MERGE_VISITS = 200_000;
-const MERGE_GROUP = { rows: 300, visits: 10_000 } as const;
+const MERGE_GROUP = { rows: 300, visits: 50_000 } as const;
+/**
+ * How many segments one merge transaction writes (each ending at a link's last): as many as hold
+ * the event loop for about `targetMs`, as for the fold's steps (FOLD_SIZING) and for the same
+ * reasons. On SQLite that is the transaction's whole time; on PostgreSQL its JavaScript only, so
+ * its steps grow to thousands of segments: a few transactions a run, not a hundred (each with its
+ * commit; bench/PROFILE.md).
+ */
+export const MERGE_SIZING = { initial: MERGE_GROUP.rows, min: 1, max: 20_000, targetMs: 2 } as const;
 /**
  * How often the journal is merged into segments, which are added to their day rows as they are
  * written, and the day rows caught up from any segments written unfolded (a batch's: migrations'
@@ -83,8 +90,10 @@ export function composeVisits(
   const writes = tracedIf(config.tracing.enabled, repository, journal);
   const classifier = new UserAgentClassifier();
   const sizer = new BatchSizer(FOLD_SIZING);
+  const mergeSizer = new BatchSizer(MERGE_SIZING);
+  const merge = () => mergeJournal(writes, MERGE_GROUP, mergeSizer);
   const fold = async () => {
-    await mergeJournal(writes);
+    await merge();
     return foldAll(writes, sizer);
   };
   // Not in a command-line run (`background: false`). Registered before the buffer's flush, so that
@@ -127,7 +136,7 @@ export function composeVisits(
     stats: new VisitStatsService(mappings, repository, settings.retentionDays),
     isBot: settings.countBots ? undefined : (userAgent) => classifier.isBot(userAgent),
     prune,
-    merge: () => mergeJournal(writes),
+    merge,
     fold,
   };
 }
@@ -151,14 +160,16 @@ function tracedIf(enabled: boolean, repository: KyselyVisitRepository, journal: 
 
 /**
  * Merges the journal's rows written so far into segments (src/domain/visit-journal.ts), the
- * oldest first, `limit` a transaction; how many visits. Not the rows written meanwhile: a run
- * that took them too would go on as long as flushes keep coming, a row or two at a time, and add
- * to each link's day row at every flush instead of once a run. Stops when another instance is
- * merging (a step finds its rows moved on): that one goes on with them.
+ * oldest first, `limit` a transaction (its segments `sizer`'s instead, when given); how many
+ * visits. Not the rows written meanwhile: a run that took them too would go on as long as flushes
+ * keep coming, a row or two at a time, and add to each link's day row at every flush instead of
+ * once a run. Stops when another instance is merging (a step finds its rows moved on): that one
+ * goes on with them.
  */
 export async function mergeJournal(
   journal: Pick<VisitJournal, 'mark' | 'pending' | 'merge'>,
   limit: { readonly rows: number; readonly visits: number } = MERGE_GROUP,
+  sizer?: BatchSizer,
 ): Promise<number> {
   const upTo = await journal.mark();
   let merged = 0;
@@ -172,15 +183,24 @@ export async function mergeJournal(
     }
     let marks = rows.map(({ id, mergedThrough }) => ({ id, mergedThrough }));
     const merge = new JournalMerge(parts, limit);
-    for (let group = merge.take(); ;) {
-      const next = group === undefined ? undefined : merge.take();
+    const take = () => {
+      const started = performance.now();
+      const group = merge.take(sizer ? { rows: sizer.size, visits: limit.visits } : limit);
+      return { group, ms: performance.now() - started };
+    };
+    for (let { group, ms: tookMs } = take(); ;) {
+      // The next group is made before this one is written: the last step is the one with no next.
+      const next = group === undefined ? undefined : take();
       // The last step deletes the rows: every link of theirs is in segments once it commits.
-      const through = next === undefined ? undefined : group!.through;
-      if (!(await journal.merge({ rows: marks, through, segments: group?.rows ?? [] }))) return merged;
+      const through = next?.group === undefined ? undefined : group!.through;
+      const done = await journal.merge({ rows: marks, through, segments: group?.rows ?? [] });
+      if (done === undefined) return merged;
+      // Its segments were made in one go too (JournalMerge's take), holding the loop as long.
+      if (group !== undefined) sizer?.took(tookMs + done.heldMs);
       merged += group?.visits ?? 0;
       if (through === undefined) break;
       marks = marks.map(({ id, mergedThrough }) => ({ id, mergedThrough: Math.max(mergedThrough, through) }));
-      group = next;
+      ({ group, ms: tookMs } = next!);
       await nextTurn();
     }
   }

@@ -128,12 +128,12 @@ export class JournalMerge {
     });
   }
 
-  /** The next group, undefined once every link is merged. */
-  take(): MergeGroup | undefined {
+  /** The next group (of `limit`, the merge's own unless given), undefined once every link is merged. */
+  take(limit: { readonly rows: number; readonly visits: number } = this.limit): MergeGroup | undefined {
     const rows: VisitSegmentRow[] = [];
     let visits = 0;
     let through: number | undefined;
-    while (rows.length < this.limit.rows && visits < this.limit.visits) {
+    while (rows.length < limit.rows && visits < limit.visits) {
       const link = this.nextLink();
       if (link === undefined) break;
       visits += this.mergeLink(link, rows);

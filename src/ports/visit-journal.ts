@@ -28,6 +28,16 @@ export interface MergeStep {
   readonly segments: readonly VisitSegmentRow[];
 }
 
+/** A merge step that committed. */
+export interface MergeDone {
+  /**
+   * Milliseconds the step kept the event loop from requests: its whole time on a synchronous
+   * driver (SQLite), only its own JavaScript between statements on an asynchronous one
+   * (PostgreSQL). What a merge run sizes its steps by.
+   */
+  readonly heldMs: number;
+}
+
 /**
  * The visit journal (src/domain/visit-journal.ts): what makes a flush's visits durable in one row,
  * until they are merged into segments every few seconds, by any instance.
@@ -35,7 +45,7 @@ export interface MergeStep {
  * @example
  *   await journal.write({ id: randomUUID(), visits: 2, data: encodeJournal(prepared) });
  *   const rows = await journal.pending(200_000, await journal.mark());
- *   const merged = await journal.merge({ rows, through: undefined, segments });
+ *   const done = await journal.merge({ rows, through: undefined, segments }); // undefined: rows moved on
  */
 export interface VisitJournal {
   /** Writes a flush's row, with its id as a batch's; false if that id was written before. */
@@ -49,8 +59,9 @@ export interface VisitJournal {
   pending(visits: number, upTo?: number): Promise<JournalRow[]>;
   /**
    * Writes the segments, adds them to their links' day rows (they are written folded), and moves
-   * the rows on to `through` (or deletes them), in one transaction; false, writing nothing, when a
-   * row is no longer where `rows` says (another instance merged it meanwhile, or is merging now).
+   * the rows on to `through` (or deletes them), in one transaction; undefined, writing nothing,
+   * when a row is no longer where `rows` says (another instance merged it meanwhile, or is merging
+   * now).
    */
-  merge(step: MergeStep): Promise<boolean>;
+  merge(step: MergeStep): Promise<MergeDone | undefined>;
 }

@@ -1,8 +1,8 @@
 import { type Kysely, type RawBuilder, sql } from 'kysely';
-import type { JournalEntry, JournalRow, MergeStep, VisitJournal } from '../../ports/visit-journal.js';
+import type { JournalEntry, JournalRow, MergeDone, MergeStep, VisitJournal } from '../../ports/visit-journal.js';
 import type { Dialect } from './database.js';
 import type { DatabaseSchema } from './schema.js';
-import { segmentDeltas, VisitDayRows } from './visit-day-rows.js';
+import { HeldTime, segmentDeltas, VisitDayRows } from './visit-day-rows.js';
 import { claimBatch, type SegmentInserter, segmentInserter } from './visit-statements.js';
 
 /** PostgreSQL's advisory lock a merge transaction holds (any 64-bit constant of ours): one merges at a time. */
@@ -90,7 +90,9 @@ export class KyselyVisitJournal implements VisitJournal {
     });
   }
 
-  async merge(step: MergeStep): Promise<boolean> {
+  async merge(step: MergeStep): Promise<MergeDone | undefined> {
+    const started = performance.now();
+    const work = new HeldTime();
     try {
       await this.db
         .transaction()
@@ -110,11 +112,16 @@ export class KyselyVisitJournal implements VisitJournal {
                   WHERE ${where}`.execute(trx);
           if (Number(moved.numAffectedRows ?? 0) !== step.rows.length) throw new RowsMoved();
           await this.insertSegments(trx, step.segments);
-          await this.dayRows.add(trx, segmentDeltas(step.segments));
+          await this.dayRows.add(
+            trx,
+            work.run(() => segmentDeltas(step.segments)),
+            work,
+          );
         });
-      return true;
+      // better-sqlite3 runs every statement synchronously: the step held the loop from start to commit.
+      return { heldMs: this.dialect === 'sqlite' ? performance.now() - started : work.ms };
     } catch (error) {
-      if (error instanceof RowsMoved) return false;
+      if (error instanceof RowsMoved) return undefined;
       throw error;
     }
   }
