@@ -164,7 +164,7 @@ try {
     SELECT SUM(LENGTH(data)) AS bytes, SUM(visits) AS visits FROM visit_segments`.execute(database.db);
   const bytesPerVisit = Number(stored.rows[0]!.bytes) / Number(stored.rows[0]!.visits);
   console.log(
-    `[visit-flush-bench] ${VISITS} visits${mixed ? ' (mixed)' : ''} over ${MAPPINGS} links a flush, ${bytesPerVisit.toFixed(1)} segment bytes a visit, a fold every ${FOLD_EVERY}: CPU µs per visit, medians${postgresUrl ? ' (+ the server\'s, means)' : ''}: record ${r.toFixed(2)}, flush ${withDb(f, db.flush)}, merge ${withDb(m, db.merge)}, fold ${withDb(d, db.fold)}, in all ${withDb(r + f + m + d, [...db.flush, ...db.merge, ...db.fold].length === 0 ? [] : [sum(db.flush) + sum(db.merge) + sum(db.fold)])}; a journal row's write ${writeSummary(writes)}`,
+    `[visit-flush-bench] ${VISITS} visits${mixed ? ' (mixed)' : ''} over ${MAPPINGS} links a flush, ${bytesPerVisit.toFixed(1)} segment bytes a visit, a fold every ${FOLD_EVERY}: CPU µs per visit, medians${postgresUrl ? " (+ the server's, means)" : ''}: record ${r.toFixed(2)}, flush ${withDb(f, db.flush)}, merge ${withDb(m, db.merge)}, fold ${withDb(d, db.fold)}, in all ${withDb(r + f + m + d, [...db.flush, ...db.merge, ...db.fold].length === 0 ? [] : [sum(db.flush) + sum(db.merge) + sum(db.fold)])}; a journal row's write ${writeSummary(writes)}`,
   );
 } finally {
   await database.db.destroy();
