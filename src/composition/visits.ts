@@ -2,6 +2,7 @@ import type { Database } from '../adapters/storage/database.js';
 import { KyselyVisitJournal } from '../adapters/storage/kysely-visit-journal.js';
 import { KyselyVisitRepository } from '../adapters/storage/kysely-visit-repository.js';
 import { tracedVisitWrites } from '../adapters/telemetry/background-spans.js';
+import { journalGauges } from '../adapters/telemetry/visit-metrics.js';
 import { DAY_MS, dayOf } from '../domain/visit.js';
 import { decodeJournal, type JournalPart, JournalMerge } from '../domain/visit-journal.js';
 import type { UrlMappingRepository } from '../ports/url-mapping-repository.js';
@@ -78,7 +79,7 @@ export interface Visits {
  * more after the last flush), retention, and the statistics service.
  */
 export function composeVisits(
-  { config, stack, logger }: CompositionContext,
+  { config, stack, logger, metrics }: CompositionContext,
   database: Database,
   mappings: Pick<UrlMappingRepository, 'findByCode'>,
   { background = true }: { background?: boolean } = {},
@@ -96,6 +97,7 @@ export function composeVisits(
     await merge();
     return foldAll(writes, sizer);
   };
+  if (background) journalGauges(metrics.registry, () => journal.backlog());
   // Not in a command-line run (`background: false`). Registered before the buffer's flush, so that
   // on stop it runs after it: the last visits written are merged and folded too.
   if (background) {

@@ -28,6 +28,14 @@ export interface MergeStep {
   readonly segments: readonly VisitSegmentRow[];
 }
 
+/** What waits in the journal to be merged. */
+export interface JournalBacklog {
+  /** Visits in rows not yet merged whole (a row merged in part counts whole). */
+  readonly visits: number;
+  /** How long ago the oldest row was written, in seconds (0 when none waits). */
+  readonly oldestAgeSeconds: number;
+}
+
 /** A merge step that committed. */
 export interface MergeDone {
   /**
@@ -64,4 +72,6 @@ export interface VisitJournal {
    * now).
    */
   merge(step: MergeStep): Promise<MergeDone | undefined>;
+  /** What waits to be merged (the `visit_journal_*` gauges). */
+  backlog(): Promise<JournalBacklog>;
 }

@@ -61,6 +61,20 @@ describe.each(BACKENDS)('VisitJournal on $name', (backend) => {
     expect(pending.map((r) => [r.visits, r.mergedThrough, r.data])).toEqual([[30, 0, row.data]]);
   });
 
+  test('its backlog: the visits of the rows waiting and the oldest one’s age; none once merged', async () => {
+    await emptied();
+    let now = Date.UTC(2026, 10, 28, 12);
+    const clocked = new KyselyVisitJournal(database.db, database.dialect, () => now);
+    expect(await clocked.backlog()).toEqual({ visits: 0, oldestAgeSeconds: 0 });
+    await clocked.write(entry(30, 3, now));
+    now += 2_500;
+    await clocked.write(entry(20, 2, now));
+    now += 1_000;
+    expect(await clocked.backlog()).toEqual({ visits: 50, oldestAgeSeconds: 3.5 });
+    await mergeJournal(clocked);
+    expect(await clocked.backlog()).toEqual({ visits: 0, oldestAgeSeconds: 0 });
+  });
+
   test('hands the oldest rows out first, as many as hold the visits asked for, at least one', async () => {
     await emptied();
     const rows = [entry(100, 5, 1_000), entry(100, 5, 2_000), entry(100, 5, 3_000)];

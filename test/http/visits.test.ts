@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { adminEnv, useTestApp } from '../helpers/app.js';
-import { AUTH_TEST_ENV, jsonPost, type Session, signUp } from '../helpers/auth.js';
+import { AUTH_TEST_ENV, jsonPost, metricValue, type Session, signUp } from '../helpers/auth.js';
 import { BACKENDS } from '../helpers/backends.js';
 import { codeMaker, expectError, nextLink, type ReadBody } from '../helpers/http.js';
 import { storedClicks } from '../helpers/stored-clicks.js';
@@ -115,6 +115,28 @@ describe.each(BACKENDS)('visits and statistics on $name', (backend) => {
     for (const agent of [CHROME_WINDOWS, GOOGLEBOT, SAFARI_IPHONE]) expect(stored).not.toContain(agent);
     expect(stored).not.toContain('/x?y=z');
     expect(await storedClicks(t.service.database.db, { code: link.code })).toBe(4); // COUNT_BOTS defaults to true
+  });
+
+  test('the journal gauges: visits flushed and not merged yet, the oldest row’s age; 0 once merged', async () => {
+    const link = await createLink();
+    const gauges = async () => ({
+      visits: await metricValue(t.app, 'visit_journal_visits'),
+      age: await metricValue(t.app, 'visit_journal_oldest_age_seconds'),
+    });
+    // The service's own merge runs every 5 s: one may take the row between the flush and the
+    // scrape (then the gauges read 0), so a few tries.
+    let waiting = { visits: 0, age: 0 };
+    for (let tries = 0; tries < 5 && waiting.visits === 0; tries++) {
+      for (let v = 0; v < 3; v++)
+        expect((await visit(link.code, { 'user-agent': CHROME_WINDOWS })).statusCode).toBe(302);
+      await t.service.visits.buffer!.flush();
+      waiting = await gauges();
+    }
+    expect(waiting.visits).toBeGreaterThanOrEqual(3);
+    expect(waiting.age).toBeGreaterThanOrEqual(0);
+    expect(waiting.age).toBeLessThan(60);
+    await t.service.visits.merge();
+    expect(await gauges()).toEqual({ visits: 0, age: 0 });
   });
 
   test('stats: totals, a series with zeros, the top lists; owner and administrators only', async () => {

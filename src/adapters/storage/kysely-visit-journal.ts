@@ -1,5 +1,12 @@
 import { type Kysely, type RawBuilder, sql } from 'kysely';
-import type { JournalEntry, JournalRow, MergeDone, MergeStep, VisitJournal } from '../../ports/visit-journal.js';
+import type {
+  JournalBacklog,
+  JournalEntry,
+  JournalRow,
+  MergeDone,
+  MergeStep,
+  VisitJournal,
+} from '../../ports/visit-journal.js';
 import type { Dialect } from './database.js';
 import type { DatabaseSchema } from './schema.js';
 import { HeldTime, segmentDeltas, VisitDayRows } from './visit-day-rows.js';
@@ -124,6 +131,18 @@ export class KyselyVisitJournal implements VisitJournal {
       if (error instanceof RowsMoved) return undefined;
       throw error;
     }
+  }
+
+  async backlog(): Promise<JournalBacklog> {
+    const row = await this.db
+      .selectFrom('visit_journal')
+      .select((eb) => [eb.fn.sum<number | string>('visits').as('visits'), eb.fn.min('written_at_ms').as('oldest')])
+      .executeTakeFirst();
+    const oldest = row?.oldest === null || row?.oldest === undefined ? undefined : Number(row.oldest);
+    return {
+      visits: Number(row?.visits ?? 0),
+      oldestAgeSeconds: oldest === undefined ? 0 : Math.max(0, (this.now() - oldest) / 1_000),
+    };
   }
 
   /**

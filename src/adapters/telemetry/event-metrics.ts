@@ -1,5 +1,6 @@
-import { Counter, Gauge, type Registry } from 'prom-client';
+import { Counter, type Registry } from 'prom-client';
 import type { EventMetrics } from '../../ports/event-metrics.js';
+import { scrapeGauges } from './scrape-gauges.js';
 
 /** The counter's child for two label values, kept once made. */
 function childrenOf<L extends string>(
@@ -29,32 +30,18 @@ export interface OutboxFigures {
  * fails (the database away), the gauges keep their last values.
  */
 function outboxGauges(registry: Registry, backlog: () => Promise<OutboxFigures>): void {
-  let latest: Promise<OutboxFigures | undefined> | undefined;
-  // Both gauges are collected in one scrape: one measurement for the two.
-  const measure = () => {
-    latest ??= backlog()
-      .catch(() => undefined)
-      .finally(() => setImmediate(() => (latest = undefined)));
-    return latest;
-  };
-  new Gauge({
-    name: 'outbox_depth',
-    help: 'Events waiting in the transactional outbox for the bus to take them (0 with the embedded bus: its log is the outbox).',
-    registers: [registry],
-    async collect() {
-      const figures = await measure();
-      if (figures) this.set(figures.depth);
+  scrapeGauges(registry, backlog, [
+    {
+      name: 'outbox_depth',
+      help: 'Events waiting in the transactional outbox for the bus to take them (0 with the embedded bus: its log is the outbox).',
+      value: (figures) => figures.depth,
     },
-  });
-  new Gauge({
-    name: 'outbox_oldest_age_seconds',
-    help: 'How long the oldest event waiting in the outbox has waited (0 when none waits).',
-    registers: [registry],
-    async collect() {
-      const figures = await measure();
-      if (figures) this.set(figures.oldestAgeSeconds);
+    {
+      name: 'outbox_oldest_age_seconds',
+      help: 'How long the oldest event waiting in the outbox has waited (0 when none waits).',
+      value: (figures) => figures.oldestAgeSeconds,
     },
-  });
+  ]);
 }
 
 /** The event backbone's counters (and the outbox gauges, given `backlog`) on the process's registry. */
