@@ -32,7 +32,7 @@ import { cleanUpAll, cleanUpOnSignals, registerCleanup } from './lib/cleanup.js'
 import { shortenTag } from './lib/codes.js';
 import { pinDatabase } from './lib/database-cores.js';
 import { autovacuumNote, postgresBackend, sqliteBackend, type TargetData } from './lib/datasets.js';
-import { type ChildServer, node, settle, startServer } from './lib/processes.js';
+import { type ChildServer, node, settle, startServer, stopBetweenRuns } from './lib/processes.js';
 import { measuredRun, rotated } from './lib/scenarios.js';
 import { DATASET_SIZES, loadSettings } from './lib/settings.js';
 import { median } from './lib/stats.js';
@@ -172,14 +172,18 @@ async function main(): Promise<void> {
     await targetData.get(server.name)?.vacuum(); // the warm-up's dead rows are no measured run's
     await settle(pids);
   }
+  // As the bench: only the target measured runs (`stopBetweenRuns`).
+  const stopped = stopBetweenRuns(servers.map((s) => s.pid));
   for (let round = 1; round <= rounds; round++) {
     const line: string[] = [];
     for (const server of rotated(servers, round - 1)) {
       const tally = tallies.get(server.name)!;
-      const { m, cpuUs, databaseCpuUs } = await measuredRun(
-        () => measure(server, durationS, round),
-        { pid: server.pid, data: targetData.get(server.name) },
-        { redirect: workload.kind === 'redirect', pids, database: db },
+      const { m, cpuUs, databaseCpuUs } = await stopped.during(server.pid, () =>
+        measuredRun(
+          () => measure(server, durationS, round),
+          { pid: server.pid, data: targetData.get(server.name) },
+          { redirect: workload.kind === 'redirect', pids, database: db },
+        ),
       );
       const dbText = databaseCpuUs === undefined ? '' : ` + db ${databaseCpuUs.toFixed(1)}`;
       tally.rps.push(m.rps);
@@ -193,6 +197,7 @@ async function main(): Promise<void> {
     }
     process.stdout.write(`round ${round}: ${line.join('; ')}; load ${loadavg()[0]!.toFixed(2)}\n`);
   }
+  await stopped.release();
   printMedians(servers, tallies);
   for (const server of servers) await server.stop();
   await db?.release();

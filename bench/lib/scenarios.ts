@@ -12,7 +12,7 @@ import { type CacheLookups, missRatio, readCacheLookups, UNIFORM_MIN_MISS_RATIO 
 import { shortenTag } from './codes.js';
 import type { DatabaseProcesses } from './database-cores.js';
 import type { BackendName, Dataset, TargetData } from './datasets.js';
-import { cpuSeconds, settle } from './processes.js';
+import { cpuSeconds, settle, stopBetweenRuns, type StoppedBetweenRuns } from './processes.js';
 import { type BenchSettings, DATASET_SIZES, type DatasetSize } from './settings.js';
 import { median } from './stats.js';
 import type { Target, TargetKind, TargetSpec } from './targets.js';
@@ -268,13 +268,38 @@ async function drive(
       all.map((d) => (d.target.spec.kind === 'service' ? readCacheLookups(d.target.server.baseUrl) : undefined)),
     );
   const before = await cacheCounts();
+  // Only the target measured runs (`stopBetweenRuns`); all of them again before they are read.
+  const stopped = stopBetweenRuns(all.map((d) => d.target.server.pid));
+  try {
+    await measureRounds(scenario, all, stored, settings, { pids, database, stopped });
+  } finally {
+    await stopped.release();
+  }
+  const after = await cacheCounts();
+  all.forEach((d, i) => (d.cache = [before[i], after[i]]));
+}
+
+async function measureRounds(
+  scenario: Scenario,
+  all: readonly Driven[],
+  stored: Stored,
+  settings: BenchSettings,
+  context: {
+    readonly pids: readonly number[];
+    readonly database: DatabaseProcesses | undefined;
+    readonly stopped: StoppedBetweenRuns;
+  },
+): Promise<void> {
+  const { pids, database, stopped } = context;
   for (let round = 1; round <= settings.rounds; round++) {
     process.stdout.write(`  round ${round}/${settings.rounds}:`);
     for (const d of rotated(all, round - 1)) {
-      const { m, cpuUs, databaseCpuUs, idleS } = await measuredRun(
-        () => load(d, scenario, stored, settings, { round, durationS: settings.durationS, countStatuses: false }),
-        { pid: d.target.server.pid, data: d.target.data },
-        { redirect: scenario.workload.kind === 'redirect', pids, database },
+      const { m, cpuUs, databaseCpuUs, idleS } = await stopped.during(d.target.server.pid, () =>
+        measuredRun(
+          () => load(d, scenario, stored, settings, { round, durationS: settings.durationS, countStatuses: false }),
+          { pid: d.target.server.pid, data: d.target.data },
+          { redirect: scenario.workload.kind === 'redirect', pids, database },
+        ),
       );
       d.rounds.push(m);
       d.cpuUs.push(cpuUs);
@@ -285,8 +310,6 @@ async function drive(
     }
     process.stdout.write(` load ${loadavg()[0]!.toFixed(2)}\n`);
   }
-  const after = await cacheCounts();
-  all.forEach((d, i) => (d.cache = [before[i], after[i]]));
 }
 
 /**
