@@ -97,10 +97,11 @@ export function composeVisits(
     await merge();
     return foldAll(writes, sizer);
   };
-  if (background) journalGauges(metrics.registry, () => journal.backlog());
-  // Not in a command-line run (`background: false`). Registered before the buffer's flush, so that
-  // on stop it runs after it: the last visits written are merged and folded too.
+  // Not in a command-line run (`background: false`): the merge, its gauges, the fold. Registered
+  // before the buffer's flush, so that on stop it runs after it: the last visits written are merged
+  // and folded too.
   if (background) {
+    journalGauges(metrics.registry, () => journal.backlog());
     const folding = new PeriodicTask('visit fold', FOLD_INTERVAL_MS, fold, logger);
     folding.start();
     stack.defer('visit fold', async () => {

@@ -98,8 +98,7 @@ export class KyselyVisitJournal implements VisitJournal {
   }
 
   async merge(step: MergeStep): Promise<MergeDone | undefined> {
-    const started = performance.now();
-    const work = new HeldTime();
+    const work = new HeldTime(this.dialect);
     try {
       await this.db
         .transaction()
@@ -125,8 +124,7 @@ export class KyselyVisitJournal implements VisitJournal {
             work,
           );
         });
-      // better-sqlite3 runs every statement synchronously: the step held the loop from start to commit.
-      return { heldMs: this.dialect === 'sqlite' ? performance.now() - started : work.ms };
+      return { heldMs: work.heldMs };
     } catch (error) {
       if (error instanceof RowsMoved) return undefined;
       throw error;

@@ -81,8 +81,7 @@ export class KyselyVisitRepository implements VisitRepository {
    * takes the segments of its range the others have not locked) and without adding a segment twice.
    */
   async fold(segments: number, upTo: number, after: number): Promise<FoldStep> {
-    const started = performance.now();
-    const work = new HeldTime();
+    const work = new HeldTime(this.dialect);
     // Reads, then writes: on SQLite it takes the write lock first (another process may be folding).
     const step = await this.db
       .transaction()
@@ -103,8 +102,7 @@ export class KyselyVisitRepository implements VisitRepository {
         const reached = taken.reduce((most, row) => Math.max(most, Number(row.url_id)), -1);
         return { segments: taken.length, through: reached < 0 ? undefined : reached };
       });
-    // better-sqlite3 runs every statement synchronously: the step held the loop from start to commit.
-    return { ...step, heldMs: this.dialect === 'sqlite' ? performance.now() - started : work.ms };
+    return { ...step, heldMs: work.heldMs };
   }
 
   /** The range's unfolded segments, taken off the list and listed by link (see `foldStatements`). */

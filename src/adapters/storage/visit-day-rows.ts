@@ -51,7 +51,11 @@ export class VisitDayRows {
    * most of what adding to it cost; bench/PROFILE.md. Only the journal's merge, one instance at a
    * time, writes day rows in a running service.)
    */
-  async add(trx: Kysely<DatabaseSchema>, deltas: readonly VisitDayDelta[], work: HeldTime = new HeldTime()) {
+  async add(
+    trx: Kysely<DatabaseSchema>,
+    deltas: readonly VisitDayDelta[],
+    work: HeldTime = new HeldTime(this.dialect),
+  ) {
     if (deltas.length === 0) return;
     if (this.dialect === 'postgres') await sql`SELECT pg_advisory_xact_lock(${DAY_ROWS_LOCK})`.execute(trx);
     for (const chunk of chunks(deltas)) {
@@ -91,7 +95,7 @@ export class VisitDayRows {
   }
 }
 
-/** What the segments add to each (mapping, UTC day), in key order (day, mapping: every writer locks rows in that order). */
+/** What the segments add to each (mapping, UTC day), in the day rows' key order (day, mapping). */
 export function segmentDeltas(segments: readonly SegmentOfDay[]): VisitDayDelta[] {
   const days = new Map<string, VisitDayDelta>();
   for (const segment of segments) {
@@ -106,11 +110,16 @@ export function segmentDeltas(segments: readonly SegmentOfDay[]): VisitDayDelta[
 }
 
 /**
- * The time a step's JavaScript ran between its statements, summed: on PostgreSQL what it kept
- * requests waiting for (its statements' round trips keep nobody waiting).
+ * What a step kept requests waiting for, from its start: on SQLite its whole time (better-sqlite3
+ * runs every statement synchronously, so the step holds the loop from start to commit); on
+ * PostgreSQL only its JavaScript between statements, summed by `run` (its statements' round trips
+ * keep nobody waiting). What the fold's and the merge's steps are sized by.
  */
 export class HeldTime {
-  ms = 0;
+  private readonly started = performance.now();
+  private ms = 0;
+
+  constructor(private readonly dialect: Dialect) {}
 
   run<T>(work: () => T): T {
     const started = performance.now();
@@ -119,5 +128,10 @@ export class HeldTime {
     } finally {
       this.ms += performance.now() - started;
     }
+  }
+
+  /** Milliseconds held so far. */
+  get heldMs(): number {
+    return this.dialect === 'sqlite' ? performance.now() - this.started : this.ms;
   }
 }
