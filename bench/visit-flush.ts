@@ -110,22 +110,21 @@ try {
     return ['Host', 'bench', ...agent, ...(referrer ? ['Referer', referrer] : [])];
   };
   const headerLists = Array.from({ length: 997 }, (_, i) => headersOf(i));
-  /** The CPU µs `work` took here, and the database server's (`db`, 0 on SQLite). */
-  const serverCpu: number[] = [];
+  /** The CPU µs `work` took here (`own`), and the database server's (`server`, 0 on SQLite). */
   const cpu = async (work: () => unknown) => {
     const start = process.cpuUsage();
     const serverStart = server?.cpuSeconds() ?? 0;
     await work();
     const used = process.cpuUsage(start);
-    serverCpu.push(((server?.cpuSeconds() ?? 0) - serverStart) * 1e6);
-    return used.user + used.system;
+    return { own: used.user + used.system, server: ((server?.cpuSeconds() ?? 0) - serverStart) * 1e6 };
   };
-  const lastServerCpu = () => serverCpu.at(-1) ?? 0;
-  const record: number[] = [];
-  const flush: number[] = [];
-  const merge: number[] = [];
-  const fold: number[] = [];
+  /** µs per visit, each phase's rounds: this process's, and the server's. */
+  const phases = { record: [] as number[], flush: [] as number[], merge: [] as number[], fold: [] as number[] };
   const db = { flush: [] as number[], merge: [] as number[], fold: [] as number[] };
+  const keep = (phase: 'flush' | 'merge' | 'fold', used: { own: number; server: number }, visits: number) => {
+    phases[phase].push(used.own / visits);
+    db[phase].push(used.server / visits);
+  };
   for (let round = 1; round <= WARMUP_ROUNDS + ROUNDS; round++) {
     const measured = round > WARMUP_ROUNDS;
     const base = round * VISITS;
@@ -135,36 +134,32 @@ try {
     });
     measuring = measured;
     const flushing = await cpu(() => buffer.flush());
-    if (measured) record.push(recording / VISITS);
-    if (measured) flush.push(flushing / VISITS);
-    if (measured) db.flush.push(lastServerCpu() / VISITS);
+    if (measured) phases.record.push(recording.own / VISITS);
+    if (measured) keep('flush', flushing, VISITS);
     if (round % FOLD_EVERY === 0) {
-      const merging = (await cpu(() => mergeJournal(journal))) / (VISITS * FOLD_EVERY);
-      if (measured) merge.push(merging);
-      if (measured) db.merge.push(lastServerCpu() / (VISITS * FOLD_EVERY));
+      const merging = await cpu(() => mergeJournal(journal));
+      if (measured) keep('merge', merging, VISITS * FOLD_EVERY);
       const upTo = await repository.foldMark();
-      const folding =
-        (await cpu(async () => {
-          for (let after: number | undefined = 0; after !== undefined;) {
-            after = (await repository.fold(FOLD_SEGMENTS, upTo, after)).through;
-          }
-        })) /
-        (VISITS * FOLD_EVERY);
-      if (measured) fold.push(folding);
-      if (measured) db.fold.push(lastServerCpu() / (VISITS * FOLD_EVERY));
+      const folding = await cpu(async () => {
+        for (let after: number | undefined = 0; after !== undefined;) {
+          after = (await repository.fold(FOLD_SEGMENTS, upTo, after)).through;
+        }
+      });
+      if (measured) keep('fold', folding, VISITS * FOLD_EVERY);
     }
   }
   const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? NaN;
-  // The server's CPU is counted in 10 ms ticks: summed over the rounds, not a median of each.
-  const sum = (values: number[]) => values.reduce((total, value) => total + value, 0) / Math.max(1, values.length);
-  const withDb = (own: number, server: number[]) =>
-    postgresUrl ? `${own.toFixed(2)} + db ${sum(server).toFixed(2)}` : own.toFixed(2);
-  const [r, f, m, d] = [median(record), median(flush), median(merge), median(fold)];
+  // The server's CPU is counted in 10 ms ticks: averaged over the rounds, not a median of each.
+  const mean = (values: number[]) => values.reduce((total, value) => total + value, 0) / Math.max(1, values.length);
+  const withDb = (own: number, server: number) =>
+    postgresUrl ? `${own.toFixed(2)} + db ${server.toFixed(2)}` : own.toFixed(2);
+  const [dbFlush, dbMerge, dbFold] = [mean(db.flush), mean(db.merge), mean(db.fold)];
+  const [r, f, m, d] = [median(phases.record), median(phases.flush), median(phases.merge), median(phases.fold)];
   const stored = await sql<{ bytes: number; visits: number }>`
     SELECT SUM(LENGTH(data)) AS bytes, SUM(visits) AS visits FROM visit_segments`.execute(database.db);
   const bytesPerVisit = Number(stored.rows[0]!.bytes) / Number(stored.rows[0]!.visits);
   console.log(
-    `[visit-flush-bench] ${VISITS} visits${mixed ? ' (mixed)' : ''} over ${MAPPINGS} links a flush, ${bytesPerVisit.toFixed(1)} segment bytes a visit, a fold every ${FOLD_EVERY}: CPU µs per visit, medians${postgresUrl ? " (+ the server's, means)" : ''}: record ${r.toFixed(2)}, flush ${withDb(f, db.flush)}, merge ${withDb(m, db.merge)}, fold ${withDb(d, db.fold)}, in all ${withDb(r + f + m + d, [...db.flush, ...db.merge, ...db.fold].length === 0 ? [] : [sum(db.flush) + sum(db.merge) + sum(db.fold)])}; a journal row's write ${writeSummary(writes)}`,
+    `[visit-flush-bench] ${VISITS} visits${mixed ? ' (mixed)' : ''} over ${MAPPINGS} links a flush, ${bytesPerVisit.toFixed(1)} segment bytes a visit, a fold every ${FOLD_EVERY}: CPU µs per visit, medians${postgresUrl ? " (+ the server's, means)" : ''}: record ${r.toFixed(2)}, flush ${withDb(f, dbFlush)}, merge ${withDb(m, dbMerge)}, fold ${withDb(d, dbFold)}, in all ${withDb(r + f + m + d, dbFlush + dbMerge + dbFold)}; a journal row's write ${writeSummary(writes)}`,
   );
 } finally {
   await database.db.destroy();
