@@ -33,7 +33,7 @@ import { shortenTag } from './lib/codes.js';
 import { pinDatabase } from './lib/database-cores.js';
 import { autovacuumNote, postgresBackend, sqliteBackend, type TargetData } from './lib/datasets.js';
 import { type ChildServer, node, settle, startServer, stopBetweenRuns } from './lib/processes.js';
-import { measuredRun, rotated } from './lib/scenarios.js';
+import { measuredRun, rotated, stoppable } from './lib/scenarios.js';
 import { DATASET_SIZES, loadSettings } from './lib/settings.js';
 import { median } from './lib/stats.js';
 import { baselineArgs, SERVICE_ARGS } from './lib/targets.js';
@@ -173,7 +173,7 @@ async function main(): Promise<void> {
     await settle(pids);
   }
   // As the bench: only the target measured runs (`stopBetweenRuns`).
-  const stopped = stopBetweenRuns(servers.map((s) => s.pid));
+  const stopped = await stopBetweenRuns(servers.map((s) => stoppable(s, targetData.get(s.name))));
   for (let round = 1; round <= rounds; round++) {
     const line: string[] = [];
     for (const server of rotated(servers, round - 1)) {
@@ -198,6 +198,7 @@ async function main(): Promise<void> {
     process.stdout.write(`round ${round}: ${line.join('; ')}; load ${loadavg()[0]!.toFixed(2)}\n`);
   }
   await stopped.release();
+  for (const warning of stopped.warnings) console.warn(warning);
   printMedians(servers, tallies);
   for (const server of servers) await server.stop();
   await db?.release();

@@ -50,6 +50,12 @@ export interface TargetData {
    * dead rows; the tables it vacuumed. Nothing elsewhere (SQLite reuses its free pages).
    */
   vacuum(): Promise<string[]>;
+  /**
+   * Transactions open now on the connections named `applicationName` (`ChildServer.applicationName`):
+   * a target is stopped between its runs only with none (`stopBetweenRuns`). Always 0 on SQLite,
+   * where every target has a file of its own and no lock is shared.
+   */
+  openTransactions(applicationName: string): Promise<number>;
   drop(): Promise<void>;
 }
 
@@ -173,7 +179,8 @@ export function sqliteBackend(dataDir: string): StorageBackend {
             sqliteCount(copy, 'url_mappings WHERE code >= ? AND code < ?', [prefix, prefixEnd(prefix)]);
           const unfoldedVisits = async () => sqliteCount(copy, NOT_FOLDED);
           const vacuum = async () => [];
-          return { databaseUrl: `sqlite:${copy}`, countCreated, unfoldedVisits, vacuum, drop };
+          const openTransactions = async () => 0;
+          return { databaseUrl: `sqlite:${copy}`, countCreated, unfoldedVisits, vacuum, openTransactions, drop };
         },
       };
     },
@@ -338,7 +345,10 @@ function postgresTarget(databaseUrl: string, drop: () => Promise<void>): TargetD
     ]);
   const unfoldedVisits = () => pgCount(databaseUrl, NOT_FOLDED);
   const vacuum = () => vacuumWithoutAutovacuum(databaseUrl);
-  return { databaseUrl, countCreated, unfoldedVisits, vacuum, drop };
+  // A statement running outside a transaction counts too: it is one while it runs.
+  const openTransactions = (applicationName: string) =>
+    pgCount(databaseUrl, 'pg_stat_activity WHERE application_name = $1 AND xact_start IS NOT NULL', [applicationName]);
+  return { databaseUrl, countCreated, unfoldedVisits, vacuum, openTransactions, drop };
 }
 
 /**

@@ -24,6 +24,8 @@ export interface ChildServer {
   readonly name: string;
   readonly pid: number;
   readonly baseUrl: string;
+  /** The `application_name` of its PostgreSQL connections (`PGAPPNAME`, which node-postgres reads). */
+  readonly applicationName: string;
   readonly output: OutputLog;
   /** Resident memory (VmRSS) now, in bytes; undefined once the process is gone. */
   rssBytes(): number | undefined;
@@ -56,31 +58,83 @@ export function signalTree(pid: number, signal: 'SIGSTOP' | 'SIGCONT'): void {
   }
 }
 
+/** A target to keep stopped between its runs. */
+export interface StoppableTarget {
+  readonly pid: number;
+  /**
+   * How many database transactions the target has open now (undefined: it has no database that
+   * other targets share locks in). A target is stopped only with none open: one stopped inside a
+   * transaction holds its locks while it is stopped, and the next target's writes wait for them.
+   */
+  openTransactions?(): Promise<number>;
+}
+
+/** How long a target is given to reach a moment between its transactions before it is stopped anyway. */
+const BETWEEN_TRANSACTIONS_TIMEOUT_MS = 10_000;
+
 /** Targets stopped between their runs (`signalTree`): each continues only for its own. */
 export interface StoppedBetweenRuns {
   /** Continues `pid`'s tree for `work`, then stops it again. */
   during<T>(pid: number, work: () => Promise<T>): Promise<T>;
   /** Continues every tree (before the targets are read or stopped for good; also at clean-up). */
   release(): Promise<void>;
+  /** Stops that could not wait for a moment between the target's transactions (see `StoppableTarget`). */
+  readonly warnings: string[];
 }
 
-/** Stops every tree of `pids` now, until each one's turn (`during`) or the end (`release`). */
-export function stopBetweenRuns(pids: readonly number[]): StoppedBetweenRuns {
+/**
+ * Stops every target (`signalTree`), each at a moment it has no database transaction open: it is
+ * stopped, asked about, and continued for a few milliseconds when it has one, until it has none.
+ * Targets over one PostgreSQL database share its locks (advisory locks across schemas, the event
+ * log's partition counters within one): in the first full bench with the stops, a target stopped
+ * while its batch of creates held the partition counters, the next target's batch waited for them
+ * through its whole run and was granted them just before it was stopped in turn, and so on: every
+ * target of `postgres-shorten-10m` answered nothing in any round (bench/PROFILE.md).
+ */
+export async function stopBetweenRuns(
+  targets: readonly (number | StoppableTarget)[],
+  timeoutMs = BETWEEN_TRANSACTIONS_TIMEOUT_MS,
+): Promise<StoppedBetweenRuns> {
+  const all = targets.map((target) => (typeof target === 'number' ? { pid: target } : target));
+  const warnings: string[] = [];
   const continueAll = async () => {
-    for (const pid of pids) signalTree(pid, 'SIGCONT');
+    for (const { pid } of all) signalTree(pid, 'SIGCONT');
   };
   const release = registerCleanup(continueAll);
-  for (const pid of pids) signalTree(pid, 'SIGSTOP');
+  const stop = async (target: StoppableTarget) => {
+    const started = performance.now();
+    for (;;) {
+      signalTree(target.pid, 'SIGSTOP');
+      const open = (await target.openTransactions?.()) ?? 0;
+      if (open === 0) return;
+      if (performance.now() - started > timeoutMs) {
+        warnings.push(
+          `pid ${target.pid} stopped with ${open} transaction(s) open after ${timeoutMs / 1000} s of trying`,
+        );
+        return;
+      }
+      signalTree(target.pid, 'SIGCONT');
+      await new Promise((resolve) => setTimeout(resolve, 5));
+    }
+  };
+  try {
+    for (const target of all) await stop(target);
+  } catch (error) {
+    await release();
+    throw error;
+  }
   return {
     async during(pid, work) {
+      const target = all.find((t) => t.pid === pid) ?? { pid };
       signalTree(pid, 'SIGCONT');
       try {
         return await work();
       } finally {
-        signalTree(pid, 'SIGSTOP');
+        await stop(target);
       }
     },
     release,
+    warnings,
   };
 }
 
@@ -293,7 +347,11 @@ export async function startServer(
 ): Promise<ChildServer> {
   const listenPort = port ?? (await freePort());
   const baseUrl = `http://${HOST}:${listenPort}`;
-  const { child, output, stop } = startCommand(command, childEnv({ ...env, HOST, PORT: String(listenPort) }));
+  const applicationName = `urlshortener-bench-${listenPort}`;
+  const { child, output, stop } = startCommand(
+    command,
+    childEnv({ ...env, HOST, PORT: String(listenPort), PGAPPNAME: applicationName }),
+  );
   try {
     await waitUntilReady(name, baseUrl, child, output);
   } catch (error) {
@@ -301,5 +359,5 @@ export async function startServer(
     throw error;
   }
   const pid = child.pid!;
-  return { name, pid, baseUrl, output, rssBytes: () => residentBytes(pid), stop };
+  return { name, pid, baseUrl, applicationName, output, rssBytes: () => residentBytes(pid), stop };
 }

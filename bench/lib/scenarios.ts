@@ -12,7 +12,14 @@ import { type CacheLookups, missRatio, readCacheLookups, UNIFORM_MIN_MISS_RATIO 
 import { shortenTag } from './codes.js';
 import type { DatabaseProcesses } from './database-cores.js';
 import type { BackendName, Dataset, TargetData } from './datasets.js';
-import { cpuSeconds, settle, stopBetweenRuns, type StoppedBetweenRuns } from './processes.js';
+import {
+  type ChildServer,
+  cpuSeconds,
+  settle,
+  type StoppableTarget,
+  stopBetweenRuns,
+  type StoppedBetweenRuns,
+} from './processes.js';
 import { type BenchSettings, DATASET_SIZES, type DatasetSize } from './settings.js';
 import { median } from './stats.js';
 import type { Target, TargetKind, TargetSpec } from './targets.js';
@@ -269,14 +276,22 @@ async function drive(
     );
   const before = await cacheCounts();
   // Only the target measured runs (`stopBetweenRuns`); all of them again before they are read.
-  const stopped = stopBetweenRuns(all.map((d) => d.target.server.pid));
+  const stopped = await stopBetweenRuns(all.map((d) => stoppable(d.target.server, d.target.data)));
   try {
     await measureRounds(scenario, all, stored, settings, { pids, database, stopped });
   } finally {
     await stopped.release();
   }
+  for (const warning of stopped.warnings) console.warn(`  ${warning}`);
   const after = await cacheCounts();
   all.forEach((d, i) => (d.cache = [before[i], after[i]]));
+}
+
+/** A target as `stopBetweenRuns` takes it: stopped only between its database transactions. */
+export function stoppable(server: ChildServer, data: TargetData | undefined): StoppableTarget {
+  return data === undefined
+    ? { pid: server.pid }
+    : { pid: server.pid, openTransactions: () => data.openTransactions(server.applicationName) };
 }
 
 async function measureRounds(

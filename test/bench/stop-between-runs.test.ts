@@ -1,7 +1,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { stopBetweenRuns } from '../../bench/lib/processes.js';
+import { connectClient } from '../../bench/lib/datasets.js';
+import { type StoppableTarget, signalTree, stopBetweenRuns } from '../../bench/lib/processes.js';
+import { POSTGRES_URL, postgresAvailable } from '../helpers/services.js';
 
 /** A process's state letter from /proc (`T`: stopped). */
 function stateOf(pid: number): string {
@@ -50,7 +52,7 @@ describe('the bench keeps every target but the one it measures stopped', () => {
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
     const [aPid, bPid] = [a.parent.pid!, b.parent.pid!];
-    const stopped = stopBetweenRuns([aPid, bPid]);
+    const stopped = await stopBetweenRuns([aPid, bPid]);
     try {
       const all = [aPid, a.child(), bPid, b.child()];
       expect(await statesOf(all, allStopped)).toEqual(['T', 'T', 'T', 'T']);
@@ -68,4 +70,112 @@ describe('the bench keeps every target but the one it measures stopped', () => {
     const released = await statesOf([aPid, a.child(), bPid, b.child()], (states) => !states.includes('T'));
     expect(released.includes('T')).toBe(false);
   });
+});
+
+/**
+ * A process on its own PostgreSQL connection (named `name`): `loop` runs short transactions back
+ * to back (most of its time inside one, as a target's batches of creates under load), `hold`
+ * opens one and never ends it. Resolves once connected.
+ */
+async function startDatabaseClient(name: string, mode: 'loop' | 'hold'): Promise<ChildProcess> {
+  const work =
+    mode === 'loop'
+      ? `for (;;) { await c.query('BEGIN'); await c.query('SELECT pg_sleep(0.03)'); await c.query('COMMIT');
+           await new Promise((r) => setTimeout(r, 5)); }`
+      : `await c.query('BEGIN'); await c.query('SELECT 1'); setInterval(() => {}, 1000);`;
+  const child = spawn(
+    process.execPath,
+    [
+      '-e',
+      `const c = new (require('pg').Client)({ connectionString: process.env.URL });
+       (async () => { await c.connect(); console.log('ready'); ${work} })();`,
+    ],
+    { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, URL: POSTGRES_URL, PGAPPNAME: name } },
+  );
+  await new Promise<void>((resolve, reject) => {
+    child.stdout!.once('data', () => resolve());
+    child.once('exit', (code) => reject(new Error(`client exited with ${code}`)));
+  });
+  return child;
+}
+
+describe('a target over a shared database is stopped only between its transactions', () => {
+  const started: ChildProcess[] = [];
+  afterEach(() => {
+    for (const child of started) {
+      signalTree(child.pid!, 'SIGCONT');
+      child.kill('SIGKILL');
+    }
+    started.length = 0;
+  });
+
+  /** Transactions open now on `name`'s connections, read by a connection of the test's own. */
+  async function openOn(name: string): Promise<number> {
+    const client = await connectClient(POSTGRES_URL);
+    try {
+      const { rows } = await client.query<{ n: string }>(
+        'SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = $1 AND xact_start IS NOT NULL',
+        [name],
+      );
+      return Number(rows[0]!.n);
+    } finally {
+      await client.end();
+    }
+  }
+
+  it.skipIf(!postgresAvailable)(
+    'never leaves one stopped inside a transaction, where a plain stop mostly does',
+    async () => {
+      const name = `stop-between-runs-${process.pid}-loop`;
+      const child = await startDatabaseClient(name, 'loop');
+      started.push(child);
+      const pid = child.pid!;
+      // Without asking, a stop lands inside a transaction most of the time: what the check is for.
+      let insideOne = 0;
+      for (let i = 0; i < 20; i++) {
+        signalTree(pid, 'SIGSTOP');
+        await statesOf([pid], allStopped);
+        if ((await openOn(name)) > 0) insideOne++;
+        signalTree(pid, 'SIGCONT');
+        await new Promise((resolve) => setTimeout(resolve, 7));
+      }
+      expect(insideOne).toBeGreaterThan(0);
+
+      const target: StoppableTarget = { pid, openTransactions: () => openOn(name) };
+      const stopped = await stopBetweenRuns([target]);
+      try {
+        expect(await statesOf([pid], allStopped)).toEqual(['T']);
+        expect(await openOn(name)).toBe(0);
+        for (let turn = 0; turn < 8; turn++) {
+          await stopped.during(pid, () => new Promise((resolve) => setTimeout(resolve, 60)));
+          expect(await statesOf([pid], allStopped)).toEqual(['T']);
+          expect(await openOn(name)).toBe(0);
+        }
+        expect(stopped.warnings).toEqual([]);
+      } finally {
+        await stopped.release();
+      }
+    },
+    30_000,
+  );
+
+  it.skipIf(!postgresAvailable)(
+    'stops one that never ends its transaction after the timeout, and says so',
+    async () => {
+      const name = `stop-between-runs-${process.pid}-hold`;
+      const child = await startDatabaseClient(name, 'hold');
+      started.push(child);
+      const pid = child.pid!;
+      const stopped = await stopBetweenRuns([{ pid, openTransactions: () => openOn(name) }], 300);
+      try {
+        expect(await statesOf([pid], allStopped)).toEqual(['T']);
+        expect(stopped.warnings).toEqual([
+          expect.stringMatching(new RegExp(`^pid ${pid} stopped with 1 transaction\\(s\\) open after 0.3 s`)),
+        ]);
+      } finally {
+        await stopped.release();
+      }
+    },
+    30_000,
+  );
 });
