@@ -20,6 +20,8 @@
  *                  its processes pinned to the target cores, as the bench does, and their CPU a request
  *                  printed as `db` (bench/lib/database-cores.ts)
  *   AB_ROUNDS      rounds (default 5), AB_DURATION_S seconds each (default 5), after a 2 s warm-up
+ *   AB_KEEP_RUNNING  true: every target left running during the rounds (the bench and this
+ *                  stop all but the one measured: `stopBetweenRuns`), to see what the stops change
  *   AB_PROFILE     variant names: those processes write a .cpuprofile into AB_PROFILE_DIR (default /tmp/ab-prof)
  *   AB_ENV_<NAME>  extra variant: AB_ENV_x='TRACING_SAMPLING_RATE=0.1,FOO=bar' adds variant x; the
  *                  pseudo-variable AB_DIST=<dir> runs that build instead of ./dist (A/B of builds),
@@ -32,7 +34,14 @@ import { cleanUpAll, cleanUpOnSignals, registerCleanup } from './lib/cleanup.js'
 import { shortenTag } from './lib/codes.js';
 import { pinDatabase } from './lib/database-cores.js';
 import { autovacuumNote, postgresBackend, sqliteBackend, type TargetData } from './lib/datasets.js';
-import { type ChildServer, node, settle, startServer, stopBetweenRuns } from './lib/processes.js';
+import {
+  type ChildServer,
+  node,
+  settle,
+  startServer,
+  stopBetweenRuns,
+  type StoppedBetweenRuns,
+} from './lib/processes.js';
 import { measuredRun, rotated, stoppable } from './lib/scenarios.js';
 import { DATASET_SIZES, loadSettings } from './lib/settings.js';
 import { median } from './lib/stats.js';
@@ -173,7 +182,11 @@ async function main(): Promise<void> {
     await settle(pids);
   }
   // As the bench: only the target measured runs (`stopBetweenRuns`).
-  const stopped = await stopBetweenRuns(servers.map((s) => stoppable(s, targetData.get(s.name))));
+  // AB_KEEP_RUNNING=true: every target left running (to measure what the stops change).
+  const stopped: StoppedBetweenRuns =
+    env.AB_KEEP_RUNNING === 'true'
+      ? { during: (_pid, work) => work(), release: async () => {}, warnings: [] }
+      : await stopBetweenRuns(servers.map((s) => stoppable(s, targetData.get(s.name))));
   for (let round = 1; round <= rounds; round++) {
     const line: string[] = [];
     for (const server of rotated(servers, round - 1)) {

@@ -46,7 +46,7 @@ process.on('exit', () => {
  * compaction every 60 s folding that one's clicks, on the measured target's core, and a target's
  * timers fired in another's run (in one A/B the baseline, which never touches the database, showed
  * 8.5 and 11.7 µs of PostgreSQL's CPU a request in a round; bench/PROFILE.md). A stopped process's
- * timers fire when it continues: in its own run, as its own work.
+ * timers fire when it continues, before its run (`StoppedBetweenRuns.during` waits for them).
  */
 export function signalTree(pid: number, signal: 'SIGSTOP' | 'SIGCONT'): void {
   for (const member of processTree(pid)) {
@@ -74,7 +74,7 @@ const BETWEEN_TRANSACTIONS_TIMEOUT_MS = 10_000;
 
 /** Targets stopped between their runs (`signalTree`): each continues only for its own. */
 export interface StoppedBetweenRuns {
-  /** Continues `pid`'s tree for `work`, then stops it again. */
+  /** Continues `pid`'s tree, waits until it is idle again (`settle`), runs `work`, then stops it again. */
   during<T>(pid: number, work: () => Promise<T>): Promise<T>;
   /** Continues every tree (before the targets are read or stopped for good; also at clean-up). */
   release(): Promise<void>;
@@ -128,6 +128,10 @@ export async function stopBetweenRuns(
       const target = all.find((t) => t.pid === pid) ?? { pid };
       signalTree(pid, 'SIGCONT');
       try {
+        // What fell due while it was stopped (its timers, V8's delayed tasks such as a memory
+        // reducer's collection) runs at once when it continues: done before its run, as it would
+        // have been while it idled had it not been stopped (bench/PROFILE.md).
+        await settle([pid]);
         return await work();
       } finally {
         await stop(target);
