@@ -78,17 +78,20 @@ describe('the bench keeps every target but the one it measures stopped', () => {
  * opens one and never ends it. Resolves once connected.
  */
 async function startDatabaseClient(name: string, mode: 'loop' | 'hold'): Promise<ChildProcess> {
+  // Ready once connected, and for `hold` once its transaction is open (a stop before that would
+  // find none).
   const work =
     mode === 'loop'
-      ? `for (;;) { await c.query('BEGIN'); await c.query('SELECT pg_sleep(0.03)'); await c.query('COMMIT');
+      ? `console.log('ready');
+         for (;;) { await c.query('BEGIN'); await c.query('SELECT pg_sleep(0.03)'); await c.query('COMMIT');
            await new Promise((r) => setTimeout(r, 5)); }`
-      : `await c.query('BEGIN'); await c.query('SELECT 1'); setInterval(() => {}, 1000);`;
+      : `await c.query('BEGIN'); await c.query('SELECT 1'); console.log('ready'); setInterval(() => {}, 1000);`;
   const child = spawn(
     process.execPath,
     [
       '-e',
       `const c = new (require('pg').Client)({ connectionString: process.env.URL });
-       (async () => { await c.connect(); console.log('ready'); ${work} })();`,
+       (async () => { await c.connect(); ${work} })();`,
     ],
     { stdio: ['ignore', 'pipe', 'inherit'], env: { ...process.env, URL: POSTGRES_URL, PGAPPNAME: name } },
   );
