@@ -129,7 +129,7 @@ async function loadSqliteMaster(file: string, size: DatasetSize): Promise<number
   removeSqlite(loading);
   const seconds = await timed(async () => {
     await migrate(`sqlite:${loading}`);
-    loadSqlite(loading, size.mappings);
+    await loadSqlite(loading, size.mappings);
   });
   const rows = sqliteCount(loading);
   if (rows !== size.mappings) throw new Error(`loaded ${rows} rows into ${loading}, expected ${size.mappings}`);

@@ -3,24 +3,37 @@
  * `seedKeysSorted`), so the unique index on `code` is appended to rather than written all over.
  *
  * - SQLite: one transaction of one prepared statement, rollback journal in memory and no syncs
- *   while loading, then back to WAL as the service keeps it.
+ *   while loading, then back to WAL as the service keeps it; the search index built meanwhile by
+ *   another process in a file of its own and copied in.
  * - PostgreSQL: one `COPY ... FROM STDIN` fed from here, the secondary indexes built after it on
  *   two connections, then VACUUM ANALYZE: without it the first reads of every page set its hint
  *   bits (writes) and autovacuum starts on the fresh table, both in the middle of the first
  *   measurement.
  */
+import { rmSync } from 'node:fs';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { fileURLToPath } from 'node:url';
 import SQLite from 'better-sqlite3';
 import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import { SEED_CREATED_AT, seedCodeOfKey, seedKeysSorted, seedUrl } from './codes.js';
+import { runNode } from './processes.js';
 
 /** FTS5's `automerge` when a table has never been given one. */
 const FTS5_DEFAULT_AUTOMERGE = 4;
 
-export function loadSqlite(file: string, count: number): void {
+export async function loadSqlite(file: string, count: number): Promise<void> {
   const keys = seedKeysSorted(count);
+  const side = `${file}.search`;
+  rmSync(side, { force: true });
+  // The search index built on the other core meanwhile (seed-search.ts), copied in after.
+  const searched = hasSearch(file)
+    ? runNode(['--import', 'tsx', SEED_SEARCH, side, String(count)], {}).then(
+        () => true,
+        (error: unknown) => error,
+      )
+    : undefined;
   const db = new SQLite(file);
   try {
     db.pragma('journal_mode = MEMORY');
@@ -34,31 +47,71 @@ export function loadSqlite(file: string, count: number): void {
         insert.run(code, seedUrl(code), SEED_CREATED_AT);
       }
     })();
-    indexSqliteSearch(db);
+    if (searched !== undefined) {
+      const built = await searched;
+      if (built !== true) throw built;
+      copySearch(db, side, count);
+    }
     db.pragma('locking_mode = NORMAL');
     db.pragma('journal_mode = WAL');
+  } finally {
+    db.close();
+    rmSync(side, { force: true });
+  }
+}
+
+const SEED_SEARCH = fileURLToPath(new URL('./seed-search.ts', import.meta.url));
+
+function hasSearch(file: string): boolean {
+  const db = new SQLite(file, { readonly: true });
+  try {
+    return db.prepare("SELECT 1 FROM sqlite_master WHERE name = 'url_mappings_search_state'").get() !== undefined;
   } finally {
     db.close();
   }
 }
 
 /**
- * The search index (migration 0061) over the loaded rows, as the migration builds it over rows
- * that exist: one FTS5 rebuild, and every row marked indexed. Without it the service would index
- * the whole dataset in the background while it is measured.
+ * The search index (migration 0061) over the loaded rows: the tables of the one `seed-search.ts`
+ * built in `side` copied over the empty ones the migration made (SQLite's shadow tables of FTS5,
+ * writable only with `unsafeMode`), and every row marked indexed. It holds rows 1 to `count`, so
+ * the loaded rows must be those; they are, in a freshly migrated file (checked). At 10,000,000
+ * rows a rebuild after the inserts took 67 + 12 s of the load's 137; built beside them, the copy
+ * takes what is left (bench/PROFILE.md). Without it the service would index the whole dataset in
+ * the background while it is measured.
  */
-function indexSqliteSearch(db: SQLite.Database): void {
-  const hasIndex = db.prepare("SELECT 1 FROM sqlite_master WHERE name = 'url_mappings_search_state'").get();
-  if (hasIndex === undefined) return;
-  // Merging segments while they are written ('automerge', 4 by default) is a good part of a
-  // rebuild's time; one 'optimize' after it merges them in one pass. At 10,000,000 rows: 82 s
-  // with it, 57 + 11 s this way, for the same index. The setting goes back to FTS5's default.
-  const automerge = (value: number) =>
-    db.exec(`INSERT INTO url_mappings_search (url_mappings_search, rank) VALUES ('automerge', ${value})`);
-  automerge(0);
-  db.exec("INSERT INTO url_mappings_search (url_mappings_search) VALUES ('rebuild')");
-  db.exec("INSERT INTO url_mappings_search (url_mappings_search) VALUES ('optimize')");
-  automerge(FTS5_DEFAULT_AUTOMERGE);
+function copySearch(db: SQLite.Database, side: string, count: number): void {
+  const ids = db.prepare('SELECT MIN(id) AS low, MAX(id) AS high, COUNT(*) AS n FROM url_mappings').get() as {
+    low: number;
+    high: number;
+    n: number;
+  };
+  if (ids.low !== 1 || ids.high !== count || ids.n !== count)
+    throw new Error(`the loaded rows are not ids 1 to ${count} (${JSON.stringify(ids)}): migrate a fresh file`);
+  db.prepare('ATTACH DATABASE ? AS side').run(side);
+  try {
+    const tables = (
+      db
+        .prepare("SELECT name FROM side.sqlite_master WHERE type = 'table' AND name LIKE 'url_mappings_search_%'")
+        .all() as { name: string }[]
+    ).map((t) => t.name);
+    db.unsafeMode(true);
+    try {
+      db.transaction(() => {
+        for (const table of tables) {
+          db.exec(`DELETE FROM main."${table}"`);
+          db.exec(`INSERT INTO main."${table}" SELECT * FROM side."${table}"`);
+        }
+      })();
+    } finally {
+      db.unsafeMode(false);
+    }
+  } finally {
+    db.exec('DETACH DATABASE side');
+  }
+  db.exec(
+    `INSERT INTO url_mappings_search (url_mappings_search, rank) VALUES ('automerge', ${FTS5_DEFAULT_AUTOMERGE})`,
+  );
   db.exec('UPDATE url_mappings_search_state SET indexed_up_to = (SELECT COALESCE(MAX(id), 0) FROM url_mappings)');
 }
 

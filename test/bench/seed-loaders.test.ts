@@ -86,7 +86,7 @@ describe.each(BACKENDS)("the bench's loader on $name", (backend) => {
       const migratedOnly = await inspect(backend.name, await fresh());
       const loaded = await fresh();
       if (backend.name === 'sqlite') {
-        loadSqlite(sqliteFile(loaded), COUNT);
+        await loadSqlite(sqliteFile(loaded), COUNT);
       } else {
         const client = await connectClient(loaded);
         try {
@@ -105,6 +105,22 @@ describe.each(BACKENDS)("the bench's loader on $name", (backend) => {
         expect(after.indexedUpTo).toBe(COUNT);
         // FTS5's merging as the service gets it: 'automerge' back at its default.
         expect(after.settings).toEqual([{ k: 'automerge', v: 4 }]);
+        // The index (built in a file of its own and copied in) holds exactly the table's rows:
+        // FTS5's integrity check (rank 1: against the content table) throws if they differ.
+        const db = new SQLite(sqliteFile(loaded));
+        try {
+          expect(() =>
+            db.exec("INSERT INTO url_mappings_search (url_mappings_search, rank) VALUES ('integrity-check', 1)"),
+          ).not.toThrow();
+          db.prepare('UPDATE url_mappings SET url = ? WHERE id = 7').run('https://example.org/changed');
+          db.exec('DROP TRIGGER url_mappings_search_update'); // so the change reaches the table only
+          db.prepare('UPDATE url_mappings SET url = ? WHERE id = 8').run('https://example.org/unindexed');
+          expect(() =>
+            db.exec("INSERT INTO url_mappings_search (url_mappings_search, rank) VALUES ('integrity-check', 1)"),
+          ).toThrow(/malformed|corrupt/);
+        } finally {
+          db.close();
+        }
       }
     },
     60_000,
