@@ -291,7 +291,6 @@ async function loadPgSchema(serverUrl: string, schema: string, size: DatasetSize
  */
 const PG_ISOLATED_UP_TO = 100_000;
 
-/** A PostgreSQL target's data at `databaseUrl` (a schema in its search_path). */
 /** `SELECT count(*) FROM <from>` at `databaseUrl` (`from`: a table, and its WHERE if any). */
 function pgCount(databaseUrl: string, from = 'url_mappings', params: unknown[] = []): Promise<number> {
   return withClient(databaseUrl, async (client) => {
@@ -336,6 +335,18 @@ async function vacuumWithoutAutovacuum(databaseUrl: string): Promise<string[]> {
   });
 }
 
+/**
+ * Transactions open now on the server of `databaseUrl` on the connections named `applicationName`
+ * (`TargetData.openTransactions`). A statement running outside a transaction counts too: it is one
+ * while it runs.
+ */
+export function openTransactionsOf(databaseUrl: string, applicationName: string): Promise<number> {
+  return pgCount(databaseUrl, 'pg_stat_activity WHERE application_name = $1 AND xact_start IS NOT NULL', [
+    applicationName,
+  ]);
+}
+
+/** A PostgreSQL target's data at `databaseUrl` (a schema in its search_path). */
 function postgresTarget(databaseUrl: string, drop: () => Promise<void>): TargetData {
   const countCreated = (prefix: string) =>
     // In byte order whatever the database's collation (a C collation also uses the index).
@@ -345,9 +356,7 @@ function postgresTarget(databaseUrl: string, drop: () => Promise<void>): TargetD
     ]);
   const unfoldedVisits = () => pgCount(databaseUrl, NOT_FOLDED);
   const vacuum = () => vacuumWithoutAutovacuum(databaseUrl);
-  // A statement running outside a transaction counts too: it is one while it runs.
-  const openTransactions = (applicationName: string) =>
-    pgCount(databaseUrl, 'pg_stat_activity WHERE application_name = $1 AND xact_start IS NOT NULL', [applicationName]);
+  const openTransactions = (applicationName: string) => openTransactionsOf(databaseUrl, applicationName);
   return { databaseUrl, countCreated, unfoldedVisits, vacuum, openTransactions, drop };
 }
 

@@ -1,7 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { connectClient } from '../../bench/lib/datasets.js';
+import { openTransactionsOf, withClient } from '../../bench/lib/datasets.js';
 import { type StoppableTarget, signalTree, stopBetweenRuns } from '../../bench/lib/processes.js';
 import { POSTGRES_URL, postgresAvailable } from '../helpers/services.js';
 
@@ -112,19 +112,18 @@ describe('a target over a shared database is stopped only between its transactio
     started.length = 0;
   });
 
-  /** Transactions open now on `name`'s connections, read by a connection of the test's own. */
-  async function openOn(name: string): Promise<number> {
-    const client = await connectClient(POSTGRES_URL);
-    try {
+  /**
+   * Transactions open now on `name`'s connections, read by the test's own query (the targets below
+   * are asked through the bench's `openTransactionsOf`).
+   */
+  const openOn = (name: string): Promise<number> =>
+    withClient(POSTGRES_URL, async (client) => {
       const { rows } = await client.query<{ n: string }>(
         'SELECT count(*) AS n FROM pg_stat_activity WHERE application_name = $1 AND xact_start IS NOT NULL',
         [name],
       );
       return Number(rows[0]!.n);
-    } finally {
-      await client.end();
-    }
-  }
+    });
 
   it.skipIf(!postgresAvailable)(
     'never leaves one stopped inside a transaction, where a plain stop mostly does',
@@ -144,7 +143,7 @@ describe('a target over a shared database is stopped only between its transactio
       }
       expect(insideOne).toBeGreaterThan(0);
 
-      const target: StoppableTarget = { pid, openTransactions: () => openOn(name) };
+      const target: StoppableTarget = { pid, openTransactions: () => openTransactionsOf(POSTGRES_URL, name) };
       const stopped = await stopBetweenRuns([target]);
       try {
         expect(await statesOf([pid], allStopped)).toEqual(['T']);
@@ -169,7 +168,10 @@ describe('a target over a shared database is stopped only between its transactio
       const child = await startDatabaseClient(name, 'hold');
       started.push(child);
       const pid = child.pid!;
-      const stopped = await stopBetweenRuns([{ pid, openTransactions: () => openOn(name) }], 300);
+      const stopped = await stopBetweenRuns(
+        [{ pid, openTransactions: () => openTransactionsOf(POSTGRES_URL, name) }],
+        300,
+      );
       try {
         expect(await statesOf([pid], allStopped)).toEqual(['T']);
         expect(stopped.warnings).toEqual([
