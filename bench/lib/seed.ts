@@ -28,8 +28,9 @@ export async function loadSqlite(file: string, count: number): Promise<void> {
   const side = `${file}.search`;
   rmSync(side, { force: true });
   // The search index built on the other core meanwhile (seed-search.ts), copied in after.
-  const searched = hasSearch(file)
-    ? runNode(['--import', 'tsx', SEED_SEARCH, side, String(count)], {}).then(
+  const definition = searchDefinition(file);
+  const searched = definition
+    ? runNode(['--import', 'tsx', SEED_SEARCH, side, String(count), definition], {}).then(
         () => true,
         (error: unknown) => error,
       )
@@ -62,10 +63,16 @@ export async function loadSqlite(file: string, count: number): Promise<void> {
 
 const SEED_SEARCH = fileURLToPath(new URL('./seed-search.ts', import.meta.url));
 
-function hasSearch(file: string): boolean {
+/**
+ * The `CREATE VIRTUAL TABLE` of the search index as the migrated file holds it (what the copy's
+ * tables must have been made by), or undefined before migration 0061.
+ */
+function searchDefinition(file: string): string | undefined {
   const db = new SQLite(file, { readonly: true });
   try {
-    return db.prepare("SELECT 1 FROM sqlite_master WHERE name = 'url_mappings_search_state'").get() !== undefined;
+    const row = db.prepare("SELECT sql FROM sqlite_master WHERE name = 'url_mappings_search'").get() as
+      { sql: string } | undefined;
+    return row?.sql;
   } finally {
     db.close();
   }
