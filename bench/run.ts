@@ -20,6 +20,7 @@ import {
   sqliteBackend,
   type StorageBackend,
 } from './lib/datasets.js';
+import { phaseList } from './lib/phases.js';
 import { ROOT } from './lib/processes.js';
 import { writeResultsDocs } from './lib/readme.js';
 import { printScenario, printSummary, type RunRecord, writeJson } from './lib/report.js';
@@ -146,8 +147,14 @@ async function main(): Promise<void> {
       if (inSize.length === 0) continue;
       say(`${store.name} (${store.where}), ${size.mappings.toLocaleString('en-US')} mappings:`);
       const dataset = await store.open(size, (text) => say(`  ${text}`));
-      if (dataset.loadSeconds !== undefined) say(`  loaded in ${dataset.loadSeconds.toFixed(1)} s`);
-      datasets.push({ backend: store.name, mappings: size.mappings, loadSeconds: dataset.loadSeconds ?? null });
+      if (dataset.loadSeconds !== undefined)
+        say(`  loaded in ${dataset.loadSeconds.toFixed(1)} s (${phaseList(dataset.loadPhases ?? {})})`);
+      datasets.push({
+        backend: store.name,
+        mappings: size.mappings,
+        loadSeconds: dataset.loadSeconds ?? null,
+        loadPhases: dataset.loadPhases ?? null,
+      });
       for (const kind of ['main', 'workers'] as const) {
         const group = inSize.filter((s) => s.group === kind);
         if (group.length > 0) results.push(...(await runGroup(group, dataset, variants, { settings, tools, dir })));

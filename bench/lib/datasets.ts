@@ -16,6 +16,7 @@ import SQLite from 'better-sqlite3';
 import pg from 'pg';
 import { registerCleanup } from './cleanup.js';
 import { runNode } from './processes.js';
+import { LoadPhases } from './phases.js';
 import { loadPostgres, loadSqlite } from './seed.js';
 import type { DatasetSize } from './settings.js';
 
@@ -31,6 +32,8 @@ export interface Dataset {
   readonly databaseUrl: string;
   /** Seconds it took to load, or undefined when a stored one was reused. */
   readonly loadSeconds: number | undefined;
+  /** Where the load's time went (`LoadPhases.record`), or undefined when reused. */
+  readonly loadPhases: Record<string, number> | undefined;
   /** A private copy for one service process (SQLite), or the shared dataset (PostgreSQL). */
   isolate(name: string): Promise<TargetData>;
 }
@@ -79,6 +82,12 @@ function migrate(databaseUrl: string): Promise<void> {
   return runNode(['dist/cli.js', 'migrate'], { DATABASE_URL: databaseUrl, LOG_LEVEL: 'warn' });
 }
 
+/** A dataset loaded: its wall time and its phases'. */
+interface Loaded {
+  readonly seconds: number;
+  readonly phases: LoadPhases;
+}
+
 async function timed(work: () => Promise<void> | void): Promise<number> {
   const start = performance.now();
   await work();
@@ -124,12 +133,13 @@ function readJson(file: string): Partial<Fingerprint> | undefined {
   }
 }
 
-async function loadSqliteMaster(file: string, size: DatasetSize): Promise<number> {
+async function loadSqliteMaster(file: string, size: DatasetSize): Promise<Loaded> {
   const loading = `${file}.loading`;
   removeSqlite(loading);
+  const phases = new LoadPhases();
   const seconds = await timed(async () => {
-    await migrate(`sqlite:${loading}`);
-    await loadSqlite(loading, size.mappings);
+    await phases.time('migrate', () => migrate(`sqlite:${loading}`));
+    await loadSqlite(loading, size.mappings, phases);
   });
   const rows = sqliteCount(loading);
   if (rows !== size.mappings) throw new Error(`loaded ${rows} rows into ${loading}, expected ${size.mappings}`);
@@ -137,7 +147,7 @@ async function loadSqliteMaster(file: string, size: DatasetSize): Promise<number
   removeSqlite(file);
   renameSync(loading, file);
   removeSqlite(loading);
-  return seconds;
+  return { seconds, phases };
 }
 
 /** SQLite datasets: masters in `dataDir`, working copies in a directory of this run. */
@@ -152,14 +162,14 @@ export function sqliteBackend(dataDir: string): StorageBackend {
       const file = join(dataDir, `sqlite-${size.label}.db`);
       const stamp = join(dataDir, `sqlite-${size.label}.json`);
       const wanted = fingerprintOf(size);
-      let loadSeconds: number | undefined;
+      let loaded: Loaded | undefined;
       if (existsSync(file) && sameFingerprint(readJson(stamp), wanted)) {
         log(`reusing ${file}`);
         await migrate(`sqlite:${file}`);
       } else {
         rmSync(stamp, { force: true });
         log(`loading ${size.mappings.toLocaleString('en-US')} mappings into ${file}`);
-        loadSeconds = await loadSqliteMaster(file, size);
+        loaded = await loadSqliteMaster(file, size);
         writeFileSync(stamp, `${JSON.stringify(wanted)}\n`);
       }
       const rows = sqliteCount(file);
@@ -169,7 +179,8 @@ export function sqliteBackend(dataDir: string): StorageBackend {
         backend: 'sqlite',
         size,
         databaseUrl: `sqlite:${file}`,
-        loadSeconds,
+        loadSeconds: loaded?.seconds,
+        loadPhases: loaded?.phases.record(),
         async isolate(name) {
           const copy = join(workDir, `${size.label}-${name}.db`);
           removeSqlite(copy);
@@ -267,20 +278,22 @@ async function resetPostgres(client: pg.Client, schema: string, stamp: PgStamp):
   await client.query(`VACUUM ANALYZE ${schema}.url_mappings`);
 }
 
-async function loadPgSchema(serverUrl: string, schema: string, size: DatasetSize): Promise<number> {
+async function loadPgSchema(serverUrl: string, schema: string, size: DatasetSize): Promise<Loaded> {
   await withClient(serverUrl, async (client) => {
     await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
     await client.query(`CREATE SCHEMA ${schema}`);
   });
   const databaseUrl = urlWithSchema(serverUrl, schema);
-  return timed(async () => {
-    await migrate(databaseUrl);
+  const phases = new LoadPhases();
+  const seconds = await timed(async () => {
+    await phases.time('migrate', () => migrate(databaseUrl));
     await withClient(databaseUrl, async (client) => {
-      await loadPostgres(client, size.mappings, () => connectClient(databaseUrl));
+      await loadPostgres(client, size.mappings, () => connectClient(databaseUrl), phases);
       const stamp: PgStamp = { ...fingerprintOf(size), emptyTables: await emptyTables(client, schema) };
       await client.query(`COMMENT ON SCHEMA ${schema} IS '${JSON.stringify(stamp).replace(/'/g, "''")}'`);
     });
   });
+  return { seconds, phases };
 }
 
 /**
@@ -373,14 +386,14 @@ export function postgresBackend(serverUrl: string, schemaPrefix = 'bench_data'):
       const schema = `${schemaPrefix}_${size.label}`;
       const databaseUrl = urlWithSchema(serverUrl, schema);
       const stamp = await withClient(serverUrl, (client) => readPgStamp(client, schema));
-      let loadSeconds: number | undefined;
+      let loaded: Loaded | undefined;
       if (sameFingerprint(stamp, fingerprintOf(size))) {
         log(`reusing schema ${schema}`);
         await migrate(databaseUrl);
         await withClient(serverUrl, (client) => resetPostgres(client, schema, stamp!));
       } else {
         log(`loading ${size.mappings.toLocaleString('en-US')} mappings into schema ${schema}`);
-        loadSeconds = await loadPgSchema(serverUrl, schema, size);
+        loaded = await loadPgSchema(serverUrl, schema, size);
       }
       const count = await pgCount(databaseUrl);
       if (count !== size.mappings) {
@@ -400,7 +413,14 @@ export function postgresBackend(serverUrl: string, schemaPrefix = 'bench_data'):
         );
         return postgresTarget(urlWithSchema(serverUrl, own), drop);
       };
-      return { backend: 'postgres', size, databaseUrl, loadSeconds, isolate };
+      return {
+        backend: 'postgres',
+        size,
+        databaseUrl,
+        loadSeconds: loaded?.seconds,
+        loadPhases: loaded?.phases.record(),
+        isolate,
+      };
     },
   };
 }

@@ -8,7 +8,8 @@ import { type ChartScenario, renderChart } from './chart.js';
 import type { Check } from './checks.js';
 import { ROOT } from './processes.js';
 import type { ScenarioResult, TargetResult } from './scenarios.js';
-import { cpuText } from './report.js';
+import { phaseList } from './phases.js';
+import { cpuText, type DatasetRecord } from './report.js';
 
 const README = join(ROOT, 'bench', 'README.md');
 const START = '<!-- bench-results:start (written by bench/run.ts or bench/readme.ts from results/latest.json) -->';
@@ -29,7 +30,7 @@ interface RunJson {
     targetCores: number[];
   };
   readonly postgres: string;
-  readonly datasets: readonly { backend: string; mappings: number; loadSeconds: number | null }[];
+  readonly datasets: readonly DatasetRecord[];
   readonly notes: readonly string[];
   readonly scenarios: readonly ScenarioResult[];
   readonly checks: readonly Check[];
@@ -104,7 +105,7 @@ export function sectionOf(run: RunJson, chartPath: string): string {
     ...run.notes.map((n) => `- ${n}`),
     ...run.datasets.map(
       (d) =>
-        `- ${d.backend}, ${int(d.mappings)} mappings: ${d.loadSeconds === null ? 'reused from an earlier run' : `loaded in ${num(d.loadSeconds, 1)} s`}`,
+        `- ${d.backend}, ${int(d.mappings)} mappings: ${d.loadSeconds === null ? 'reused from an earlier run' : `loaded in ${num(d.loadSeconds, 1)} s${d.loadPhases ? ` (${phaseList(d.loadPhases)})` : ''}`}`,
     ),
     '',
     `![req/s and p99 per target and scenario](${chartPath})`,

@@ -132,13 +132,21 @@ export function printSummary(
   );
 }
 
+/** A dataset of the run: loaded (its seconds and phases', `LoadPhases.record`) or reused (null). */
+export interface DatasetRecord {
+  readonly backend: string;
+  readonly mappings: number;
+  readonly loadSeconds: number | null;
+  readonly loadPhases?: Record<string, number> | null;
+}
+
 export interface RunRecord {
   readonly startedAt: Date;
   readonly settings: BenchSettings;
   readonly tools: readonly string[];
   readonly postgres: string;
   readonly variants: readonly ServiceVariant[];
-  readonly datasets: readonly { backend: string; mappings: number; loadSeconds: number | null }[];
+  readonly datasets: readonly DatasetRecord[];
   readonly notes: readonly string[];
   readonly results: readonly ScenarioResult[];
   readonly checks: readonly Check[];

@@ -18,12 +18,13 @@ import SQLite from 'better-sqlite3';
 import pg from 'pg';
 import { from as copyFrom } from 'pg-copy-streams';
 import { SEED_CREATED_AT, seedCodeOfKey, seedKeysSorted, seedUrl } from './codes.js';
+import { LoadPhases } from './phases.js';
 import { runNode } from './processes.js';
 
 /** FTS5's `automerge` when a table has never been given one. */
 const FTS5_DEFAULT_AUTOMERGE = 4;
 
-export async function loadSqlite(file: string, count: number): Promise<void> {
+export async function loadSqlite(file: string, count: number, phases = new LoadPhases()): Promise<void> {
   const keys = seedKeysSorted(count);
   const side = `${file}.search`;
   rmSync(side, { force: true });
@@ -42,16 +43,18 @@ export async function loadSqlite(file: string, count: number): Promise<void> {
     db.pragma('locking_mode = EXCLUSIVE');
     db.pragma('cache_size = -262144');
     const insert = db.prepare('INSERT INTO url_mappings (code, url, created_at, click_count) VALUES (?, ?, ?, 0)');
-    db.transaction(() => {
-      for (let i = 0; i < count; i++) {
-        const code = seedCodeOfKey(keys[i]!);
-        insert.run(code, seedUrl(code), SEED_CREATED_AT);
-      }
-    })();
+    await phases.time('inserts', () =>
+      db.transaction(() => {
+        for (let i = 0; i < count; i++) {
+          const code = seedCodeOfKey(keys[i]!);
+          insert.run(code, seedUrl(code), SEED_CREATED_AT);
+        }
+      })(),
+    );
     if (searched !== undefined) {
-      const built = await searched;
+      const built = await phases.time('search index (rest of its side build)', () => searched);
       if (built !== true) throw built;
-      copySearch(db, side, count);
+      await phases.time('search index copy', () => copySearch(db, side, count));
     }
     db.pragma('locking_mode = NORMAL');
     db.pragma('journal_mode = WAL');
@@ -151,7 +154,12 @@ interface IndexDefinition {
  * in one process: 194 s became 133 there. The second connection builds without parallel workers,
  * which would take CPU from the first's build. `another` opens the second connection.
  */
-export async function loadPostgres(client: pg.Client, count: number, another: () => Promise<pg.Client>): Promise<void> {
+export async function loadPostgres(
+  client: pg.Client,
+  count: number,
+  another: () => Promise<pg.Client>,
+  phases = new LoadPhases(),
+): Promise<void> {
   const { rows: indexes } = await client.query<IndexDefinition>(
     `SELECT i.indexname AS name, i.indexdef AS definition FROM pg_indexes i
      JOIN pg_class c ON c.relname = i.indexname AND c.relnamespace = to_regnamespace(i.schemaname)
@@ -161,13 +169,13 @@ export async function loadPostgres(client: pg.Client, count: number, another: ()
   );
   for (const { name } of indexes) await client.query(`DROP INDEX "${name.replaceAll('"', '""')}"`);
   const copy = client.query(copyFrom('COPY url_mappings (code, url, created_at, click_count) FROM STDIN'));
-  await pipeline(Readable.from(copyRows(count)), copy);
+  await phases.time('copy', () => pipeline(Readable.from(copyRows(count)), copy));
   const longest = indexes.filter((i) => /\bgin\b/i.test(i.definition) && /\(url\b/.test(i.definition));
   const rest = indexes.filter((i) => !longest.includes(i));
   const build = async (connection: pg.Client, definitions: readonly IndexDefinition[], parallel: boolean) => {
     await connection.query("SET maintenance_work_mem = '512MB'");
     if (!parallel) await connection.query('SET max_parallel_maintenance_workers = 0');
-    for (const { definition } of definitions) await connection.query(definition);
+    for (const { name, definition } of definitions) await phases.time(name, () => connection.query(definition));
   };
   const second = await another();
   try {
@@ -177,5 +185,5 @@ export async function loadPostgres(client: pg.Client, count: number, another: ()
   } finally {
     await second.end();
   }
-  await client.query('VACUUM ANALYZE url_mappings');
+  await phases.time('vacuum analyze', () => client.query('VACUUM ANALYZE url_mappings'));
 }
