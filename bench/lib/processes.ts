@@ -295,11 +295,26 @@ function describeExit(child: ChildProcess, output: OutputLog): string {
   return `${status}; last output:\n${output.tail.join('\n')}`;
 }
 
-/** Runs `node <args>` to completion; rejects with its output when it fails. */
-export async function runNode(args: readonly string[], env: Readonly<Record<string, string>>): Promise<void> {
+/**
+ * Runs `node <args>` to completion; rejects with its output when it fails. `signal` stops it
+ * early (SIGTERM, then SIGKILL), and it then rejects with the signal's reason.
+ */
+export async function runNode(
+  args: readonly string[],
+  env: Readonly<Record<string, string>>,
+  signal?: AbortSignal,
+): Promise<void> {
+  signal?.throwIfAborted();
   const { child, output, stop } = startCommand(node(args), childEnv(env));
-  await exited(child);
+  const onAbort = () => void stop();
+  signal?.addEventListener('abort', onAbort, { once: true });
+  try {
+    await exited(child);
+  } finally {
+    signal?.removeEventListener('abort', onAbort);
+  }
   await stop();
+  signal?.throwIfAborted();
   if (child.exitCode !== 0) throw new Error(`node ${args.join(' ')} failed: ${describeExit(child, output)}`);
 }
 

@@ -28,10 +28,12 @@ export async function loadSqlite(file: string, count: number, phases = new LoadP
   const keys = seedKeysSorted(count);
   const side = `${file}.search`;
   rmSync(side, { force: true });
-  // The search index built on the other core meanwhile (seed-search.ts), copied in after.
+  // The search index built on the other core meanwhile (seed-search.ts), copied in after; the
+  // build stopped (before its file is removed) when the load fails first.
   const definition = searchDefinition(file);
+  const sideBuild = new AbortController();
   const searched = definition
-    ? runNode(['--import', 'tsx', SEED_SEARCH, side, String(count), definition], {}).then(
+    ? runNode(['--import', 'tsx', SEED_SEARCH, side, String(count), definition], {}, sideBuild.signal).then(
         () => true,
         (error: unknown) => error,
       )
@@ -59,6 +61,8 @@ export async function loadSqlite(file: string, count: number, phases = new LoadP
     db.pragma('locking_mode = NORMAL');
     db.pragma('journal_mode = WAL');
   } finally {
+    sideBuild.abort(new Error('the load failed before the search index was copied'));
+    await searched;
     db.close();
     rmSync(side, { force: true });
   }

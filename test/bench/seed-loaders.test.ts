@@ -1,9 +1,10 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import SQLite from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/adapters/storage/database.js';
 import { migrateToLatest } from '../../src/adapters/storage/migrations.js';
 import { connectClient } from '../../bench/lib/datasets.js';
-import { seedMapping } from '../../bench/lib/codes.js';
+import { SEED_CREATED_AT, seedCodeOfKey, seedKeysSorted, seedMapping } from '../../bench/lib/codes.js';
 import { LoadPhases } from '../../bench/lib/phases.js';
 import { loadPostgres, loadSqlite } from '../../bench/lib/seed.js';
 import { BACKENDS, type TestDatabase, testConfig } from '../helpers/backends.js';
@@ -140,4 +141,45 @@ describe.each(BACKENDS)("the bench's loader on $name", (backend) => {
     },
     60_000,
   );
+});
+
+describe("the bench's SQLite loader failing", () => {
+  const sqlite = BACKENDS.find((b) => b.name === 'sqlite')!;
+  let database: TestDatabase | undefined;
+  afterEach(async () => {
+    await database?.drop();
+    database = undefined;
+  });
+
+  /** Processes whose command line names `path`. */
+  const processesNaming = (path: string) =>
+    readdirSync('/proc')
+      .filter((entry) => /^\d+$/.test(entry))
+      .filter((pid) => {
+        try {
+          return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(path);
+        } catch {
+          return false; // gone meanwhile
+        }
+      });
+
+  it('stops the search index side build and removes its file when the inserts fail', async () => {
+    database = await sqlite.create();
+    await migrate(database.databaseUrl);
+    const file = sqliteFile(database.databaseUrl);
+    // The first seeded code in the loader's order, already taken: its first insert fails.
+    const db = new SQLite(file);
+    try {
+      const first = seedCodeOfKey(seedKeysSorted(COUNT)[0]!);
+      db.prepare("INSERT INTO url_mappings (code, url, created_at) VALUES (?, 'https://example.com/', ?)").run(
+        first,
+        SEED_CREATED_AT,
+      );
+    } finally {
+      db.close();
+    }
+    await expect(loadSqlite(file, COUNT)).rejects.toThrow(/UNIQUE/);
+    expect(processesNaming(`${file}.search`)).toEqual([]);
+    expect(existsSync(`${file}.search`)).toBe(false);
+  }, 30_000);
 });
