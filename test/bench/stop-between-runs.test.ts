@@ -39,15 +39,24 @@ function startTree(): { parent: ChildProcess; child: () => number } {
 }
 
 describe('the bench keeps every target but the one it measures stopped', () => {
-  const started: ChildProcess[] = [];
+  const started: ReturnType<typeof startTree>[] = [];
   afterEach(() => {
-    for (const process of started) process.kill('SIGKILL');
+    // Each child too: killed, a parent cannot take its child along, which would outlive the test.
+    for (const tree of started.splice(0)) {
+      for (const pid of [tree.child(), tree.parent.pid!]) {
+        try {
+          if (pid !== 0) process.kill(pid, 'SIGKILL');
+        } catch {
+          // Gone already.
+        }
+      }
+    }
   });
 
   it('stops each tree whole, continues one for its turn, and all of them at the end', async () => {
     const a = startTree();
     const b = startTree();
-    started.push(a.parent, b.parent);
+    started.push(a, b);
     for (let tries = 0; (a.child() === 0 || b.child() === 0) && tries < 100; tries++) {
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
