@@ -64,7 +64,7 @@ async function checkWait(data: TargetData): Promise<void> {
   expect(boundedMs).toBeLessThan(3_000);
   // A journal row not merged yet is waited for as well.
   await execute(data, 'DELETE FROM visit_unfolded');
-  await execute(data, `INSERT INTO visit_journal (written_at_ms, merged_through, visits, data) VALUES (1, 0, 1, '{}')`);
+  await execute(data, `INSERT INTO visit_journal (written_at_ms, merged_through, visits) VALUES (1, 0, 1)`);
   expect(await data.unfoldedVisits()).toBe(1);
   expect(await visitsFolded(data, 1_000)).toBeGreaterThanOrEqual(1_000);
   await execute(data, 'DELETE FROM visit_journal');

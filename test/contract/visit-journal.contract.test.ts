@@ -117,6 +117,24 @@ describe.each(BACKENDS)('VisitJournal on $name', (backend) => {
       [4, 10],
     ]);
     expect(await journal.pending(1_000)).toEqual([]);
+    // Its text went with it (a table of its own: the steps before moved the mark, never the text).
+    expect(await database.db.selectFrom('visit_journal_data').select('id').execute()).toEqual([]);
+  });
+
+  test("a merge step rewrites the row's mark, not its text", async () => {
+    await emptied();
+    await journal.write(entry(40, 4, Date.UTC(2026, 10, 28, 12)));
+    const [read] = await journal.pending(1_000);
+    const first = new JournalMerge([{ visits: decodeJournal(read!.data), mergedThrough: 0 }], {
+      rows: 2,
+      visits: 1_000,
+    }).take()!;
+    const columns = async () =>
+      Object.keys((await database.db.selectFrom('visit_journal').selectAll().executeTakeFirstOrThrow()) as object);
+    expect(await columns()).not.toContain('data');
+    await journal.merge({ rows: [{ id: read!.id, mergedThrough: 0 }], through: first.through, segments: first.rows });
+    const [after] = await journal.pending(1_000);
+    expect([after!.mergedThrough, after!.data]).toEqual([first.through, read!.data]);
   });
 
   test('a merge cut off goes on with rows written since, each row from its own mark', async () => {

@@ -83,6 +83,7 @@ export async function foldRun(
 export async function visitTablesText(db: Kysely<DatabaseSchema>): Promise<string> {
   const tables = [
     'visit_journal',
+    'visit_journal_data',
     'visit_segments',
     'visit_unfolded',
     'visit_link_segments',

@@ -346,6 +346,52 @@ describe.each(BACKENDS)('migrations on $name', (backend) => {
       await expect(database.db.selectFrom('visit_journal').selectAll().execute()).rejects.toThrow();
     },
   );
+
+  it.skipIf(!backend.available)(
+    "0078 moves each journal row's text to a table of its own, deleted with its row; its down moves it back",
+    async () => {
+      const database = await emptyDatabase();
+      const migrator = await migratorFor(database.db, database.dialect);
+      expect((await migrator.migrateTo('0077_visit_journal')).error).toBeUndefined();
+      // Rows as 0077 made them, the text in the row (columns the schema's types no longer have).
+      await sql`INSERT INTO visit_journal (written_at_ms, merged_through, visits, data)
+        VALUES (1, 0, 2, '{"a":1}'), (2, 7, 3, '{"b":2}')`.execute(database.db);
+      expect((await migrator.migrateTo('0078_visit_journal_data')).results?.map((r) => r.migrationName)).toEqual([
+        '0078_visit_journal_data',
+      ]);
+      const journal = await database.db.selectFrom('visit_journal').selectAll().orderBy('id').execute();
+      expect(journal.map((r) => ({ ...r, id: Number(r.id), merged_through: Number(r.merged_through) }))).toEqual([
+        { id: 1, written_at_ms: expect.anything(), merged_through: 0, visits: expect.anything() },
+        { id: 2, written_at_ms: expect.anything(), merged_through: 7, visits: expect.anything() },
+      ]);
+      const texts = async () =>
+        (await database.db.selectFrom('visit_journal_data').selectAll().orderBy('id').execute()).map((r) => ({
+          id: Number(r.id),
+          data: r.data,
+        }));
+      expect(await texts()).toEqual([
+        { id: 1, data: '{"a":1}' },
+        { id: 2, data: '{"b":2}' },
+      ]);
+      if (database.dialect === 'postgres') {
+        const { rows: storage } = await sql<{ attstorage: string }>`SELECT attstorage FROM pg_attribute
+          WHERE attrelid = 'visit_journal_data'::regclass AND attname = 'data'`.execute(database.db);
+        expect(storage).toEqual([{ attstorage: 'e' }]);
+      }
+      // A row's text goes with it; a text without its row cannot be written.
+      await database.db.deleteFrom('visit_journal').where('id', '=', 1).execute();
+      expect(await texts()).toEqual([{ id: 2, data: '{"b":2}' }]);
+      await expect(
+        database.db.insertInto('visit_journal_data').values({ id: 99, data: '{}' }).execute(),
+      ).rejects.toThrow(/foreign key/i);
+      const down = await migrator.migrateDown();
+      expect(down.results?.map((r) => r.migrationName)).toEqual(['0078_visit_journal_data']);
+      const { rows: back } = await sql<{ id: number; data: string }>`
+        SELECT id, data FROM visit_journal ORDER BY id`.execute(database.db);
+      expect(back.map((r) => ({ id: Number(r.id), data: r.data }))).toEqual([{ id: 2, data: '{"b":2}' }]);
+      await expect(database.db.selectFrom('visit_journal_data').selectAll().execute()).rejects.toThrow();
+    },
+  );
 });
 
 /**

@@ -19,7 +19,8 @@ const PG_MERGE_LOCK = 0x76_6a_6e_6c_6d_67; // "vjnlmg"
 class RowsMoved extends Error {}
 
 /**
- * The visit journal in SQLite or PostgreSQL (`visit_journal`, migration 0077). A row's id is the
+ * The visit journal in SQLite or PostgreSQL (`visit_journal`, migration 0077; each row's text in
+ * `visit_journal_data`, 0078, deleted with it). A row's id is the
  * order it was written in; its batch id goes to `visit_batches` in the same transaction, as a
  * flush's batch did, so a row whose commit went through but whose answer was lost is not written
  * twice (nor after it was merged). A merge transaction moves its rows on only from where it read
@@ -46,9 +47,15 @@ export class KyselyVisitJournal implements VisitJournal {
     return this.db.transaction().execute(async (trx) => {
       const writtenAt = this.now();
       if (!(await claimBatch(trx, entry.id, writtenAt))) return false;
-      await trx
+      const { id } = await trx
         .insertInto('visit_journal')
-        .values({ written_at_ms: writtenAt, merged_through: 0, visits: entry.visits, data: entry.data })
+        .values({ written_at_ms: writtenAt, merged_through: 0, visits: entry.visits })
+        .returning('id')
+        .executeTakeFirstOrThrow();
+      // The text apart (migration 0078): each merge step rewrites the row's mark, never the text.
+      await trx
+        .insertInto('visit_journal_data')
+        .values({ id: Number(id), data: entry.data })
         .execute();
       return true;
     });
@@ -79,7 +86,7 @@ export class KyselyVisitJournal implements VisitJournal {
     }
     if (taken.length === 0) return [];
     const texts = await this.db
-      .selectFrom('visit_journal')
+      .selectFrom('visit_journal_data')
       .select(['id', 'data'])
       .where(
         'id',

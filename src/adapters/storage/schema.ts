@@ -75,6 +75,11 @@ export interface VisitJournalTable {
   /** The link the row is merged through (0: none yet). */
   merged_through: number;
   visits: number;
+}
+
+/** A journal row's text (migration 0078): deleted with its row. */
+export interface VisitJournalDataTable {
+  id: number;
   data: string;
 }
 
@@ -304,6 +309,7 @@ export interface DatabaseSchema {
   visit_link_segments: VisitLinkSegmentsTable;
   visit_batches: VisitBatchesTable;
   visit_journal: VisitJournalTable;
+  visit_journal_data: VisitJournalDataTable;
   visit_days: VisitDaysTable;
   visit_salts: VisitSaltsTable;
   settings: SettingsTable;

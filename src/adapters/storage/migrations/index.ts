@@ -14,6 +14,7 @@ import { urlMappingOwners } from './0060-url-mapping-owners.js';
 import { urlMappingSearch } from './0061-url-mapping-search.js';
 import { urlMappingCreatedOrder } from './0062-url-mapping-created-order.js';
 import { visitJournal } from './0077-visit-journal.js';
+import { visitJournalData } from './0078-visit-journal-data.js';
 import { userDisabled } from './0065-user-disabled.js';
 import { apiKeys } from './0066-api-keys.js';
 import { userSessionsNotBefore } from './0067-user-sessions-not-before.js';
@@ -55,6 +56,7 @@ const MIGRATIONS: readonly SchemaMigration[] = [
   visitLinkSegments,
   urlMappingCreatedOrder,
   visitJournal,
+  visitJournalData,
 ];
 
 /** The migrations as Kysely's migrator takes them, by name, for one dialect. */
