@@ -31,9 +31,11 @@ const MERGE_GROUP = { rows: 300, visits: 50_000 } as const;
  * the event loop for about `targetMs`, as for the fold's steps (FOLD_SIZING) and for the same
  * reasons. On SQLite that is the transaction's whole time; on PostgreSQL its JavaScript only, so
  * its steps grow to thousands of segments: a few transactions a run, not a hundred (each with its
- * commit; bench/PROFILE.md).
+ * commit; bench/PROFILE.md). It starts small and grows a quarter a step: a first step of 300
+ * links of a busy service's journal held SQLite's event loop for 60-70 ms, and the next (made
+ * before the first had reported) as long again.
  */
-export const MERGE_SIZING = { initial: MERGE_GROUP.rows, min: 1, max: 20_000, targetMs: 2 } as const;
+export const MERGE_SIZING = { initial: 25, min: 1, max: 20_000, targetMs: 2 } as const;
 /**
  * How often the journal is merged into segments, which are added to their day rows as they are
  * written, and the day rows caught up from any segments written unfolded (a batch's: migrations'
@@ -188,10 +190,13 @@ export async function mergeJournal(
     const merge = new JournalMerge(parts, limit);
     const take = () => {
       const started = performance.now();
-      const group = merge.take(sizer ? { rows: sizer.size, visits: limit.visits } : limit);
-      return { group, ms: performance.now() - started };
+      const asked = sizer ? { rows: sizer.size, visits: limit.visits } : limit;
+      const group = merge.take(asked);
+      // Full: cut at a bound, not at the end of what was read (which says nothing of a full one's time).
+      const full = group !== undefined && (group.rows.length >= asked.rows || group.visits >= asked.visits);
+      return { group, ms: performance.now() - started, full };
     };
-    for (let { group, ms: tookMs } = take(); ;) {
+    for (let { group, ms: tookMs, full } = take(); ;) {
       // The next group is made before this one is written: the last step is the one with no next.
       const next = group === undefined ? undefined : take();
       // The last step deletes the rows: every link of theirs is in segments once it commits.
@@ -199,11 +204,11 @@ export async function mergeJournal(
       const done = await journal.merge({ rows: marks, through, segments: group?.rows ?? [] });
       if (done === undefined) return merged;
       // Its segments were made in one go too (JournalMerge's take), holding the loop as long.
-      if (group !== undefined) sizer?.took(tookMs + done.heldMs);
+      if (group !== undefined) sizer?.took(tookMs + done.heldMs, full);
       merged += group?.visits ?? 0;
       if (through === undefined) break;
       marks = marks.map(({ id, mergedThrough }) => ({ id, mergedThrough: Math.max(mergedThrough, through) }));
-      ({ group, ms: tookMs } = next!);
+      ({ group, ms: tookMs, full } = next!);
       await nextTurn();
     }
   }
@@ -217,13 +222,14 @@ export async function foldAll(writes: Pick<VisitWrites, 'foldMark' | 'fold'>, si
   if (upTo === 0) return 0;
   let folded = 0;
   for (let after = 0; ;) {
-    const step = await writes.fold(sizer.size, upTo, after);
+    const asked = sizer.size;
+    const step = await writes.fold(asked, upTo, after);
     if (step.through === undefined) return folded;
     // (A step that found its range locked by another instance says nothing about a full one's time.)
     // Sized by what it held the event loop for, not by its wall time: on PostgreSQL the wall time
     // is mostly round trips, and under load each waits for the loop's next turn, so steps sized by
     // it shrank to one segment a transaction (seven statements for each segment folded).
-    if (step.segments > 0) sizer.took(step.heldMs);
+    if (step.segments > 0) sizer.took(step.heldMs, step.segments >= asked);
     folded += step.segments;
     after = step.through;
     await new Promise((resolve) => setImmediate(resolve)); // requests get the writer in between

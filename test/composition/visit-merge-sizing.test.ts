@@ -77,8 +77,29 @@ describe('a merge run sizes its steps by what they held the event loop for', () 
     const given = await mergeRun(2_000, new BatchSizer(MERGE_SIZING), 1, MERGE_SIZING.targetMs * 5);
     // (The second step's segments were made before the first had said how long it held; the
     // making of the segments counts too, so a step may shrink a little more than a fifth.)
-    expect(given.slice(0, 2)).toEqual([300, 300]);
-    expect(given[2]).toBeLessThanOrEqual(60);
-    expect(given[3]).toBeLessThanOrEqual(12);
+    const { initial } = MERGE_SIZING;
+    expect(given.slice(0, 2)).toEqual([initial, initial]);
+    expect(given[2]).toBeLessThanOrEqual(Math.ceil(initial / 5));
+    expect(given[3]).toBeLessThanOrEqual(Math.ceil(initial / 25));
+  });
+
+  it('starts small: a first step of a busy journal holds the loop for a few steps’ worth, not a run’s', () => {
+    expect(MERGE_SIZING.initial).toBeLessThanOrEqual(50);
+  });
+
+  it('grows them only after a full step that was quick, not after a run’s last, partial one', async () => {
+    // Runs of few links (a quiet spell, or the tail of every run): each one step, short of the size.
+    const sizer = new BatchSizer(MERGE_SIZING);
+    for (let run = 0; run < 20; run++) await mergeRun(3, sizer, 0, 0.1);
+    expect(sizer.size).toBe(MERGE_SIZING.initial);
+    // Full steps that were quick: a quarter larger each (the second made before the first reported).
+    const { initial } = MERGE_SIZING;
+    const given = await mergeRun(1_000, sizer, 0, 0.1);
+    expect(given.slice(0, 4)).toEqual([
+      initial,
+      initial,
+      Math.ceil(initial * 1.25),
+      Math.ceil(Math.ceil(initial * 1.25) * 1.25),
+    ]);
   });
 });

@@ -21,6 +21,18 @@ describe('BatchSizer', () => {
     expect(sizer.size).toBe(125);
   });
 
+  it('grows only after a full batch: one cut short by the end of the work says nothing of a full one', () => {
+    const sizer = new BatchSizer(options);
+    sizer.took(0.1, false);
+    sizer.took(0, false);
+    expect(sizer.size).toBe(100);
+    sizer.took(0.1, true);
+    expect(sizer.size).toBe(125);
+    // A short one that took too long still shrinks it.
+    sizer.took(5, false);
+    expect(sizer.size).toBe(50);
+  });
+
   it('finds a size whose batches take about the target, for a cost per item it does not know', () => {
     for (const msPerItem of [0.001, 0.08, 0.5, 5]) {
       const sizer = new BatchSizer(options);
