@@ -46,11 +46,10 @@ function labels(profile: Profile): Map<number, string | undefined> {
   for (const n of profile.nodes) for (const c of n.children ?? []) roots.delete(c);
   const visit = (id: number, inherited: string | undefined) => {
     const node = byId.get(id)!;
-    const { functionName, url, lineNumber } = node.callFrame;
+    const { functionName, url } = node.callFrame;
     let own = inherited;
     if (own === undefined && functionName === GC) own = GC;
     if (own === undefined && TASK_FILES.test(url)) own = frameName(node);
-    void lineNumber;
     label.set(id, own);
     for (const child of node.children ?? []) visit(child, own);
   };
@@ -59,7 +58,7 @@ function labels(profile: Profile): Map<number, string | undefined> {
 }
 
 interface Run {
-  readonly ms: number;
+  ms: number;
   /** The functions its samples were in (their own frames), with the ms of each. */
   readonly inside: Map<string, number>;
 }
@@ -82,7 +81,7 @@ const IDLE = new Set(['(idle)', '(program)']);
  * (the samples before and after it not idle): while the service is idle, between its loads,
  * its background steps follow each other with nothing in between, and no request waits.
  */
-export function longTasks(profile: Profile, minMs: number): Map<string, Runs> {
+function longTasks(profile: Profile, minMs: number): Map<string, Runs> {
   const label = labels(profile);
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const idle = (id: number | undefined) => id === undefined || IDLE.has(byId.get(id)!.callFrame.functionName);
@@ -111,7 +110,7 @@ export function longTasks(profile: Profile, minMs: number): Map<string, Runs> {
     }
     const self = frameName(byId.get(id)!);
     run.inside.set(self, (run.inside.get(self) ?? 0) + sinceLast);
-    (run as { ms: number }).ms += sinceLast;
+    run.ms += sinceLast;
   }
   close(undefined);
   return runs;
