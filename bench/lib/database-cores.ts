@@ -49,31 +49,15 @@ function pinTree(pid: number, cores: string): boolean {
       if (result.status !== 0 && statusField(member, 'Pid') !== undefined) pinned = false;
     }
     if (!pinned) return false;
+    // The root is pinned first: its list, as /proc writes it, is what every process should show.
+    const wanted = statusField(pid, 'Cpus_allowed_list');
     const left = processTree(pid).filter((member) => {
       const allowed = statusField(member, 'Cpus_allowed_list');
-      return allowed !== undefined && allowed !== normalCores(cores);
+      return allowed !== undefined && allowed !== wanted;
     });
     if (left.length === 0) return true;
   }
   return true; // Still forking faster than this pins: the next pass's backends end with their connections.
-}
-
-/** `cores` as /proc writes a CPU list (`0,1` → `0-1`). */
-function normalCores(cores: string): string {
-  const list = [...new Set(cores.split(',').flatMap(expandRange))].sort((a, b) => a - b);
-  const parts: string[] = [];
-  for (let i = 0; i < list.length;) {
-    let j = i;
-    while (j + 1 < list.length && list[j + 1] === list[j]! + 1) j++;
-    parts.push(i === j ? String(list[i]) : `${list[i]}-${list[j]}`);
-    i = j + 1;
-  }
-  return parts.join(',');
-}
-
-function expandRange(part: string): number[] {
-  const [from, to = from] = part.split('-').map(Number);
-  return Array.from({ length: to! - from! + 1 }, (_, k) => from! + k);
 }
 
 /**

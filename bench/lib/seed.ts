@@ -61,7 +61,7 @@ export async function loadSqlite(file: string, count: number, phases = new LoadP
     db.pragma('locking_mode = NORMAL');
     db.pragma('journal_mode = WAL');
   } finally {
-    sideBuild.abort(new Error('the load ended before the search index side build')); // a no-op once it has
+    sideBuild.abort(new Error('the load ended before the search index side build did')); // a no-op once it has
     await searched;
     db.close();
     rmSync(side, { force: true });
