@@ -100,6 +100,43 @@ describe.each(BACKENDS)('cache misses on $name', (backend) => {
     expect(await urls.resolve(changed.code, true)).toMatchObject({ location: 'https://example.com/new' });
   });
 
+  it.skipIf(!backend.available || backend.name !== 'sqlite')(
+    'SQLite: a miss while the serving connection has a transaction open answers what is committed, and the serving connection answers otherwise',
+    async () => {
+      const changed = await create();
+      const reader = database.reader!;
+      // No transaction open: the serving connection itself (its page cache survives its own commits).
+      expect(reader().readonly).toBe(false);
+      const held = gate();
+      const inside = gate();
+      let added = '';
+      const writing = database.db.transaction().execute(async (trx) => {
+        await trx
+          .updateTable('url_mappings')
+          .set({ url: 'https://example.com/uncommitted' })
+          .where('id', '=', changed.id)
+          .execute();
+        added = `m${String(++n).padStart(6, '0')}`;
+        await trx
+          .insertInto('url_mappings')
+          .values({ code: added, url: 'https://example.com/added', created_at: '2024-01-01T00:00:00Z', click_count: 0 })
+          .execute();
+        inside.open();
+        await held.opened;
+      });
+      await inside.opened;
+      // The transaction is open across awaits: lookups go to the read-only connection, which sees none of it.
+      expect(reader().readonly).toBe(true);
+      expect(repo.findTarget(changed.code)).toMatchObject({ id: changed.id, url: changed.url });
+      expect(repo.findTarget(added)).toBeUndefined();
+      held.open();
+      await writing;
+      expect(reader().readonly).toBe(false);
+      expect(repo.findTarget(changed.code)).toMatchObject({ id: changed.id, url: 'https://example.com/uncommitted' });
+      expect(repo.findTarget(added)).toMatchObject({ url: 'https://example.com/added' });
+    },
+  );
+
   const sync = backend.name === 'sqlite';
   it.skipIf(!backend.available)(
     sync

@@ -48,9 +48,16 @@ export interface Database {
   readonly db: Kysely<DatabaseSchema>;
   readonly dialect: Dialect;
   /**
-   * SQLite file: a read-only connection of its own to the same file, opened at the first call
-   * and closed with the database (lookups that must not wait behind Kysely's queue nor see a
-   * transaction the serving connection has open). Absent for PostgreSQL and `:memory:`.
+   * SQLite file: a connection to read committed rows from at once, for lookups that must not wait
+   * behind Kysely's queue nor see a transaction the serving connection has open. While that
+   * connection has none open it is the serving connection itself: SQLite keeps a connection's
+   * page cache across its own commits, but a connection that sees another's commit drops its
+   * whole cache (and its memory map) at its next read, and the service commits hundreds of
+   * times a second under load (clicks, visits), so a connection of its own read every page
+   * again from the file (bench/PROFILE.md). While a transaction is open (it spans awaits) it is
+   * a read-only connection of its own, opened at the first such call and closed with the
+   * database. The serving connection never has a statement iterating across awaits (nothing
+   * here streams a query), so a lookup on it always runs. Absent for PostgreSQL and `:memory:`.
    */
   readonly reader?: () => SQLite.Database;
   /** Resolves when the database answers `SELECT 1` (readiness). */
@@ -120,7 +127,7 @@ function openSqlite(file: string, options: OpenDatabaseOptions): Database {
   let reader: SQLite.Database | undefined;
   return {
     ...database,
-    reader: () => (reader ??= openReader(file)),
+    reader: () => (connection.inTransaction ? (reader ??= openReader(file)) : connection),
     close: async () => {
       reader?.close();
       await checkpointer?.stop();
@@ -156,10 +163,16 @@ class SqliteWriterDialect extends SqliteDialect {
   }
 }
 
-/** A read-only connection (see `Database.reader`), its pages mapped: lookups touch the whole table. */
+/**
+ * A read-only connection (see `Database.reader`), for the lookups made while the serving
+ * connection has a transaction open. Its pages are read, not mapped: it sees the serving
+ * connection's commits, and SQLite unmaps a connection's whole file after each one it sees (to be
+ * mapped, and every page faulted in, again), which cost a lookup on 10,000,000 mappings 15–18 µs
+ * with a commit every 20–100 lookups, against 8–9 read (bench/PROFILE.md).
+ */
 function openReader(file: string): SQLite.Database {
   const connection = new SQLite(file, { readonly: true, fileMustExist: true });
-  connection.pragma('mmap_size = 17179869184');
+  connection.pragma('mmap_size = 0');
   connection.pragma('cache_size = -65536');
   return connection;
 }

@@ -73,8 +73,8 @@ export class KyselyUrlMappingRepository implements UrlMappingRepository {
   private readonly creates: BatchedCreates;
 
   /**
-   * @param reader SQLite: a read-only connection to the same file (`Database.reader`), for the
-   *   redirect path's lookups
+   * @param reader SQLite: the connection to read committed rows from at once (`Database.reader`),
+   *   for the redirect path's lookups
    */
   constructor(
     private readonly db: Kysely<DatabaseSchema>,

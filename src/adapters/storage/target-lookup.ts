@@ -17,20 +17,26 @@ export interface CodedTarget extends RedirectTarget {
 }
 
 /**
- * SQLite: the redirect path's lookup by code, answered at once by a prepared statement on a
- * read-only connection of its own (opened at the first lookup, after migrations). Its own
- * connection sees only committed rows, never a transaction the serving connection has open, and
- * a lookup runs start to end within one turn of the event loop, so no change can commit while
- * it is under way: it cannot hand the cache a target that a DELETE or PATCH already replaced.
+ * SQLite: the redirect path's lookup by code, answered at once by a prepared statement on the
+ * connection `Database.reader` names for the moment: one that sees only committed rows, never a
+ * transaction the serving connection has open. A lookup runs start to end within one turn of the
+ * event loop, so no change can commit while it is under way: it cannot hand the cache a target
+ * that a DELETE or PATCH already replaced.
  */
 export class SqliteTargetLookup {
-  private statement: SQLite.Statement<[string], RedirectTarget> | undefined;
+  /** The statement prepared on each connection the reader has named (two at most). */
+  private readonly statements = new Map<SQLite.Database, SQLite.Statement<[string], RedirectTarget>>();
 
   constructor(private readonly connection: () => SQLite.Database) {}
 
   find(code: string): RedirectTarget | undefined {
-    this.statement ??= this.connection().prepare<[string], RedirectTarget>(BY_CODE.text);
-    return this.statement.get(code);
+    const connection = this.connection();
+    let statement = this.statements.get(connection);
+    if (!statement) {
+      statement = connection.prepare<[string], RedirectTarget>(BY_CODE.text);
+      this.statements.set(connection, statement);
+    }
+    return statement.get(code);
   }
 
   /** `find` under a statement span of its own (the request's span is recording). */
