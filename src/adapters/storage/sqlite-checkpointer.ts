@@ -6,14 +6,25 @@ import { Worker } from 'node:worker_threads';
  * every interval (it copies committed WAL frames into the database file and waits for no reader
  * or writer), and a last one when asked to stop. Small enough to be handed over as text, so the
  * same code runs from the sources (tests) and from the build.
+ *
+ * A PASSIVE checkpoint never starts the WAL over: only a writer does, and only if every frame was
+ * copied when its transaction began, which under a steady stream of commits (a busy service
+ * commits every few milliseconds) is almost never so. The WAL then grew until the serving
+ * connection's fallback checkpointed it on the event loop (see FALLBACK_AUTOCHECKPOINT_PAGES),
+ * whose sync of the database file held every request for about 100 ms, every 400 ms, under the
+ * uniform mix over 10,000,000 links (bench/PROFILE.md). So once the WAL holds RESTART_FRAMES
+ * frames, the PASSIVE checkpoint is followed by a RESTART one: it waits (here, in this thread)
+ * for the writer's transaction under way, then keeps new ones waiting while it copies the few
+ * frames committed since the PASSIVE one and syncs, so that the next writer starts the WAL over.
  */
 const THREAD_PROGRAM = `
 const { parentPort, workerData } = require('node:worker_threads');
 const SQLite = require(workerData.driver);
-const db = new SQLite(workerData.file);
+const db = new SQLite(workerData.file, { timeout: workerData.busyTimeoutMs });
 const checkpoint = () => {
   try {
-    db.pragma('wal_checkpoint(PASSIVE)');
+    const [passive] = db.pragma('wal_checkpoint(PASSIVE)');
+    if (passive && passive.log >= workerData.restartFrames) db.pragma('wal_checkpoint(RESTART)');
   } catch {
     // Another checkpoint under way, or the file is going away: the next tick tries again.
   }
@@ -30,6 +41,12 @@ parentPort.on('message', () => {
 /** Pages the serving connection lets the WAL reach before it checkpoints itself (only if this thread falls behind). */
 export const FALLBACK_AUTOCHECKPOINT_PAGES = 16_384;
 
+/** Frames (pages) in the WAL from which the thread starts it over (a RESTART checkpoint): 16 MB of 4 KB pages. */
+export const RESTART_FRAMES = 4_096;
+
+/** How long the thread's RESTART checkpoint waits for a writer or a reader to finish before it tries again next time. */
+const BUSY_TIMEOUT_MS = 1_000;
+
 /**
  * Checkpoints a SQLite database in WAL mode from a thread of its own. A checkpoint copies pages
  * into the database file and syncs it to disk; done by the serving connection (SQLite's
@@ -45,7 +62,13 @@ export class SqliteCheckpointer {
   constructor(file: string, intervalMs: number) {
     this.worker = new Worker(THREAD_PROGRAM, {
       eval: true,
-      workerData: { file, intervalMs, driver: createRequire(import.meta.url).resolve('better-sqlite3') },
+      workerData: {
+        file,
+        intervalMs,
+        restartFrames: RESTART_FRAMES,
+        busyTimeoutMs: BUSY_TIMEOUT_MS,
+        driver: createRequire(import.meta.url).resolve('better-sqlite3'),
+      },
     });
     this.worker.unref();
     // A thread that dies leaves the fallback in charge; the service keeps serving.
