@@ -1,5 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import SQLite from 'better-sqlite3';
 import {
   type ColumnMetadata,
@@ -106,7 +107,7 @@ function openSqlite(file: string, options: OpenDatabaseOptions): Database {
   // WAL + NORMAL: a committed transaction survives a crash of the process (not of the machine's power).
   connection.pragma('journal_mode = WAL');
   connection.pragma('synchronous = NORMAL');
-  connection.pragma('busy_timeout = 5000');
+  connection.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
   connection.pragma('foreign_keys = ON');
   // A larger page cache and memory-mapped reads: a million mappings stay in memory.
   connection.pragma('cache_size = -65536');
@@ -119,7 +120,7 @@ function openSqlite(file: string, options: OpenDatabaseOptions): Database {
       : new SqliteCheckpointer(file, options.checkpointIntervalMs);
   if (checkpointer) connection.pragma(`wal_autocheckpoint = ${FALLBACK_AUTOCHECKPOINT_PAGES}`);
   const db = new Kysely<DatabaseSchema>({
-    dialect: new SqliteWriterDialect({ database: withStatementCache(connection) }),
+    dialect: new SqliteWriterDialect({ database: withStatementCache(connection) }, new WriteLock(connection)),
     ...kyselyOptions(options),
   });
   const database = withPing(db, 'sqlite');
@@ -136,30 +137,83 @@ function openSqlite(file: string, options: OpenDatabaseOptions): Database {
   };
 }
 
+/** How long a statement of the serving connection waits for another connection's write lock. */
+const BUSY_TIMEOUT_MS = 5_000;
+/** The longest pause between two attempts at the write lock (see `WriteLock`). */
+const MAX_LOCK_PAUSE_MS = 16;
+
 /**
- * Kysely's SQLite driver, except that a transaction that says it writes
- * (`db.transaction().setAccessMode('read write')`) begins IMMEDIATE: it takes the database's write
- * lock at its start, waiting for it as long as `busy_timeout` allows. A deferred transaction
- * (SQLite's default) takes it at its first write instead; if it read first, and another process
- * (`--workers`) wrote in between, that write fails at once with SQLITE_BUSY_SNAPSHOT (or
- * SQLITE_BUSY where waiting could deadlock), whatever the timeout. In one process it changes
+ * Takes the write lock for a transaction without SQLite's busy handler, which waits for a lock
+ * another connection holds by sleeping on the calling thread (1, 2, 5, 10, 15, 20 ms ... until
+ * `busy_timeout`): on the serving connection that is the event loop, and every request waited
+ * with it. Another connection holds the write lock whenever the checkpointer thread starts the WAL
+ * over (sqlite-checkpointer.ts), or another process of `--workers` writes: under the uniform mix
+ * over 10,000,000 links the serving thread slept 53 ms in a row that way every ~200 ms
+ * (bench/PROFILE.md). Here `BEGIN IMMEDIATE` is tried with no busy timeout, and after SQLITE_BUSY
+ * tried again after a pause on a timer (1, 2, 4 ... 16 ms) until BUSY_TIMEOUT_MS have passed:
+ * requests are served in the pauses. Statements outside a transaction keep the busy handler (the
+ * service writes in transactions).
+ */
+class WriteLock {
+  constructor(private readonly connection: SQLite.Database) {}
+
+  async begin(begin: () => Promise<unknown>): Promise<void> {
+    const deadline = performance.now() + BUSY_TIMEOUT_MS;
+    for (let pause = 1; ; pause = Math.min(2 * pause, MAX_LOCK_PAUSE_MS)) {
+      // Each time anew: SQLite sets the timeout when it prepares the PRAGMA, not when it runs it.
+      this.connection.pragma('busy_timeout = 0');
+      try {
+        await begin();
+        return;
+      } catch (error) {
+        if (!isBusy(error) || performance.now() + pause > deadline) throw error;
+      } finally {
+        this.connection.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+      }
+      await sleep(pause);
+    }
+  }
+}
+
+function isBusy(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && code.startsWith('SQLITE_BUSY');
+}
+
+/**
+ * Kysely's SQLite driver, except that a transaction begins IMMEDIATE unless it says it only reads
+ * (`db.transaction().setAccessMode('read only')`): it takes the database's write lock at its start,
+ * waiting for it off the event loop (`WriteLock`) as long as BUSY_TIMEOUT_MS allows. A deferred
+ * transaction (SQLite's default) takes it at its first write instead, waiting in SQLite's busy
+ * handler on the event loop; and if it read first, and another process (`--workers`) wrote in
+ * between, that write fails at once with SQLITE_BUSY_SNAPSHOT (or SQLITE_BUSY where waiting could
+ * deadlock), whatever the timeout. In one process, with no other connection writing, it changes
  * nothing: its one connection runs one transaction at a time.
  */
 class SqliteWriterDriver extends SqliteDriver {
+  constructor(
+    config: SqliteDialectConfig,
+    private readonly lock: WriteLock,
+  ) {
+    super(config);
+  }
+
   override async beginTransaction(connection: DatabaseConnection, settings?: TransactionSettings): Promise<void> {
-    await connection.executeQuery(
-      CompiledQuery.raw(settings?.accessMode === 'read write' ? 'begin immediate' : 'begin'),
-    );
+    if (settings?.accessMode === 'read only') await connection.executeQuery(CompiledQuery.raw('begin'));
+    else await this.lock.begin(() => connection.executeQuery(CompiledQuery.raw('begin immediate')));
   }
 }
 
 class SqliteWriterDialect extends SqliteDialect {
-  constructor(private readonly writerConfig: SqliteDialectConfig) {
+  constructor(
+    private readonly writerConfig: SqliteDialectConfig,
+    private readonly lock: WriteLock,
+  ) {
     super(writerConfig);
   }
 
   override createDriver(): SqliteDriver {
-    return new SqliteWriterDriver(this.writerConfig);
+    return new SqliteWriterDriver(this.writerConfig, this.lock);
   }
 }
 

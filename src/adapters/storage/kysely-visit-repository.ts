@@ -179,8 +179,8 @@ export class KyselyVisitRepository implements VisitRepository {
       return [...byDay].sort(([a], [b]) => a - b).map(([day, data]) => ({ day, data }));
     };
     return this.dialect === 'postgres'
-      ? this.db.transaction().setIsolationLevel('repeatable read').execute(read)
-      : this.db.transaction().execute(read);
+      ? this.db.transaction().setIsolationLevel('repeatable read').setAccessMode('read only').execute(read)
+      : this.db.transaction().setAccessMode('read only').execute(read);
   }
 
   /**

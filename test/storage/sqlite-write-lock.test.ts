@@ -1,0 +1,90 @@
+/**
+ * The serving connection waits for another connection's write lock (the checkpointer thread
+ * starting the WAL over, another process of `--workers`) off the event loop: requests are served
+ * while a transaction waits to begin, and it begins once the lock is let go.
+ */
+import { createRequire } from 'node:module';
+import { Worker } from 'node:worker_threads';
+import { type Generated, type Kysely, sql } from 'kysely';
+import { describe, expect, it } from 'vitest';
+import { openDatabase } from '../../src/adapters/storage/database.js';
+import { sqlite, testConfig, useTestDatabase } from '../helpers/backends.js';
+
+interface Tables {
+  rows: { id: Generated<number>; body: string };
+}
+
+/** A thread with a connection of its own that takes the write lock, says so, and holds it for `holdMs`. */
+const HOLDER = `
+const { parentPort, workerData } = require('node:worker_threads');
+const SQLite = require(workerData.driver);
+const db = new SQLite(workerData.file);
+db.exec('BEGIN IMMEDIATE');
+db.prepare("INSERT INTO rows (body) VALUES ('held')").run();
+parentPort.postMessage('locked');
+Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, workerData.holdMs);
+db.exec('COMMIT');
+db.close();
+parentPort.postMessage('released');
+`;
+
+describe('SQLite write lock held by another connection', () => {
+  const file = useTestDatabase(sqlite);
+
+  it('a transaction waits for it on timers, not in the busy handler, and then commits', async () => {
+    const path = file.databaseUrl.slice('sqlite:'.length);
+    const database = openDatabase(testConfig(file.databaseUrl).database);
+    const db = database.db as unknown as Kysely<Tables>;
+    try {
+      await sql`CREATE TABLE rows (id INTEGER PRIMARY KEY, body TEXT NOT NULL)`.execute(db);
+      const holder = new Worker(HOLDER, {
+        eval: true,
+        workerData: { file: path, holdMs: 400, driver: createRequire(import.meta.url).resolve('better-sqlite3') },
+      });
+      const exited = new Promise((resolve) => holder.once('exit', resolve));
+      await new Promise<void>((resolve) => holder.once('message', () => resolve()));
+
+      // The event loop's turns while the transaction waits: in SQLite's busy handler there are none.
+      let turns = 0;
+      const ticking = setInterval(() => turns++, 5);
+      try {
+        await db.transaction().execute(async (trx) => {
+          // Begun after the other connection committed and let the lock go.
+          expect((await trx.selectFrom('rows').select('body').execute()).map((row) => row.body)).toEqual(['held']);
+          await trx.insertInto('rows').values({ body: 'after' }).execute();
+        });
+      } finally {
+        clearInterval(ticking);
+      }
+      await exited;
+      expect(turns).toBeGreaterThanOrEqual(10);
+      const bodies = await db.selectFrom('rows').select('body').orderBy('id').execute();
+      expect(bodies.map((row) => row.body)).toEqual(['held', 'after']);
+    } finally {
+      await database.close();
+    }
+  });
+
+  it('a transaction that says it only reads does not take the lock, and reads what is committed', async () => {
+    const path = file.databaseUrl.slice('sqlite:'.length);
+    const database = openDatabase(testConfig(file.databaseUrl).database);
+    const db = database.db as unknown as Kysely<Tables>;
+    try {
+      const holder = new Worker(HOLDER, {
+        eval: true,
+        workerData: { file: path, holdMs: 400, driver: createRequire(import.meta.url).resolve('better-sqlite3') },
+      });
+      const exited = new Promise((resolve) => holder.once('exit', resolve));
+      await new Promise<void>((resolve) => holder.once('message', () => resolve()));
+      const count = await db
+        .transaction()
+        .setAccessMode('read only')
+        .execute(async (trx) => (await trx.selectFrom('rows').select('body').execute()).length);
+      // The first test's two rows: it read at once, before the other connection's insert committed.
+      expect(count).toBe(2);
+      await exited;
+    } finally {
+      await database.close();
+    }
+  });
+});
