@@ -120,7 +120,10 @@ function openSqlite(file: string, options: OpenDatabaseOptions): Database {
       : new SqliteCheckpointer(file, options.checkpointIntervalMs);
   if (checkpointer) connection.pragma(`wal_autocheckpoint = ${FALLBACK_AUTOCHECKPOINT_PAGES}`);
   const db = new Kysely<DatabaseSchema>({
-    dialect: new SqliteWriterDialect({ database: withStatementCache(connection) }, new WriteLock(connection)),
+    dialect: new SqliteWriterDialect(
+      { database: withStatementCache(connection) },
+      new WriteLock(connection, () => checkpointer?.wantsLock() === true),
+    ),
     ...kyselyOptions(options),
   });
   const database = withPing(db, 'sqlite');
@@ -155,11 +158,22 @@ const MAX_LOCK_PAUSE_MS = 16;
  * service writes in transactions).
  */
 class WriteLock {
-  constructor(private readonly connection: SQLite.Database) {}
+  /**
+   * @param yieldTo whether the checkpointer thread wants the lock to start the WAL over: then no
+   *   transaction begins (until BUSY_TIMEOUT_MS have passed), so that it gets it at once
+   */
+  constructor(
+    private readonly connection: SQLite.Database,
+    private readonly yieldTo: () => boolean,
+  ) {}
 
   async begin(begin: () => Promise<unknown>): Promise<void> {
     const deadline = performance.now() + BUSY_TIMEOUT_MS;
     for (let pause = 1; ; pause = Math.min(2 * pause, MAX_LOCK_PAUSE_MS)) {
+      if (this.yieldTo() && performance.now() + pause <= deadline) {
+        await sleep(pause);
+        continue;
+      }
       // Each time anew: SQLite sets the timeout when it prepares the PRAGMA, not when it runs it.
       this.connection.pragma('busy_timeout = 0');
       try {

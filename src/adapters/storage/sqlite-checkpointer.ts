@@ -16,17 +16,27 @@ import { Worker } from 'node:worker_threads';
  * frames, the PASSIVE checkpoint is followed by a RESTART one: it waits (here, in this thread)
  * for the writer's transaction under way, then keeps new ones waiting while it copies the few
  * frames committed since the PASSIVE one and syncs, so that the next writer starts the WAL over.
+ * Meanwhile it raises `wants` (shared memory), and the serving connection begins no transaction
+ * while it is up (`wantsLock`): left to SQLite's busy handler, the thread slept while the serving
+ * connection took the lock again and again (transactions back to back, under load) and rarely got
+ * it, and the WAL grew to the fallback after all.
  */
 const THREAD_PROGRAM = `
 const { parentPort, workerData } = require('node:worker_threads');
 const SQLite = require(workerData.driver);
 const db = new SQLite(workerData.file, { timeout: workerData.busyTimeoutMs });
+const wants = new Int32Array(workerData.wants);
 const checkpoint = () => {
   try {
     const [passive] = db.pragma('wal_checkpoint(PASSIVE)');
-    if (passive && passive.log >= workerData.restartFrames) db.pragma('wal_checkpoint(RESTART)');
+    if (passive && passive.log >= workerData.restartFrames) {
+      Atomics.store(wants, 0, 1);
+      db.pragma('wal_checkpoint(RESTART)');
+    }
   } catch {
     // Another checkpoint under way, or the file is going away: the next tick tries again.
+  } finally {
+    Atomics.store(wants, 0, 0);
   }
 };
 const timer = setInterval(checkpoint, workerData.intervalMs);
@@ -57,6 +67,8 @@ const BUSY_TIMEOUT_MS = 1_000;
  */
 export class SqliteCheckpointer {
   private readonly worker: Worker;
+  /** 1 while the thread wants the write lock (see THREAD_PROGRAM), in memory both threads see. */
+  private readonly wants = new Int32Array(new SharedArrayBuffer(4));
   private readonly exited: Promise<void>;
 
   constructor(file: string, intervalMs: number) {
@@ -65,6 +77,7 @@ export class SqliteCheckpointer {
       workerData: {
         file,
         intervalMs,
+        wants: this.wants.buffer,
         restartFrames: RESTART_FRAMES,
         busyTimeoutMs: BUSY_TIMEOUT_MS,
         driver: createRequire(import.meta.url).resolve('better-sqlite3'),
@@ -74,6 +87,11 @@ export class SqliteCheckpointer {
     // A thread that dies leaves the fallback in charge; the service keeps serving.
     this.worker.on('error', () => undefined);
     this.exited = new Promise((resolve) => this.worker.once('exit', () => resolve()));
+  }
+
+  /** Whether the thread is about to take the write lock, or holds it, to start the WAL over. */
+  wantsLock(): boolean {
+    return Atomics.load(this.wants, 0) === 1;
   }
 
   /** A last checkpoint, then the thread ends. */
