@@ -107,30 +107,27 @@ export class KyselyVisitJournal implements VisitJournal {
   async merge(step: MergeStep): Promise<MergeDone | undefined> {
     const work = new HeldTime(this.dialect);
     try {
-      await this.db
-        .transaction()
-        .setAccessMode('read write')
-        .execute(async (trx) => {
-          if (this.dialect === 'postgres') {
-            const { rows } = await sql<{
-              locked: boolean;
-            }>`SELECT pg_try_advisory_xact_lock(${PG_MERGE_LOCK}) AS locked`.execute(trx);
-            if (!rows[0]?.locked) throw new RowsMoved();
-          }
-          const where = sql`(id, merged_through) IN ${this.asRead(step.rows)}`;
-          const moved =
-            step.through === undefined
-              ? await sql`DELETE FROM visit_journal WHERE ${where}`.execute(trx)
-              : await sql`UPDATE visit_journal SET merged_through = ${this.greatest(sql`merged_through`, step.through)}
+      await this.db.transaction().execute(async (trx) => {
+        if (this.dialect === 'postgres') {
+          const { rows } = await sql<{
+            locked: boolean;
+          }>`SELECT pg_try_advisory_xact_lock(${PG_MERGE_LOCK}) AS locked`.execute(trx);
+          if (!rows[0]?.locked) throw new RowsMoved();
+        }
+        const where = sql`(id, merged_through) IN ${this.asRead(step.rows)}`;
+        const moved =
+          step.through === undefined
+            ? await sql`DELETE FROM visit_journal WHERE ${where}`.execute(trx)
+            : await sql`UPDATE visit_journal SET merged_through = ${this.greatest(sql`merged_through`, step.through)}
                   WHERE ${where}`.execute(trx);
-          if (Number(moved.numAffectedRows ?? 0) !== step.rows.length) throw new RowsMoved();
-          await this.insertSegments(trx, step.segments);
-          await this.dayRows.add(
-            trx,
-            work.run(() => segmentDeltas(step.segments)),
-            work,
-          );
-        });
+        if (Number(moved.numAffectedRows ?? 0) !== step.rows.length) throw new RowsMoved();
+        await this.insertSegments(trx, step.segments);
+        await this.dayRows.add(
+          trx,
+          work.run(() => segmentDeltas(step.segments)),
+          work,
+        );
+      });
       return { heldMs: work.heldMs };
     } catch (error) {
       if (error instanceof RowsMoved) return undefined;

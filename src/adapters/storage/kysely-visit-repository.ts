@@ -82,26 +82,24 @@ export class KyselyVisitRepository implements VisitRepository {
    */
   async fold(segments: number, upTo: number, after: number): Promise<FoldStep> {
     const work = new HeldTime(this.dialect);
-    // Reads, then writes: on SQLite it takes the write lock first (another process may be folding).
-    const step = await this.db
-      .transaction()
-      .setAccessMode('read write')
-      .execute(async (trx) => {
-        const end = await this.foldStatements.through.run(trx, { after, upTo, skip: Math.max(0, segments - 1) });
-        const last = end.rows[0];
-        const through = last === undefined ? Number.MAX_SAFE_INTEGER : Number(last.url_id);
-        const taken = await this.takeRange(trx, { after, through, upTo });
-        if (taken.length > 0)
-          await this.dayRows.add(
-            trx,
-            work.run(() => segmentDeltas(taken)),
-            work,
-          );
-        if (last !== undefined) return { segments: taken.length, through };
-        // The rest of the list: its last mapping, or none left.
-        const reached = taken.reduce((most, row) => Math.max(most, Number(row.url_id)), -1);
-        return { segments: taken.length, through: reached < 0 ? undefined : reached };
-      });
+    // Reads, then writes: on SQLite it takes the write lock first, as every transaction not
+    // read-only does (database.ts; another process may be folding).
+    const step = await this.db.transaction().execute(async (trx) => {
+      const end = await this.foldStatements.through.run(trx, { after, upTo, skip: Math.max(0, segments - 1) });
+      const last = end.rows[0];
+      const through = last === undefined ? Number.MAX_SAFE_INTEGER : Number(last.url_id);
+      const taken = await this.takeRange(trx, { after, through, upTo });
+      if (taken.length > 0)
+        await this.dayRows.add(
+          trx,
+          work.run(() => segmentDeltas(taken)),
+          work,
+        );
+      if (last !== undefined) return { segments: taken.length, through };
+      // The rest of the list: its last mapping, or none left.
+      const reached = taken.reduce((most, row) => Math.max(most, Number(row.url_id)), -1);
+      return { segments: taken.length, through: reached < 0 ? undefined : reached };
+    });
     return { ...step, heldMs: work.heldMs };
   }
 
