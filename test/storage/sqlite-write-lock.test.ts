@@ -28,6 +28,17 @@ db.close();
 parentPort.postMessage('released');
 `;
 
+/** Starts HOLDER on `path`; resolves once it holds the lock, with a promise of its end. */
+async function holdLock(path: string, holdMs: number): Promise<{ readonly exited: Promise<unknown> }> {
+  const holder = new Worker(HOLDER, {
+    eval: true,
+    workerData: { file: path, holdMs, driver: createRequire(import.meta.url).resolve('better-sqlite3') },
+  });
+  const exited = new Promise((resolve) => holder.once('exit', resolve));
+  await new Promise<void>((resolve) => holder.once('message', () => resolve()));
+  return { exited };
+}
+
 describe('SQLite write lock held by another connection', () => {
   const file = useTestDatabase(sqlite);
 
@@ -37,12 +48,7 @@ describe('SQLite write lock held by another connection', () => {
     const db = database.db as unknown as Kysely<Tables>;
     try {
       await sql`CREATE TABLE rows (id INTEGER PRIMARY KEY, body TEXT NOT NULL)`.execute(db);
-      const holder = new Worker(HOLDER, {
-        eval: true,
-        workerData: { file: path, holdMs: 400, driver: createRequire(import.meta.url).resolve('better-sqlite3') },
-      });
-      const exited = new Promise((resolve) => holder.once('exit', resolve));
-      await new Promise<void>((resolve) => holder.once('message', () => resolve()));
+      const { exited } = await holdLock(path, 400);
 
       // The event loop's turns while the transaction waits: in SQLite's busy handler there are none.
       let turns = 0;
@@ -70,12 +76,7 @@ describe('SQLite write lock held by another connection', () => {
     const database = openDatabase(testConfig(file.databaseUrl).database);
     const db = database.db as unknown as Kysely<Tables>;
     try {
-      const holder = new Worker(HOLDER, {
-        eval: true,
-        workerData: { file: path, holdMs: 400, driver: createRequire(import.meta.url).resolve('better-sqlite3') },
-      });
-      const exited = new Promise((resolve) => holder.once('exit', resolve));
-      await new Promise<void>((resolve) => holder.once('message', () => resolve()));
+      const { exited } = await holdLock(path, 400);
       const count = await db
         .transaction()
         .setAccessMode('read only')
