@@ -52,9 +52,10 @@ describe.each(BACKENDS)('POST /shorten from concurrent writers into two processe
     if (!backend.available) return;
     database = await backend.create();
     if (backend.name === 'sqlite') {
-      // A process waiting for the SQLite write lock waits synchronously (the busy timeout), so the
-      // requests meanwhile on its connections would take longer than the default 10 s to arrive
-      // (408): these runs are about writes, not slow clients.
+      // A process's statements outside a transaction wait for the SQLite write lock synchronously
+      // (the busy timeout; its transactions wait on timers), so the requests meanwhile on its
+      // connections could take longer than the default 10 s to arrive (408): these runs are about
+      // writes, not slow clients.
       const server = await startServer({
         ...CENSUS_ENV,
         DATABASE_URL: database.databaseUrl,
