@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Database } from '../adapters/storage/database.js';
 import { KyselyVisitJournal } from '../adapters/storage/kysely-visit-journal.js';
 import { KyselyVisitRepository } from '../adapters/storage/kysely-visit-repository.js';
@@ -65,7 +66,11 @@ export interface Visits {
   readonly isBot: ((userAgent: string | undefined) => boolean) | undefined;
   /** One retention run now (tests): what VISIT_RETENTION_DAYS drops, in chunks; how many visits. */
   prune(): Promise<number>;
-  /** Merges the journal into segments (tests); how many visits. */
+  /**
+   * Merges the journal into segments (tests); how many visits this instance merged. Returns once
+   * every row written before the call is merged, by this instance or by another's merge that was
+   * under way (the background fold's, or another instance's), which a merge run stops for.
+   */
   merge(): Promise<number>;
   /**
    * Merges the journal into segments (added to their day rows as they are written) and folds
@@ -141,7 +146,7 @@ export function composeVisits(
     stats: new VisitStatsService(mappings, repository, settings.retentionDays),
     isBot: settings.countBots ? undefined : (userAgent) => classifier.isBot(userAgent),
     prune,
-    merge,
+    merge: () => mergeWritten(writes, merge),
     fold,
   };
 }
@@ -161,6 +166,31 @@ function tracedIf(enabled: boolean, repository: KyselyVisitRepository, journal: 
     merge: (step: Parameters<VisitJournal['merge']>[0]) => journal.merge(step),
   };
   return enabled ? tracedVisitWrites(writes) : writes;
+}
+
+/** How long `mergeWritten` waits for another merge between its tries, and how long in all. */
+const MERGE_WAIT_MS = 10;
+const MERGE_WAIT_LIMIT_MS = 30_000;
+
+/**
+ * `merge` until no row written before the call is left in the journal: a merge run stops when
+ * another is merging (that one goes on with the rows), so one run alone may return before the
+ * rows it found are merged; how many visits this instance merged.
+ */
+async function mergeWritten(
+  journal: Pick<VisitJournal, 'mark' | 'pending'>,
+  merge: () => Promise<number>,
+): Promise<number> {
+  const upTo = await journal.mark();
+  const deadline = Date.now() + MERGE_WAIT_LIMIT_MS;
+  let merged = 0;
+  for (;;) {
+    merged += await merge();
+    if ((await journal.pending(1, upTo)).length === 0) return merged;
+    if (Date.now() > deadline)
+      throw new Error(`visit journal rows up to ${upTo} still unmerged after ${MERGE_WAIT_LIMIT_MS} ms`);
+    await sleep(MERGE_WAIT_MS);
+  }
 }
 
 /**
