@@ -64,7 +64,10 @@ export interface Visits {
   readonly stats: VisitStatsService;
   /** COUNT_BOTS=false: the bot test the redirect path leaves bots out of `click_count` by. */
   readonly isBot: ((userAgent: string | undefined) => boolean) | undefined;
-  /** One retention run now (tests): what VISIT_RETENTION_DAYS drops, in chunks; how many visits. */
+  /**
+   * One retention run now (tests), after `fold()`: what VISIT_RETENTION_DAYS drops, in chunks; how
+   * many visits.
+   */
   prune(): Promise<number>;
   /**
    * Merges the journal into segments (tests); how many visits this instance merged. Returns once
@@ -74,7 +77,9 @@ export interface Visits {
   merge(): Promise<number>;
   /**
    * Merges the journal into segments (added to their day rows as they are written) and folds
-   * every unfolded segment written so far into the day rows (tests); how many segments it folded.
+   * every unfolded segment written so far into the day rows (tests); how many segments this
+   * instance folded. Returns, as `merge()` does, once what was written before the call is merged
+   * and folded, by this instance or by another's run that had taken some of it.
    */
   fold(): Promise<number>;
 }
@@ -145,7 +150,31 @@ export function composeVisits(
     journal,
     stats: new VisitStatsService(mappings, repository, settings.retentionDays),
     isBot: settings.countBots ? undefined : (userAgent) => classifier.isBot(userAgent),
-    prune,
+    ...testHooks(writes, repository, merge, () => foldAll(writes, sizer), settings.retentionDays),
+  };
+}
+
+/**
+ * `prune`, `merge` and `fold` for tests: each returns once what was written before the call is
+ * merged (and folded), by this instance's run or by another's that had taken some of it.
+ */
+function testHooks(
+  writes: VisitWrites & Pick<VisitJournal, 'mark' | 'pending'>,
+  repository: Pick<VisitRepository, 'foldMark' | 'unfoldedUpTo'>,
+  merge: () => Promise<number>,
+  foldRun: () => Promise<number>,
+  retentionDays: number,
+): Pick<Visits, 'prune' | 'merge' | 'fold'> {
+  const fold = async () => {
+    await mergeWritten(writes, merge);
+    const upTo = await repository.foldMark();
+    return untilDone(foldRun, async () => !(await repository.unfoldedUpTo(upTo)), `unfolded segments up to ${upTo}`);
+  };
+  return {
+    prune: async () => {
+      await fold();
+      return pruneVisits(writes, retentionDays);
+    },
     merge: () => mergeWritten(writes, merge),
     fold,
   };
@@ -168,29 +197,37 @@ function tracedIf(enabled: boolean, repository: KyselyVisitRepository, journal: 
   return enabled ? tracedVisitWrites(writes) : writes;
 }
 
-/** How long `mergeWritten` waits for another merge between its tries, and how long in all. */
-const MERGE_WAIT_MS = 10;
-const MERGE_WAIT_LIMIT_MS = 30_000;
+/** How long `untilDone` waits for another instance's run between its tries, and how long in all. */
+const DONE_WAIT_MS = 10;
+const DONE_WAIT_LIMIT_MS = 30_000;
 
 /**
- * `merge` until no row written before the call is left in the journal: a merge run stops when
- * another is merging (that one goes on with the rows), so one run alone may return before the
- * rows it found are merged; how many visits this instance merged.
+ * `run` until `done`, summing what each run returns: a merge or fold run leaves what another is
+ * working on to it (a merge stops when it finds another merging; a fold step skips the segments
+ * another holds), so one run alone may return before what it was asked for is merged or folded.
  */
+async function untilDone(run: () => Promise<number>, done: () => Promise<boolean>, what: string): Promise<number> {
+  const deadline = Date.now() + DONE_WAIT_LIMIT_MS;
+  let total = 0;
+  for (;;) {
+    total += await run();
+    if (await done()) return total;
+    if (Date.now() > deadline) throw new Error(`${what} still there after ${DONE_WAIT_LIMIT_MS} ms`);
+    await sleep(DONE_WAIT_MS);
+  }
+}
+
+/** `merge` until no journal row written before the call is left; how many visits this instance merged. */
 async function mergeWritten(
   journal: Pick<VisitJournal, 'mark' | 'pending'>,
   merge: () => Promise<number>,
 ): Promise<number> {
   const upTo = await journal.mark();
-  const deadline = Date.now() + MERGE_WAIT_LIMIT_MS;
-  let merged = 0;
-  for (;;) {
-    merged += await merge();
-    if ((await journal.pending(1, upTo)).length === 0) return merged;
-    if (Date.now() > deadline)
-      throw new Error(`visit journal rows up to ${upTo} still unmerged after ${MERGE_WAIT_LIMIT_MS} ms`);
-    await sleep(MERGE_WAIT_MS);
-  }
+  return untilDone(
+    merge,
+    async () => (await journal.pending(1, upTo)).length === 0,
+    `visit journal rows up to ${upTo}`,
+  );
 }
 
 /**

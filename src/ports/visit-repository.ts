@@ -58,6 +58,8 @@ export interface VisitRepository {
   writeBatch(batch: VisitBatch): Promise<boolean>;
   /** The newest visit segment not yet folded (0: none): what a fold run goes up to. */
   foldMark(): Promise<number>;
+  /** Whether any segment up to `upTo` is not folded yet (another instance's fold may hold it). */
+  unfoldedUpTo(upTo: number): Promise<boolean>;
   /**
    * One step of a fold run: adds the visit segments not yet folded, up to segment `upTo`, of the
    * mappings after mapping id `after` (0: from the first), about `segments` of them, to the day

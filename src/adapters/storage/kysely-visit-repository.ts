@@ -70,6 +70,16 @@ export class KyselyVisitRepository implements VisitRepository {
     return Number(row?.mark ?? 0);
   }
 
+  async unfoldedUpTo(upTo: number): Promise<boolean> {
+    const row = await this.db
+      .selectFrom('visit_unfolded')
+      .select('segment_id')
+      .where('segment_id', '<=', upTo)
+      .limit(1)
+      .executeTakeFirst();
+    return row !== undefined;
+  }
+
   /**
    * One step of a fold run: adds the unfolded segments up to `upTo` of the mappings after `after`
    * (lowest ids first), about `segments` of them, to their day rows, in one transaction that takes
