@@ -68,13 +68,14 @@ describe('npm start', () => {
       },
       { timeoutMs: 20_000 },
     );
+    // npm's child, killed too whatever fails below (SIGKILL to npm would leave it serving).
+    const node = listening.pid;
+    killOnExit(node);
     expect(output).toContain('the build is current: not rebuilding');
     expect(output).not.toContain('tsc -p');
     // Not one output nor the stamp written again (not a start-up time: tests assert no timings).
     expect(writtenAt(), output).toEqual(built);
 
-    const node = listening.pid;
-    killOnExit(node);
     const port = Number(/:(\d+)$/.exec(listening.msg)![1]);
     expect(node).not.toBe(npm.pid);
     expect(await accepts(port)).toBe(true);
