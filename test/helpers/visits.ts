@@ -27,6 +27,20 @@ export const GOOGLEBOT = 'Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.go
 export const USER_AGENTS = [CHROME_WINDOWS, SAFARI_IPHONE, SAFARI_IPAD, GOOGLEBOT, 'curl/8.5.0', undefined];
 export const REFERRERS = ['https://news.example.com/a?b=c', 'http://blog.example.org/', undefined, 'not a url'];
 
+/** A desktop Chrome visit of mapping `urlId` at `visitedAt`, nothing else known: a record as a batch holds it. */
+export function chromeVisit(urlId: number, visitedAt: number): VisitRecord {
+  return {
+    urlId,
+    visitedAt,
+    referrerHost: null,
+    browser: 'Chrome',
+    os: null,
+    device: 'desktop',
+    bot: false,
+    country: null,
+  };
+}
+
 /**
  * A batch of `visits` as the visit buffer hands one over, as their segments (`visitors[i]`: the
  * hash of visit i's visitor, where given).

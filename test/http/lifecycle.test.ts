@@ -23,7 +23,7 @@ import {
   postShorten,
 } from '../helpers/http.js';
 import { storedClicks } from '../helpers/stored-clicks.js';
-import { rollupsAndRecount, visitBatch, visitRows } from '../helpers/visits.js';
+import { chromeVisit, rollupsAndRecount, visitBatch, visitRows } from '../helpers/visits.js';
 
 const ENV = { ...HTTP_TEST_ENV, EVENT_POLL_MS: '50' };
 const TARGET = 'https://example.com/target';
@@ -105,17 +105,7 @@ describe.each(BACKENDS)('link lifecycle on $name', (backend) => {
       const unfolded = async () =>
         (await db.selectFrom('visit_unfolded').select('segment_id').where('url_id', '=', id).execute()).length;
       for (let round = 0; round < 20; round++) {
-        const visitedAt = Date.now() - round;
-        const visit = {
-          urlId: id,
-          visitedAt,
-          referrerHost: null,
-          browser: 'Chrome',
-          os: null,
-          device: 'desktop' as const,
-          bot: false,
-          country: null,
-        };
+        const visit = chromeVisit(id, Date.now() - round);
         expect(await a.service.visits.repository.writeBatch(visitBatch(`fold-${body.code}-${round}`, [visit]))).toBe(
           true,
         );

@@ -6,6 +6,7 @@ import { codeMaker, expectError, nextLink, type ReadBody } from '../helpers/http
 import { storedClicks } from '../helpers/stored-clicks.js';
 import {
   CHROME_WINDOWS,
+  chromeVisit,
   GOOGLEBOT,
   REFERRERS,
   rollupsAndRecount,
@@ -300,16 +301,7 @@ describe.each(BACKENDS)('visits and statistics on $name', (backend) => {
     const link = await createLink();
     const repository = t.service.visits.repository;
     const old = Date.now() - 400 * 86_400_000;
-    const record = (visitedAt: number) => ({
-      urlId: link.id,
-      visitedAt,
-      referrerHost: null,
-      browser: 'Chrome',
-      os: null,
-      device: 'desktop' as const,
-      bot: false,
-      country: null,
-    });
+    const record = (visitedAt: number) => chromeVisit(link.id, visitedAt);
     await repository.writeBatch(visitBatch(`old-${link.code}`, [record(old), record(old + 1000)], [1]));
     await repository.writeBatch(visitBatch(`new-${link.code}`, [record(Date.now())]));
     expect(await repository.writeBatch(visitBatch(`new-${link.code}`, [record(Date.now())]))).toBe(false);
