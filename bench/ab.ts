@@ -25,7 +25,8 @@
  *   AB_PROFILE     variant names: those processes write a .cpuprofile into AB_PROFILE_DIR (default /tmp/ab-prof)
  *   AB_ENV_<NAME>  extra variant: AB_ENV_x='TRACING_SAMPLING_RATE=0.1,FOO=bar' adds variant x; the
  *                  pseudo-variable AB_DIST=<dir> runs that build instead of ./dist (A/B of builds),
- *                  and AB_FLAGS='--flag=value ...' adds node options (A/B of runtime flags)
+ *                  and AB_FLAGS='--flag=value ...' adds node options (A/B of runtime flags), after the
+ *                  target's own (package.json's `start`), so that one given again overrides it
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -87,7 +88,20 @@ function variantArgs(
         ? SERVICE_ARGS
         : SERVICE_ARGS.map((a) => a.replace(/^(\.\/)?dist\//, `./${dist.replace(/^\.\//, '')}/`));
   const args0 = profiled ? ['--cpu-prof', '--cpu-prof-dir', profileDir, ...serviceArgs] : serviceArgs;
-  return { args: flags ? [...flags.split(' ').filter(Boolean), ...args0] : args0, env: variantEnv };
+  // The variant's flags after the target's own node options (V8 takes the last of a flag given twice), before its script.
+  const script = scriptIndex(args0);
+  const extra = (flags ?? '').split(' ').filter(Boolean);
+  return { args: [...args0.slice(0, script), ...extra, ...args0.slice(script)], env: variantEnv };
+}
+
+/** Where the script starts in node's arguments: the first that is neither an option nor an option's value. */
+function scriptIndex(args: readonly string[]): number {
+  const takesValue = new Set(['--import', '--require', '-r', '--cpu-prof-dir', '--loader']);
+  for (let i = 0; i < args.length; i++) {
+    if (takesValue.has(args[i]!)) i++;
+    else if (!args[i]!.startsWith('-')) return i;
+  }
+  return args.length;
 }
 
 interface Tally {
