@@ -2,6 +2,7 @@
  * The servers a group of scenarios drives, all pinned to the same cores: the generator-ceiling
  * server, the bare node:http baseline, and the service in each variant on its own data.
  */
+import { readFileSync } from 'node:fs';
 import { startCeiling, type CeilingKind } from './ceiling.js';
 import type { Dataset, TargetData } from './datasets.js';
 import { type ChildServer, node, startServer } from './processes.js';
@@ -27,16 +28,22 @@ export interface Target {
 }
 
 /**
- * As `npm start` runs it (keep the two alike): the instrumentation module loads nothing while
- * tracing is off, and the young generation is larger than V8's default.
+ * The node arguments `npm start` runs the service with (package.json's `start`: `exec node …`),
+ * read from there so that the bench measures what users run: the instrumentation module (it loads
+ * nothing while tracing is off) and V8's settings (a larger young generation, a faster-growing old
+ * one: README, "Observability").
  */
-export const SERVICE_ARGS = [
-  '--max-semi-space-size=32',
-  '--import',
-  './dist/instrumentation.js',
-  'dist/cli.js',
-  'serve',
-];
+export const SERVICE_ARGS = startArgs();
+
+function startArgs(): string[] {
+  const manifest = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+    scripts: { start: string };
+  };
+  const [exec, command, ...args] = manifest.scripts.start.split(/\s+/);
+  if (exec !== 'exec' || command !== 'node')
+    throw new Error(`package.json start is not "exec node …": ${manifest.scripts.start}`);
+  return args;
+}
 
 /** The baseline holds every mapping in a Map: 10,000,000 of them need more than V8's default heap. */
 export function baselineArgs(mappings: number): string[] {

@@ -3,6 +3,7 @@
  * budget (GENERATOR-BOUND, INVALID, PASS, FAIL), which scenarios a filter selects, and that its
  * generated codes and chart are what the rest relies on.
  */
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { renderChart } from '../../bench/lib/chart.js';
 import { evaluate, GENERATOR_BOUND_FRACTION } from '../../bench/lib/checks.js';
@@ -14,6 +15,7 @@ import {
   selectScenarios,
   type TargetResult,
 } from '../../bench/lib/scenarios.js';
+import { SERVICE_ARGS } from '../../bench/lib/targets.js';
 import type { Measurement } from '../../bench/lib/wrk.js';
 import { SERVICE_VARIANTS } from '../../bench/lib/variants.js';
 import { parseWrkOutput, wrkArgv } from '../../bench/lib/wrk.js';
@@ -108,6 +110,17 @@ function scenario(
     targets,
   };
 }
+
+describe('the service as the bench starts it', () => {
+  it("runs npm start's node arguments, V8's settings included", () => {
+    const { scripts } = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+      scripts: { start: string };
+    };
+    expect(`exec node ${SERVICE_ARGS.join(' ')}`).toBe(scripts.start);
+    expect(SERVICE_ARGS).toEqual(expect.arrayContaining(['--max-semi-space-size=32', '--heap-growing-percent=100']));
+    expect(SERVICE_ARGS.slice(-2)).toEqual(['dist/cli.js', 'serve']);
+  });
+});
 
 describe('budget verdicts', () => {
   it('passes or fails a ratio when the baseline is well below the ceiling', () => {
