@@ -8,6 +8,10 @@
  *   node bench/alloc-sampler.mjs FILE.heapprofile REQUESTS [TOP]
  *
  * REQUESTS: the requests answered within the window (wrk's count, if it ran just that long).
+ *
+ * ALLOC_PROMOTED=true leaves out what young collections took: what is left is what outlived the
+ * young generation into the old one (and what was still young at the end), whose full collections
+ * set the redirect's p99 on one core (bench/PROFILE.md, "What the old generation is filled with").
  */
 import { readFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector';
@@ -23,7 +27,7 @@ function sample() {
   const options = {
     samplingInterval: 4096,
     includeObjectsCollectedByMajorGC: true,
-    includeObjectsCollectedByMinorGC: true,
+    includeObjectsCollectedByMinorGC: process.env.ALLOC_PROMOTED !== 'true',
   };
   setTimeout(() => {
     session.post('HeapProfiler.startSampling', options, () => {

@@ -9,11 +9,14 @@ import { combinationAt, SegmentBuilder, type VisitFields, type VisitSegmentRow }
  * each, which was most of what recording a visit cost PostgreSQL (bench/PROFILE.md).
  *
  * In memory: the links in ascending order and where each one's visits start (one more: the end),
- * then a column per visit, a link's visits in time order.
+ * then a column per visit, a link's visits in time order. Decoded, every column is a typed array:
+ * a merge holds a row's visits over several turns of the event loop, and numbers in arrays of the
+ * collected heap would outlive young collections into the old generation, whose full collections
+ * are most of the redirect's p99 (bench/PROFILE.md); a typed array's numbers are outside it.
  */
 export interface JournalVisits {
-  readonly links: readonly number[];
-  readonly starts: readonly number[];
+  readonly links: ArrayLike<number>;
+  readonly starts: ArrayLike<number>;
   readonly times: ArrayLike<number>;
   /** The distinct combinations of fields, and each visit's by index. */
   readonly fields: readonly VisitFields[];
@@ -63,11 +66,17 @@ export function encodeJournal(visits: JournalVisits): string {
   const count = starts[links.length] ?? 0;
   const t = new Array<number>(count);
   for (let v = 0; v < count; v++) t[v] = v === 0 ? 0 : times[v]! - times[v - 1]!;
+  const l = new Array<number>(links.length);
+  const n = new Array<number>(links.length);
+  for (let k = 0; k < links.length; k++) {
+    l[k] = links[k]! - (k === 0 ? 0 : links[k - 1]!);
+    n[k] = starts[k + 1]! - starts[k]!;
+  }
   const text: JournalText = {
     s: strings,
     g,
-    l: links.map((link, k) => link - (k === 0 ? 0 : links[k - 1]!)),
-    n: links.map((_, k) => starts[k + 1]! - starts[k]!),
+    l,
+    n,
     f: count === 0 ? 0 : times[0]!,
     t,
     i: Array.from(visits.combinations),
@@ -80,17 +89,17 @@ export function decodeJournal(data: string): JournalVisits {
   const text = JSON.parse(data) as JournalText;
   const fields: VisitFields[] = [];
   for (let at = 0; at < text.g.length; at += FIELDS) fields.push(combinationAt(text.g, at, text.s));
-  const links: number[] = [];
-  const starts = [0];
+  const links = new Float64Array(text.l.length);
+  const starts = new Int32Array(text.l.length + 1);
   let link = 0;
-  text.l.forEach((delta, k) => {
-    links.push((link += delta));
-    starts.push(starts[k]! + text.n[k]!);
-  });
+  for (let k = 0; k < text.l.length; k++) {
+    links[k] = link += text.l[k]!;
+    starts[k + 1] = starts[k]! + text.n[k]!;
+  }
   const times = new Float64Array(text.t.length);
   let time = text.f;
   for (let v = 0; v < text.t.length; v++) times[v] = time += text.t[v]!;
-  return { links, starts, times, fields, combinations: text.i, registers: text.r };
+  return { links, starts, times, fields, combinations: Int32Array.from(text.i), registers: Int32Array.from(text.r) };
 }
 
 /** A journal row to merge: its visits, and the link it is merged through already (0: none). */
@@ -154,8 +163,8 @@ export class JournalMerge {
   /**
    * The segments of `link`'s visits in every part that has it, in time order, into `rows`. The
    * parts' visits of a link mostly follow each other in time (flushes of one instance); where they
-   * do not (instances' flushes interleaved), they are sorted, so that a link still has one segment
-   * a merge, not one at every step back in time.
+   * do not (instances' flushes interleaved), they are merged by time, so that a link still has one
+   * segment a merge, not one at every step back in time.
    */
   private mergeLink(link: number, rows: VisitSegmentRow[]): number {
     const sources: { visits: JournalVisits; from: number; to: number }[] = [];
@@ -183,14 +192,24 @@ export class JournalMerge {
       const { visits, from, to } = sources[0]!;
       for (let v = from; v < to; v++) add(visits, v);
     } else {
-      const order: { visits: JournalVisits; v: number }[] = [];
-      for (const { visits, from, to } of sources) for (let v = from; v < to; v++) order.push({ visits, v });
-      const timeOf = ({ visits, v }: { visits: JournalVisits; v: number }) => visits.times[v]!;
-      // (Array.prototype.sort is stable: visits of one time keep the parts' order.)
-      if (order.some((visit, i) => i > 0 && timeOf(order[i - 1]!) > timeOf(visit))) {
-        order.sort((a, b) => timeOf(a) - timeOf(b));
+      // Each part's visits of the link are in time order: merged by time, the earlier part's
+      // first at equal times, with nothing made a visit (a merge's objects outlive young
+      // collections, see JournalVisits).
+      const at = sources.map(({ from }) => from);
+      for (;;) {
+        let earliest = -1;
+        let time = Infinity;
+        for (let p = 0; p < sources.length; p++) {
+          const { visits, to } = sources[p]!;
+          const v = at[p]!;
+          if (v < to && visits.times[v]! < time) {
+            earliest = p;
+            time = visits.times[v]!;
+          }
+        }
+        if (earliest < 0) break;
+        add(sources[earliest]!.visits, at[earliest]!++);
       }
-      for (const { visits, v } of order) add(visits, v);
     }
     if (open !== undefined) rows.push((open as SegmentBuilder).row());
     return count;

@@ -157,8 +157,8 @@ export class CaptureJournal {
   /** The prepared visits (once `done`). */
   visits(): JournalVisits {
     return {
-      links: Array.from(this.ids),
-      starts: Array.from(this.starts),
+      links: this.ids,
+      starts: this.starts,
       times: this.times,
       fields: this.fields,
       combinations: this.combinations,

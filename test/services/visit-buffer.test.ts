@@ -15,7 +15,7 @@ const HEADERS = ['User-Agent', 'curl/8.5.0'];
 /** A journal row's links and their visits. */
 function linksOf(entry: JournalEntry): number[][] {
   const { links, starts } = decodeJournal(entry.data);
-  return links.map((link, k) => [link, starts[k + 1]! - starts[k]!]);
+  return Array.from(links, (link, k) => [link, starts[k + 1]! - starts[k]!]);
 }
 
 /** A repository whose writes wait until the test lets them finish, recording every journal row. */
