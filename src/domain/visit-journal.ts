@@ -188,28 +188,23 @@ export class JournalMerge {
       open.addRegister(Math.floor(register / RANKS), register % RANKS);
       count++;
     };
-    if (sources.length === 1) {
-      const { visits, from, to } = sources[0]!;
-      for (let v = from; v < to; v++) add(visits, v);
-    } else {
-      // Each part's visits of the link are in time order: merged by time, the earlier part's
-      // first at equal times, with nothing made a visit (a merge's objects outlive young
-      // collections, see JournalVisits).
-      const at = sources.map(({ from }) => from);
-      for (;;) {
-        let earliest = -1;
-        let time = Infinity;
-        for (let p = 0; p < sources.length; p++) {
-          const { visits, to } = sources[p]!;
-          const v = at[p]!;
-          if (v < to && visits.times[v]! < time) {
-            earliest = p;
-            time = visits.times[v]!;
-          }
+    // Each part's visits of the link are in time order: merged by time (one part's are taken as
+    // they are), the earlier part's first at equal times, with nothing made a visit (a merge's
+    // objects outlive young collections, see JournalVisits).
+    const at = sources.map(({ from }) => from);
+    for (;;) {
+      let earliest = -1;
+      let time = Infinity;
+      for (let p = 0; p < sources.length; p++) {
+        const { visits, to } = sources[p]!;
+        const v = at[p]!;
+        if (v < to && visits.times[v]! < time) {
+          earliest = p;
+          time = visits.times[v]!;
         }
-        if (earliest < 0) break;
-        add(sources[earliest]!.visits, at[earliest]!++);
       }
+      if (earliest < 0) break;
+      add(sources[earliest]!.visits, at[earliest]!++);
     }
     if (open !== undefined) rows.push((open as SegmentBuilder).row());
     return count;
