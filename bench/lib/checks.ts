@@ -4,11 +4,12 @@
  * - GENERATOR-BOUND when the figure it is measured against (the baseline's, or the variant
  *   without the feature) reaches 85% of the generator's ceiling in the same scenario: the
  *   generator, not the target, may be what limits it, so the ratio says nothing;
- * - INVALID when either side had socket errors or wrong statuses, or answered a probe wrongly;
+ * - INVALID when either side had socket errors or wrong statuses, or answered a probe wrongly, or
+ *   when the ceiling itself was disturbed in most rounds (`disturbedCeilingRounds`);
  * - otherwise PASS or FAIL.
  */
 import type { ScenarioResult, TargetResult } from './scenarios.js';
-import { median } from './stats.js';
+import { integer, median } from './stats.js';
 import type { ServiceVariant } from './variants.js';
 
 export type Verdict = 'PASS' | 'FAIL' | 'GENERATOR-BOUND' | 'INVALID';
@@ -57,7 +58,32 @@ function broken(target: TargetResult): string | undefined {
   return undefined;
 }
 
-/** The verdict of `pass`, unless `sides` were broken or `reference` reached the ceiling. */
+const joinNotes = (...notes: (string | undefined)[]) => notes.filter(Boolean).join('; ') || undefined;
+
+/**
+ * The rounds in which the generator's ceiling measured below another target of the same round,
+ * one line each. The ceiling server does the least a server can do per request, so a target that
+ * does more cannot get more through the same generator in the same round: such a round measured
+ * something else on the machine, not the generator. The ceiling's median outvotes one such round;
+ * in most of the rounds, the scenario has no ceiling to judge by.
+ */
+export function disturbedCeilingRounds(result: ScenarioResult): string[] {
+  const ceiling = find(result, 'ceiling');
+  if (ceiling === undefined) return [];
+  return ceiling.rounds.flatMap((round, i) => {
+    const rpsOf = (t: TargetResult) => t.rounds[i]?.rps ?? 0;
+    const fastest = result.targets.filter((t) => t !== ceiling).sort((a, b) => rpsOf(b) - rpsOf(a))[0];
+    if (fastest === undefined || !(rpsOf(fastest) > round.rps)) return [];
+    return [
+      `round ${i + 1}: the ceiling ${integer(round.rps)} req/s, below ${fastest.name}'s ${integer(rpsOf(fastest))}`,
+    ];
+  });
+}
+
+/**
+ * The verdict of `pass`, unless `sides` were broken, the ceiling was disturbed in most rounds, or
+ * `reference` reached the ceiling. A ceiling disturbed in fewer rounds is noted beside the verdict.
+ */
 export function verdictOf(
   result: ScenarioResult,
   reference: TargetResult,
@@ -68,11 +94,18 @@ export function verdictOf(
   if (problem !== undefined) return { verdict: 'INVALID', note: problem };
   const ceiling = find(result, 'ceiling');
   if (ceiling === undefined || !(ceiling.rps > 0)) return { verdict: 'INVALID', note: 'no generator ceiling measured' };
+  const disturbed = disturbedCeilingRounds(result);
+  const disturbedNote =
+    disturbed.length === 0
+      ? undefined
+      : `ceiling disturbed in ${disturbed.length} of ${ceiling.rounds.length} rounds (${disturbed.join('; ')})`;
+  if (disturbed.length * 2 > ceiling.rounds.length) return { verdict: 'INVALID', note: disturbedNote };
   const share = reference.rps / ceiling.rps;
   if (share >= GENERATOR_BOUND_FRACTION) {
-    return { verdict: 'GENERATOR-BOUND', note: `${reference.name} at ${(share * 100).toFixed(0)}% of the ceiling` };
+    const note = `${reference.name} at ${(share * 100).toFixed(0)}% of the ceiling`;
+    return { verdict: 'GENERATOR-BOUND', note: joinNotes(note, disturbedNote) };
   }
-  return { verdict: pass ? 'PASS' : 'FAIL' };
+  return { verdict: pass ? 'PASS' : 'FAIL', ...(disturbedNote === undefined ? {} : { note: disturbedNote }) };
 }
 
 function passes(value: number, op: Check['op'], limit: number): boolean {
@@ -112,8 +145,6 @@ function cpuNote(a: TargetResult, b: TargetResult): string | undefined {
   const r = roundRatios(a, b, 'cpu');
   return r === undefined ? undefined : `CPU/req ${r.median.toFixed(2)}x (${r.min.toFixed(2)}-${r.max.toFixed(2)})`;
 }
-
-const joinNotes = (...notes: (string | undefined)[]) => notes.filter(Boolean).join('; ') || undefined;
 
 function baselineChecks(result: ScenarioResult): Check[] {
   const service = find(result, 'service');

@@ -2,13 +2,13 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { dirname } from 'node:path';
-import { type Check, featureChecks, workersInfo } from './checks.js';
+import { type Check, disturbedCeilingRounds, featureChecks, workersInfo } from './checks.js';
 import type { ScenarioResult, TargetResult } from './scenarios.js';
+import { integer } from './stats.js';
 import type { BenchSettings } from './settings.js';
 import { USER_AGENT } from './settings.js';
 import { SERVICE_ENV, type ServiceVariant } from './variants.js';
 
-const integer = (n: number) => (Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : '-');
 const decimal = (n: number, digits = 2) => (Number.isFinite(n) ? n.toFixed(digits) : '-');
 const mebibytes = (bytes: number | undefined) => (bytes === undefined ? '-' : decimal(bytes / 2 ** 20, 0));
 
@@ -62,19 +62,22 @@ export function targetRow(target: TargetResult, result: ScenarioResult): string[
 }
 
 function warnings(result: ScenarioResult): string[] {
-  return result.targets.flatMap((t) => [
-    ...t.problems.map((problem) => `${t.name}: ${problem}`),
-    ...(t.unexpected > 0
-      ? [`${t.name}: ${t.unexpected} socket errors or wrong statuses; warm-up statuses ${JSON.stringify(t.statuses)}`]
-      : []),
-    ...(t.created !== undefined &&
-    (t.created.stored < t.created.acknowledged || t.created.stored > t.created.acknowledged + t.created.inFlightMax)
-      ? [`${t.name}: ${t.created.acknowledged} creations acknowledged but ${t.created.stored} rows stored`]
-      : []),
-    ...(t.outputLines > 0
-      ? [`${t.name}: wrote ${t.outputLines} lines of output; last:\n      ${t.outputTail.join('\n      ')}`]
-      : []),
-  ]);
+  return [
+    ...disturbedCeilingRounds(result).map((round) => `generator ceiling disturbed in ${round}`),
+    ...result.targets.flatMap((t) => [
+      ...t.problems.map((problem) => `${t.name}: ${problem}`),
+      ...(t.unexpected > 0
+        ? [`${t.name}: ${t.unexpected} socket errors or wrong statuses; warm-up statuses ${JSON.stringify(t.statuses)}`]
+        : []),
+      ...(t.created !== undefined &&
+      (t.created.stored < t.created.acknowledged || t.created.stored > t.created.acknowledged + t.created.inFlightMax)
+        ? [`${t.name}: ${t.created.acknowledged} creations acknowledged but ${t.created.stored} rows stored`]
+        : []),
+      ...(t.outputLines > 0
+        ? [`${t.name}: wrote ${t.outputLines} lines of output; last:\n      ${t.outputTail.join('\n      ')}`]
+        : []),
+    ]),
+  ];
 }
 
 export function checkLine(c: Check, percent: boolean): string {

@@ -11,3 +11,8 @@ export function quantile(sorted: readonly number[], fraction: number): number {
   if (sorted.length === 0) return Number.NaN;
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(fraction * sorted.length) - 1))]!;
 }
+
+/** `n` rounded, with thousands separators ("86,094"); "-" when it is not a number. */
+export function integer(n: number): string {
+  return Number.isFinite(n) ? Math.round(n).toLocaleString('en-US') : '-';
+}

@@ -169,6 +169,52 @@ describe('budget verdicts', () => {
     expect(checks[0]!.verdict).toBe('INVALID');
   });
 
+  describe('a ceiling round below another target of the same round', () => {
+    const measured = (rps: number): Measurement => ({
+      rps,
+      p50Ms: 1,
+      p99Ms: 2,
+      requests: rps * 5,
+      durationS: 5,
+      errors: { connect: 0, read: 0, write: 0, status: 0, timeout: 0 },
+      unexpected: 0,
+      statuses: {},
+      sample: [],
+    });
+    /** Three rounds: the ceiling's as given, the baseline at 80,000 and the service at 76,000 in each. */
+    const run = (ceilingRounds: number[]) =>
+      evaluate(
+        [
+          scenario('redirect', [
+            { ...target('ceiling', 'ceiling', 200_000), rounds: ceilingRounds.map(measured) },
+            { ...target('baseline', 'baseline', 80_000), rounds: [80_000, 80_000, 80_000].map(measured) },
+            { ...target('default', 'service', 76_000, 2.2), rounds: [76_000, 76_000, 76_000].map(measured) },
+          ]),
+        ],
+        SERVICE_VARIANTS.slice(0, 1),
+      );
+
+    it('in one round of three: the verdict stands, and the check names the round', () => {
+      const checks = run([53_002, 200_000, 210_000]);
+      expect(checks.map((c) => c.verdict)).toEqual(['PASS', 'PASS']);
+      expect(checks[0]!.note).toContain(
+        "ceiling disturbed in 1 of 3 rounds (round 1: the ceiling 53,002 req/s, below baseline's 80,000)",
+      );
+    });
+
+    it('in most rounds: INVALID, there is no ceiling to judge by', () => {
+      const checks = run([53_002, 200_000, 79_000]);
+      expect(checks.map((c) => c.verdict)).toEqual(['INVALID', 'INVALID']);
+      expect(checks[0]!.note).toContain('ceiling disturbed in 2 of 3 rounds');
+    });
+
+    it('in no round: no note of it', () => {
+      expect(run([200_000, 200_000, 210_000]).map((c) => c.note ?? '')).not.toContainEqual(
+        expect.stringContaining('disturbed'),
+      );
+    });
+  });
+
   it('applies each feature budget to its workload: tracing on both, rate limiting on redirects only', () => {
     const targets = [
       target('ceiling', 'ceiling', 200_000),
