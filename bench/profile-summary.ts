@@ -1,7 +1,7 @@
 /**
  * `node --import tsx bench/profile-summary.ts FILE.cpuprofile REQUESTS [TOP]`: the main thread's
  * self time per request of a `node --cpu-prof` profile (bench/ab.ts AB_PROFILE), by function,
- * counted from the first request on (start-up left out) and idle time left out, so that the
+ * counted from the first request on (start-up left out), idle time and stops left out, so that the
  * profiles of two processes under the same load compare request for request (see PROFILE.md).
  */
 import { readFileSync } from 'node:fs';
@@ -17,6 +17,14 @@ interface Profile {
   readonly samples: readonly number[];
   readonly timeDeltas: readonly number[];
 }
+
+/**
+ * A gap between two samples longer than this (µs) is a process stopped (SIGSTOP: bench/ab.ts
+ * stops each target between its runs), not work: V8 samples every millisecond or so while the
+ * process runs, whatever its thread does. Counted, it lands on whatever function was sampled last
+ * before the stop, as seconds of "self time".
+ */
+const STOPPED_US = 100_000;
 
 function label(node: ProfileNode): string {
   const { functionName, url, lineNumber } = node.callFrame;
@@ -43,16 +51,27 @@ function main(): void {
   const self = new Map<string, number>();
   let busy = 0;
   let started = false;
+  const stopped = { samples: 0, us: 0 };
   profile.samples.forEach((id, i) => {
     const node = byId.get(id)!;
     started ||= underRequest(node);
     if (!started || node.callFrame.functionName === '(idle)') return;
     // A sample's time is the delta to the next one.
     const time = profile.timeDeltas[i + 1] ?? 0;
+    if (time > STOPPED_US) {
+      stopped.samples++;
+      stopped.us += time;
+      return;
+    }
     busy += time;
     self.set(label(node), (self.get(label(node)) ?? 0) + time);
   });
   process.stdout.write(`busy ${(busy / 1e3).toFixed(0)} ms = ${(busy / requests).toFixed(2)} us/request\n`);
+  if (stopped.samples > 0) {
+    process.stdout.write(
+      `(left out: ${stopped.samples} gaps between samples over ${STOPPED_US / 1e3} ms, ${(stopped.us / 1e3).toFixed(0)} ms in all: the process was stopped)\n`,
+    );
+  }
   const top = [...self].sort((a, b) => b[1] - a[1]).slice(0, Number(topText));
   for (const [name, time] of top) {
     const share = ((time / busy) * 100).toFixed(1);
