@@ -1,8 +1,8 @@
 /**
  * A preload that records a process's garbage collections (count, total, longest and how many
- * took 1 ms or more, by kind), its event loop's delay (monitorEventLoopDelay, 1 ms
- * resolution) and its heap spaces' sizes, and writes them to GC_PAUSES_OUT (default /tmp/gc-pauses-<pid>-<thread>.json)
- * every 2 s and at exit. For looking at a p99, never in a test:
+ * took 1 ms or more, by kind), its event loop's delay (monitorEventLoopDelay, 1 ms resolution)
+ * and its heap spaces' sizes, and writes them to GC_PAUSES_OUT (default
+ * /tmp/gc-pauses-<pid>-<thread>.json) every 2 s and at exit. For looking at a p99, never in a test:
  *
  *   AB_ENV_paused='AB_FLAGS=--import=./bench/gc-pauses.mjs' AB_VARIANTS=baseline,paused node --import tsx bench/ab.ts
  *
