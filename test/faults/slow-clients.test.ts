@@ -21,6 +21,8 @@ interface SlowClient {
   /** When the server closed the connection, relative to the client's start; undefined while open. */
   closedAfterMs: number | undefined;
   received: string;
+  /** Writes more at once. */
+  send(text: string): void;
   stop(): void;
 }
 
@@ -36,6 +38,7 @@ function slowClient(port: number, kind: string, head: string, trickle: string, e
     kind,
     closedAfterMs: undefined,
     received: '',
+    send: (text) => socket.write(text),
     stop: () => {
       clearInterval(timer);
       socket.destroy();
@@ -67,7 +70,9 @@ describe('HTTP timeouts', () => {
       expect(server.requestTimeout).toBe(30_000);
       expect(server.headersTimeout).toBe(10_000);
       expect(server.keepAliveTimeout).toBe(5000);
-      expect(server.timeout).toBe(60_000);
+      // The connection timeout is armed per connection and per request by the redirect fast path
+      // (src/http/fast-redirect.ts), not by node on every socket: 'the connection timeout' below.
+      expect(server.timeout).toBe(0);
     } finally {
       await service.close();
       await database.drop();
@@ -146,6 +151,118 @@ describe('HTTP timeouts', () => {
       }
       // The trickled body never became a mapping.
       expect((await fetch(`${server.url}/slowbody1`, { redirect: 'manual' })).status).toBe(404);
+      expect(server.child.exitCode).toBeNull();
+    });
+  });
+
+  /**
+   * CONNECTION_TIMEOUT_MS alone (the request and headers limits off): a connection on which
+   * nothing arrives for that long, before its first request or during a request that is still
+   * being read or answered, is closed; one on which bytes keep arriving is not. Node would arm it
+   * on every socket; the fast path arms it on a new connection, on every request it hands to
+   * Fastify and before it waits, and leaves it off the redirects it answers at once.
+   */
+  describe('the connection timeout', () => {
+    const IDLE_MS = 1000;
+    /** The limit, plus node's timer granularity and a busy machine's slack. */
+    const CLOSED_BY_MS = IDLE_MS + 1500;
+    let database: TestDatabase;
+    let server: ServerProcess;
+    let port: number;
+    const clients: SlowClient[] = [];
+    const stalledPost = `POST /shorten HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{"co`;
+    const closed = async (client: SlowClient, withinMs: number) => {
+      const started = Date.now();
+      while (client.closedAfterMs === undefined && Date.now() - started < withinMs)
+        await new Promise((resolve) => setTimeout(resolve, 25));
+      return client.closedAfterMs;
+    };
+
+    beforeAll(async () => {
+      database = await sqlite.create();
+      server = await startServer({
+        DATABASE_URL: database.databaseUrl,
+        RATE_LIMIT_ENABLED: 'false',
+        REQUEST_TIMEOUT_MS: '0',
+        HEADERS_TIMEOUT_MS: '0',
+        CONNECTION_TIMEOUT_MS: String(IDLE_MS),
+      });
+      port = Number(new URL(server.url).port);
+      const created = await fetch(`${server.url}/shorten`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          code: 'idle0001',
+          url: 'https://example.com/',
+          created_at: '2024-01-01T00:00:00Z',
+          click_count: 0,
+        }),
+      });
+      expect(created.status).toBe(201);
+    });
+    afterAll(async () => {
+      for (const c of clients) c.stop();
+      await server?.stop();
+      await database?.drop();
+    });
+
+    it('closes a connection that sends nothing', async () => {
+      const silent = slowClient(port, 'silent', '', '', 1000);
+      clients.push(silent);
+      expect(await closed(silent, CLOSED_BY_MS + 1000)).toBeGreaterThanOrEqual(IDLE_MS - 100);
+      expect(silent.closedAfterMs!).toBeLessThanOrEqual(CLOSED_BY_MS);
+    });
+
+    it('closes a connection whose request stops arriving, its first or one after a redirect on it', async () => {
+      const first = slowClient(port, 'first', stalledPost, '', 1000);
+      // A redirect answered by the fast path; once it is answered (node then holds the idle
+      // connection by its keep-alive timeout) a request on the same connection that stalls.
+      const later = slowClient(port, 'later', 'GET /idle0001 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n', '', 1000);
+      clients.push(first, later);
+      const redirected = Date.now();
+      while (!later.received.includes('\r\n\r\n') && Date.now() - redirected < 5000)
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      expect(later.received).toMatch(/^HTTP\/1\.1 302 Found\r\n/);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      const sentAt = Date.now();
+      later.send(stalledPost);
+      expect(await closed(first, CLOSED_BY_MS + 1000), 'first').toBeGreaterThanOrEqual(IDLE_MS - 100);
+      expect(first.closedAfterMs!, 'first').toBeLessThanOrEqual(CLOSED_BY_MS);
+      expect(first.received).toBe('');
+      expect(await closed(later, CLOSED_BY_MS + 1000), 'later').toBeDefined();
+      const laterClosedMs = Date.now() - sentAt;
+      expect(laterClosedMs, 'later').toBeGreaterThanOrEqual(IDLE_MS - 100);
+      expect(laterClosedMs, 'later').toBeLessThanOrEqual(CLOSED_BY_MS + 200);
+    });
+
+    it('closes a connection that pipelines redirects and never reads their answers', async () => {
+      // 100,000 redirects asked at once (about 20 MB of answers, more than the kernel's buffers on
+      // both sides hold): node stops reading the connection once its answers back up.
+      const socket = net.connect({ host: '127.0.0.1', port });
+      socket.pause();
+      socket.on('error', () => undefined);
+      const closedAt = new Promise<number>((resolve) => socket.on('close', () => resolve(Date.now())));
+      socket.write('GET /idle0001 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n'.repeat(100_000));
+      const timedOut = new Promise<never>((_, reject) =>
+        setTimeout(() => reject(new Error('the connection is still open after 20 s')), 20_000).unref(),
+      );
+      await Promise.race([closedAt, timedOut]);
+      // Meanwhile and after, ordinary requests are answered.
+      expect((await fetch(`${server.url}/idle0001`, { redirect: 'manual' })).status).toBe(302);
+      expect(server.child.exitCode).toBeNull();
+    }, 30_000);
+
+    it('keeps a connection open while its request keeps arriving, and closes it once it stops', async () => {
+      const trickle = '{"code":"idle0002"';
+      const client = slowClient(port, 'trickle', stalledPost.slice(0, -4), trickle, IDLE_MS / 4);
+      clients.push(client);
+      // Bytes every quarter of the limit, for more than twice the limit.
+      await new Promise((resolve) => setTimeout(resolve, (trickle.length * IDLE_MS) / 4 - 200));
+      expect(client.closedAfterMs).toBeUndefined();
+      const stoppedAt = Date.now();
+      const closedAfterMs = await closed(client, CLOSED_BY_MS + 1000);
+      expect(closedAfterMs).toBeDefined();
+      expect(Date.now() - stoppedAt).toBeLessThanOrEqual(CLOSED_BY_MS + 200);
       expect(server.child.exitCode).toBeNull();
     });
   });

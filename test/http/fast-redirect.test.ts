@@ -8,6 +8,7 @@ import net, { type AddressInfo } from 'node:net';
 import { afterAll, afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { FastRedirect } from '../../src/http/fast-redirect.js';
 import { RateLimitHooks } from '../../src/http/plugins/rate-limit.js';
+import { UrlMappingService } from '../../src/services/url-mapping-service.js';
 import { type TestApp, useTestApps } from '../helpers/app.js';
 import { metricValue } from '../helpers/auth.js';
 import { BACKENDS, sqlite } from '../helpers/backends.js';
@@ -129,6 +130,36 @@ describe.each(BACKENDS)('GET|HEAD /{code} over HTTP on $name', (backend) => {
       expect(broken).toHaveBeenCalledTimes(1);
     } finally {
       broken.mockRestore();
+    }
+  });
+
+  test('a redirect that waits for its lookup is under the connection timeout (CONNECTION_TIMEOUT_MS)', async () => {
+    const { app, port } = await start('true', { CONNECTION_TIMEOUT_MS: '500' });
+    const created = await createMapping(app, newMapping(nextCode));
+    const socket = net.connect({ host: '127.0.0.1', port });
+    let received = '';
+    socket.on('data', (chunk: Buffer) => (received += chunk.toString()));
+    socket.on('error', () => undefined);
+    const closed = new Promise<number>((resolve) => socket.on('close', () => resolve(Date.now())));
+    const get = `GET /${created.code} HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`;
+    // A redirect answered at once; then, on the same connection (idle between the two: node holds
+    // it by its keep-alive timeout and clears that at the next request), a lookup that never ends.
+    socket.write(get);
+    await vi.waitFor(() => expect(received).toMatch(/^HTTP\/1\.1 302 Found\r\n[^]*\r\n\r\n$/));
+    const stuck = vi.spyOn(UrlMappingService.prototype, 'resolve').mockImplementationOnce(() => new Promise(() => {}));
+    try {
+      const sent = Date.now();
+      socket.write(get);
+      const timedOut = new Promise<never>((_, reject) =>
+        setTimeout(() => reject(new Error('the connection is still open after 5 s')), 5000).unref(),
+      );
+      const closedAfterMs = (await Promise.race([closed, timedOut])) - sent;
+      expect(stuck).toHaveBeenCalledTimes(1);
+      expect(closedAfterMs).toBeGreaterThanOrEqual(400);
+      expect(received.match(/HTTP\/1\.1/g)).toHaveLength(1);
+    } finally {
+      stuck.mockRestore();
+      socket.destroy();
     }
   });
 
