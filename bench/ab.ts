@@ -22,6 +22,12 @@
  *   AB_ROUNDS      rounds (default 5), AB_DURATION_S seconds each (default 5), after a 2 s warm-up
  *   AB_KEEP_RUNNING  true: every target left running during the rounds (the bench and this
  *                  stop all but the one measured: `stopBetweenRuns`), to see what the stops change
+ *   AB_TOGETHER    true: in each round every target is loaded at the same time, each by a wrk of
+ *                  its own on the generator cores, all of them sharing the target cores; what
+ *                  the machine does meanwhile (another tenant, the clock, thermal limits) then
+ *                  falls on both sides of every ratio alike. Compare CPU a request (each
+ *                  process's own, read from /proc), not req/s: the scheduler, not the target,
+ *                  decides each one's share of the core (see PROFILE.md, "Targets loaded together")
  *   AB_PROFILE     variant names: those processes write a .cpuprofile into AB_PROFILE_DIR (default /tmp/ab-prof)
  *   AB_ENV_<NAME>  extra variant: AB_ENV_x='TRACING_SAMPLING_RATE=0.1,FOO=bar' adds variant x; the
  *                  pseudo-variable AB_DIST=<dir> runs that build instead of ./dist (A/B of builds),
@@ -122,10 +128,12 @@ function printMedians(servers: readonly ChildServer[], tallies: Map<string, Tall
     const cpu = median(tally.cpuUs);
     // Each round's ratio to the reference's figure in the same round: robust to load that changes between rounds.
     const pairedRps = median(tally.rps.map((r, i) => r / reference.rps[i]!));
+    const cpuRatios = tally.cpuUs.map((c, i) => c / reference.cpuUs[i]!);
     process.stdout.write(
       `${server.name}: median ${Math.round(rps)} req/s, ${(rps / median(reference.rps)).toFixed(3)} x ${first.name} ` +
         `(median of round ratios ${pairedRps.toFixed(3)}); ` +
-        `median ${cpu.toFixed(1)} us cpu/req, ${(cpu / median(reference.cpuUs)).toFixed(3)} x ${first.name}; ` +
+        `median ${cpu.toFixed(1)} us cpu/req, ${(cpu / median(reference.cpuUs)).toFixed(3)} x ${first.name} ` +
+        `(round ratios: median ${median(cpuRatios).toFixed(3)}, ${Math.min(...cpuRatios).toFixed(3)}-${Math.max(...cpuRatios).toFixed(3)}); ` +
         `median p99 ${median(tally.p99Ms).toFixed(2)} ms; ` +
         `${tally.requests} requests in all (pid ${server.pid})\n`,
     );
@@ -196,22 +204,28 @@ async function main(): Promise<void> {
     await settle(pids);
   }
   // As the bench: only the target measured runs (`stopBetweenRuns`).
-  // AB_KEEP_RUNNING=true: every target left running (to measure what the stops change).
+  // AB_KEEP_RUNNING=true: every target left running (to measure what the stops change);
+  // AB_TOGETHER=true: every target loaded at once (each by a wrk of its own), sharing the target cores.
+  const together = env.AB_TOGETHER === 'true';
   const stopped: StoppedBetweenRuns =
-    env.AB_KEEP_RUNNING === 'true'
+    env.AB_KEEP_RUNNING === 'true' || together
       ? { during: (_pid, work) => work(), release: async () => {}, warnings: [] }
       : await stopBetweenRuns(servers.map((s) => stoppable(s, targetData.get(s.name))));
+  const run = (server: ChildServer, round: number) =>
+    stopped.during(server.pid, () =>
+      measuredRun(
+        () => measure(server, durationS, round),
+        { pid: server.pid, data: targetData.get(server.name) },
+        { redirect: workload.kind === 'redirect', pids, database: db },
+      ),
+    );
   for (let round = 1; round <= rounds; round++) {
     const line: string[] = [];
-    for (const server of rotated(servers, round - 1)) {
+    const order = rotated(servers, round - 1);
+    const runs = together ? await Promise.all(order.map((s) => run(s, round))) : [];
+    for (const [i, server] of order.entries()) {
       const tally = tallies.get(server.name)!;
-      const { m, cpuUs, databaseCpuUs } = await stopped.during(server.pid, () =>
-        measuredRun(
-          () => measure(server, durationS, round),
-          { pid: server.pid, data: targetData.get(server.name) },
-          { redirect: workload.kind === 'redirect', pids, database: db },
-        ),
-      );
+      const { m, cpuUs, databaseCpuUs } = together ? runs[i]! : await run(server, round);
       const dbText = databaseCpuUs === undefined ? '' : ` + db ${databaseCpuUs.toFixed(1)}`;
       tally.rps.push(m.rps);
       tally.cpuUs.push(cpuUs);

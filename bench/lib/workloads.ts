@@ -2,7 +2,7 @@
  * The benchmarked request mixes: each a wrk script of bench/wrk/ with its arguments, the status
  * every answer must have, and a probe that checks one answer in full before any load.
  */
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { freshMapping, type Mapping, popularMappings, seedMapping } from './codes.js';
 import { SAMPLE_SEED, USER_AGENT } from './settings.js';
@@ -52,6 +52,8 @@ function popular({ mappings, popular }: Stored): Mapping[] {
 /** The popular mix's paths, one per line, written once per table size. */
 function popularFile(stored: Stored): string {
   const file = join(stored.dir, `popular-${stored.mappings}-${stored.popular}.txt`);
+  // Not rewritten while a wrk may be reading it (bench/ab.ts AB_TOGETHER runs several at once).
+  if (existsSync(file)) return file;
   writeFileSync(
     file,
     `${popular(stored)
