@@ -73,7 +73,8 @@ export class FastRedirect {
   /**
    * @param fastify the app's own `request` listener: everything this path does not answer in full
    * @param idleMs the connection timeout, armed on the socket before this path waits for anything
-   *   (a rate-limit decision or a lookup that is a promise); 0: none (installFastRedirect)
+   *   (a rate-limit decision or a lookup that is a promise) and after an answer the kernel did not
+   *   take whole; 0: none (installFastRedirect)
    */
   constructor(
     private readonly options: FastRedirectOptions,
@@ -92,9 +93,7 @@ export class FastRedirect {
    * connection whose answers stop moving is closed as it would be by node.
    */
   private written(res: ServerResponse): void {
-    if (this.idleMs === 0) return;
-    const socket = res.req.socket;
-    if (res.socket === null || socket.writableLength > 0) socket.setTimeout(this.idleMs);
+    if (res.socket === null || res.req.socket.writableLength > 0) this.waits(res.req);
   }
 
   handle(req: IncomingMessage, res: ServerResponse): void {
