@@ -21,11 +21,10 @@ import { type ServerProcess, startServer } from '../helpers/server-process.js';
 import { natsServerBinaryAvailable, OwnNatsServer } from '../helpers/own-nats-server.js';
 import { storedCreatedByCode } from '../helpers/event-store.js';
 import { connectTestNatsBus } from '../helpers/nats.js';
+import { fetchShorten } from '../helpers/http.js';
 
-const body = (code: string) =>
-  JSON.stringify({ code, url: `https://example.com/${code}`, created_at: '2024-01-01T00:00:00Z', click_count: 0 });
 const shorten = (server: ServerProcess, code: string) =>
-  fetch(`${server.url}/shorten`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: body(code) });
+  fetchShorten(server.url, { code, url: `https://example.com/${code}` });
 
 /** Short leases, so the restarted process takes over the killed one's relay and partitions quickly. */
 const FAST_ENV = { EVENT_LEASE_MS: '1000', EVENT_POLL_MS: '50', CLICK_FLUSH_INTERVAL_MS: '60000' };

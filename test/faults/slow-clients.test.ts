@@ -10,6 +10,7 @@ import { loadConfig } from '../../src/config/config.js';
 import { compose } from '../../src/composition/compose.js';
 import { sqlite, testConfig, type TestDatabase } from '../helpers/backends.js';
 import { type ServerProcess, startServer } from '../helpers/server-process.js';
+import { fetchShorten } from '../helpers/http.js';
 
 const REQUEST_TIMEOUT_MS = 2000;
 const HEADERS_TIMEOUT_MS = 1000;
@@ -122,16 +123,7 @@ describe('HTTP timeouts', () => {
       let n = 0;
       while (clients.some((c) => c.closedAfterMs === undefined) && Date.now() - started < CLOSED_WITHIN_MS + 2000) {
         const code = `fast${String(++n).padStart(5, '0')}`;
-        const created = await fetch(`${server.url}/shorten`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body: JSON.stringify({
-            code,
-            url: 'https://example.com/',
-            created_at: '2024-01-01T00:00:00Z',
-            click_count: 0,
-          }),
-        });
+        const created = await fetchShorten(server.url, { code, url: 'https://example.com/' });
         expect(created.status, await created.text()).toBe(201);
         const resolved = await fetch(`${server.url}/${code}`, { redirect: 'manual' });
         expect(resolved.status).toBe(302);
@@ -188,16 +180,7 @@ describe('HTTP timeouts', () => {
         CONNECTION_TIMEOUT_MS: String(IDLE_MS),
       });
       port = Number(new URL(server.url).port);
-      const created = await fetch(`${server.url}/shorten`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({
-          code: 'idle0001',
-          url: 'https://example.com/',
-          created_at: '2024-01-01T00:00:00Z',
-          click_count: 0,
-        }),
-      });
+      const created = await fetchShorten(server.url, { code: 'idle0001', url: 'https://example.com/' });
       expect(created.status).toBe(201);
     });
     afterAll(async () => {

@@ -58,6 +58,21 @@ export function postShorten(
   });
 }
 
+/**
+ * `postShorten` over a real socket, to a started server at `baseUrl`: `mapping`'s code and URL, and
+ * `newMapping`'s other fields unless `mapping` has them.
+ */
+export function fetchShorten(
+  baseUrl: string,
+  mapping: Pick<CreateBody, 'code' | 'url'> & Partial<CreateBody>,
+): Promise<Response> {
+  return fetch(`${baseUrl}/shorten`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(newMapping(() => mapping.code, mapping)),
+  });
+}
+
 /** Creates a mapping and returns its read view; fails the test unless the answer is 201. */
 export async function createMapping(app: Injector, body: CreateBody): Promise<ReadBody> {
   const response = await postShorten(app, body);

@@ -12,6 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/eventually.js';
+import { fetchShorten } from '../helpers/http.js';
 import { freePort } from '../helpers/own-server.js';
 import { runCli, startServer } from '../helpers/server-process.js';
 
@@ -35,12 +36,7 @@ function expectOneClearLine(output: string, setting: string): void {
   expect(output).not.toMatch(/"stack"\s*:/);
 }
 
-const shorten = (url: string, code: string) =>
-  fetch(`${url}/shorten`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ code, url: 'https://example.com/', created_at: '2024-01-01T00:00:00Z', click_count: 0 }),
-  });
+const shorten = (url: string, code: string) => fetchShorten(url, { code, url: 'https://example.com/' });
 
 describe('--help', () => {
   it.each([

@@ -1,16 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { BACKENDS, type TestDatabase } from '../helpers/backends.js';
+import { fetchShorten } from '../helpers/http.js';
 import { type ServerProcess, startServer } from '../helpers/server-process.js';
 
 /**
  * The real, built server in its own process: what was acknowledged survives a restart and a
  * `kill -9`, and a graceful stop writes the buffered clicks.
  */
-const body = (code: string) =>
-  JSON.stringify({ code, url: `https://example.com/${code}`, created_at: '2024-01-01T00:00:00Z', click_count: 0 });
-
 const shorten = (server: ServerProcess, code: string) =>
-  fetch(`${server.url}/shorten`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: body(code) });
+  fetchShorten(server.url, { code, url: `https://example.com/${code}` });
 
 describe.each(BACKENDS)('the server process on $name', (backend) => {
   let database: TestDatabase;

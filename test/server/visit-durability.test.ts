@@ -17,7 +17,7 @@ import { type Database, openDatabase } from '../../src/adapters/storage/database
 import type { DatabaseSchema } from '../../src/adapters/storage/schema.js';
 import { BACKENDS, type TestDatabase, testConfig } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
-import { codeMaker, newMapping } from '../helpers/http.js';
+import { codeMaker, fetchShorten, newMapping } from '../helpers/http.js';
 import { type ServerProcess, startServer } from '../helpers/server-process.js';
 import { USER_AGENTS, visitRows } from '../helpers/visits.js';
 
@@ -133,11 +133,7 @@ describe.each(BACKENDS)('visits across a kill -9 of the server process on $name'
       const codes: string[] = [];
       for (let i = 0; i < LINKS; i++) {
         const body = newMapping(nextCode);
-        const created = await fetch(`${server.url}/shorten`, {
-          method: 'POST',
-          headers: { 'content-type': 'application/json' },
-          body: JSON.stringify(body),
-        });
+        const created = await fetchShorten(server.url, body);
         expect(created.status).toBe(201);
         codes.push(body.code);
       }

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
 import { BACKENDS, type TestDatabase, testConfig } from '../helpers/backends.js';
-import { codeMaker, newMapping } from '../helpers/http.js';
+import { codeMaker, fetchShorten, newMapping } from '../helpers/http.js';
 import { type ServerProcess, startServer } from '../helpers/server-process.js';
 import { storedClicks } from '../helpers/stored-clicks.js';
 import { REFERRERS, rollupsAndRecount, USER_AGENTS } from '../helpers/visits.js';
@@ -35,11 +35,7 @@ describe.each(BACKENDS)('visits from two processes on $name', (backend) => {
 
   test('every acknowledged redirect arrives once as a visit; rollups equal the recount', async () => {
     const body = newMapping(codeMaker('two'));
-    const created = await fetch(`${servers[0]!.url}/shorten`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-    });
+    const created = await fetchShorten(servers[0]!.url, body);
     expect(created.status).toBe(201);
     let acknowledged = 0;
     const client = async (server: ServerProcess, n: number) => {

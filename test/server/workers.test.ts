@@ -3,6 +3,7 @@ import { openDatabase } from '../../src/adapters/storage/database.js';
 import { testConfig, sqlite, type TestDatabase } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
 import { storedCreatedByCode } from '../helpers/event-store.js';
+import { fetchShorten } from '../helpers/http.js';
 import { CENSUS_ENV, census, shortenLoad } from '../helpers/outbox-census.js';
 import { type ServerProcess, startServer } from '../helpers/server-process.js';
 
@@ -125,16 +126,7 @@ describe('serve --workers 2 on one SQLite file', () => {
   });
 
   it('counts each click once, whichever worker answered the redirect', async () => {
-    const created = await fetch(`${server.url}/shorten`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({
-        code: 'clicks01',
-        url: 'https://example.com/c',
-        created_at: '2024-01-01T00:00:00Z',
-        click_count: 0,
-      }),
-    });
+    const created = await fetchShorten(server.url, { code: 'clicks01', url: 'https://example.com/c' });
     expect(created.status).toBe(201);
     const before = answeringPids(server).size;
     const answers = await onFreshConnections(40, (init) => fetch(`${server.url}/clicks01`, init));
@@ -153,11 +145,7 @@ describe('serve --workers 2 on one SQLite file', () => {
       created_at: '2024-01-01T00:00:00Z',
       click_count: 0,
     };
-    const created = await fetch(`${server.url}/shorten`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify(mapping),
-    });
+    const created = await fetchShorten(server.url, mapping);
     expect(created.status).toBe(201);
     // Both workers' caches hold the old target (the connections alternate between them).
     const warm = await onFreshConnections(10, (init) => fetch(`${server.url}/moved01`, init));

@@ -4,7 +4,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sqlite, type TestDatabase } from '../helpers/backends.js';
-import { codeMaker, newMapping } from '../helpers/http.js';
+import { codeMaker, fetchShorten, newMapping } from '../helpers/http.js';
 import { deleteRedisKeys, uniqueRedisPrefix } from '../helpers/redis.js';
 import { type ServerProcess, startServer } from '../helpers/server-process.js';
 import { REDIS_URL, redisAvailable } from '../helpers/services.js';
@@ -35,11 +35,7 @@ describe('OTLP/HTTP export from the built service', async () => {
     const server: ServerProcess = await startServer({ DATABASE_URL: database.databaseUrl, ...env });
     const mapping = newMapping(nextCode);
     try {
-      const created = await fetch(`${server.url}/shorten`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify(mapping),
-      });
+      const created = await fetchShorten(server.url, mapping);
       expect(created.status, await created.text()).toBe(201);
       const resolved = await fetch(`${server.url}/${mapping.code}`, {
         redirect: 'manual',
