@@ -32,7 +32,9 @@
  *   AB_ENV_<NAME>  extra variant: AB_ENV_x='TRACING_SAMPLING_RATE=0.1,FOO=bar' adds variant x; the
  *                  pseudo-variable AB_DIST=<dir> runs that build instead of ./dist (A/B of builds),
  *                  and AB_FLAGS='--flag=value ...' adds node options (A/B of runtime flags), after the
- *                  target's own (package.json's `start`), so that one given again overrides it
+ *                  target's own (package.json's `start`), so that one given again overrides it;
+ *                  AB_BASELINE=true runs the baseline with the variant's environment instead of the
+ *                  service (e.g. AB_ENV_headers='AB_BASELINE=true,BASELINE_RATE_LIMIT_HEADERS=true')
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
@@ -77,6 +79,11 @@ function extraVariants(env: Env): Variant[] {
     }));
 }
 
+/** The baseline itself, or a variant of it (AB_BASELINE=true): bench/baseline-server.ts, no database. */
+function isBaseline(variant: Variant): boolean {
+  return variant.name === BASELINE || variant.env.AB_BASELINE === 'true';
+}
+
 /** The node arguments of one variant: another build (AB_DIST), node flags (AB_FLAGS), a CPU profile. */
 function variantArgs(
   variant: Variant,
@@ -86,13 +93,17 @@ function variantArgs(
 ): { args: string[]; env: Record<string, string> } {
   const profiled = (env.AB_PROFILE ?? '').split(',').includes(variant.name);
   if (profiled) mkdirSync(profileDir, { recursive: true });
-  const { AB_DIST: dist, AB_FLAGS: flags, ...variantEnv } = variant.env as Record<string, string>;
-  const serviceArgs =
-    variant.name === BASELINE
-      ? baselineArgs(mappings)
-      : dist === undefined
-        ? SERVICE_ARGS
-        : SERVICE_ARGS.map((a) => a.replace(/^(\.\/)?dist\//, `./${dist.replace(/^\.\//, '')}/`));
+  const {
+    AB_DIST: dist,
+    AB_FLAGS: flags,
+    AB_BASELINE: _baseline,
+    ...variantEnv
+  } = variant.env as Record<string, string>;
+  const serviceArgs = isBaseline(variant)
+    ? baselineArgs(mappings)
+    : dist === undefined
+      ? SERVICE_ARGS
+      : SERVICE_ARGS.map((a) => a.replace(/^(\.\/)?dist\//, `./${dist.replace(/^\.\//, '')}/`));
   const args0 = profiled ? ['--cpu-prof', '--cpu-prof-dir', profileDir, ...serviceArgs] : serviceArgs;
   // The variant's flags after the target's own node options (V8 takes the last of a flag given twice), before its script.
   const script = scriptIndex(args0);
@@ -177,7 +188,7 @@ async function main(): Promise<void> {
     letters.set(variant.name, String.fromCharCode(65 + letters.size));
     const profileDir = env.AB_PROFILE_DIR ?? '/tmp/ab-prof';
     const { args, env: variantEnv } = variantArgs(variant, env, profileDir, size.mappings);
-    const data = variant.name === BASELINE ? undefined : await dataset.isolate(variant.name);
+    const data = isBaseline(variant) ? undefined : await dataset.isolate(variant.name);
     const database: Record<string, string> = data === undefined ? {} : { DATABASE_URL: data.databaseUrl };
     const serviceEnv = { ...SERVICE_ENV, ...database, ...variantEnv };
     servers.push(await startServer(variant.name, node(args, settings.targetCores), serviceEnv));

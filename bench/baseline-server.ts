@@ -8,6 +8,12 @@
  * to URL; 10,000,000 of them need `--max-old-space-size` above V8's default). `POST /shorten`
  * parses and checks the JSON body, refuses a taken code and answers 201 from memory. The process
  * exits when its standard input closes, so it cannot outlive the bench.
+ *
+ * `BASELINE_RATE_LIMIT_HEADERS=true` (never in the bench's baseline; bench/ab.ts, as a variant):
+ * each redirect also takes a token from its client's bucket and carries the two rate-limit
+ * headers the design asks of every answer on a limited route, the strings the service writes
+ * under the bench's limits. What the baseline then loses is the least any service on node:http
+ * that follows the design pays for them (bench/PROFILE.md).
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { parseArgs } from 'node:util';
@@ -18,6 +24,7 @@ const JSON_TYPE = 'application/json; charset=utf-8';
 
 /** Code to URL: every redirect is one lookup here. */
 const urls = new Map<string, string>();
+const rateLimitHeaders = process.env.BASELINE_RATE_LIMIT_HEADERS === 'true';
 let lastId = 0;
 
 function sendJson(res: ServerResponse, status: number, body: unknown): void {
@@ -26,10 +33,35 @@ function sendJson(res: ServerResponse, status: number, body: unknown): void {
   res.end(text);
 }
 
-function redirect(res: ServerResponse, code: string): void {
+/** The bench's `redirects` limit (bench/lib/variants.ts), a window of a second. */
+const LIMIT = 1_000_000_000;
+const POLICY_HEADER = `"redirects";q=${LIMIT};w=1`;
+const buckets = new Map<string, { tokens: number; at: number }>();
+
+/** A token from the client's bucket (refilled at LIMIT a second): the `RateLimit` header of what is left. */
+function rateLimitHeader(client: string): string {
+  const now = performance.now();
+  let bucket = buckets.get(client);
+  if (bucket === undefined) buckets.set(client, (bucket = { tokens: LIMIT, at: now }));
+  bucket.tokens = Math.min(LIMIT, bucket.tokens + ((now - bucket.at) * LIMIT) / 1000) - 1;
+  bucket.at = now;
+  return `"redirects";r=${Math.floor(bucket.tokens)};t=1`;
+}
+
+function redirect(req: IncomingMessage, res: ServerResponse, code: string): void {
   const url = urls.get(code);
   if (url === undefined) return sendJson(res, 404, { detail: 'Not found' });
-  res.writeHead(302, { location: url, 'cache-control': CACHE_CONTROL, 'content-length': 0 });
+  if (rateLimitHeaders) {
+    res.writeHead(302, {
+      'ratelimit-policy': POLICY_HEADER,
+      ratelimit: rateLimitHeader(req.socket.remoteAddress ?? ''),
+      location: url,
+      'cache-control': CACHE_CONTROL,
+      'content-length': 0,
+    });
+  } else {
+    res.writeHead(302, { location: url, 'cache-control': CACHE_CONTROL, 'content-length': 0 });
+  }
   res.end();
 }
 
@@ -68,7 +100,7 @@ function handle(req: IncomingMessage, res: ServerResponse): void {
   const path = req.url ?? '/';
   if (req.method === 'POST' && path === '/shorten') return shorten(req, res);
   if (req.method === 'GET' && path === '/health') return sendJson(res, 200, { status: 'ok' });
-  if (req.method === 'GET') return redirect(res, path.slice(1));
+  if (req.method === 'GET') return redirect(req, res, path.slice(1));
   sendJson(res, 405, { detail: 'Method not allowed' });
 }
 
