@@ -1,5 +1,5 @@
 import { Writable } from 'node:stream';
-import Fastify from 'fastify';
+import Fastify, { LogController } from 'fastify';
 import { describe, expect, it } from 'vitest';
 import { lazyRequestLogger, logsAt } from '../../src/http/plugins/request-logger.js';
 
@@ -15,7 +15,7 @@ async function app(level: string) {
   const server = Fastify({
     logger: { level, stream },
     childLoggerFactory: lazyRequestLogger,
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
   });
   server.get('/quiet', async (request) => ({ debug: logsAt(request.log, 'debug') }));
   server.get('/loud', async (request) => {
