@@ -33,19 +33,31 @@ function sendJson(res: ServerResponse, status: number, body: unknown): void {
   res.end(text);
 }
 
-/** The bench's `redirects` limit (bench/lib/variants.ts), a window of a second. */
-const LIMIT = 1_000_000_000;
-const POLICY_HEADER = `"redirects";q=${LIMIT};w=1`;
+/**
+ * The `redirects` policy the service runs with in the bench: the limit and window bench/ab.ts
+ * gives every target it starts (SERVICE_ENV of bench/lib/variants.ts), read only with
+ * BASELINE_RATE_LIMIT_HEADERS.
+ */
+function redirectsPolicy(): { limit: number; windowS: number } {
+  const limit = Number(process.env.RATE_LIMIT_REDIRECTS_LIMIT);
+  const windowS = Number(process.env.RATE_LIMIT_REDIRECTS_WINDOW_S);
+  if (!(limit > 0) || !(windowS > 0))
+    throw new Error('BASELINE_RATE_LIMIT_HEADERS needs RATE_LIMIT_REDIRECTS_LIMIT and RATE_LIMIT_REDIRECTS_WINDOW_S');
+  return { limit, windowS };
+}
+const POLICY = rateLimitHeaders ? redirectsPolicy() : { limit: 0, windowS: 0 };
+const POLICY_HEADER = `"redirects";q=${POLICY.limit};w=${POLICY.windowS}`;
 const buckets = new Map<string, { tokens: number; at: number }>();
 
-/** A token from the client's bucket (refilled at LIMIT a second): the `RateLimit` header of what is left. */
+/** A token from the client's bucket (refilled at the limit a window): the `RateLimit` header of what is left. */
 function rateLimitHeader(client: string): string {
+  const { limit, windowS } = POLICY;
   const now = performance.now();
   let bucket = buckets.get(client);
-  if (bucket === undefined) buckets.set(client, (bucket = { tokens: LIMIT, at: now }));
-  bucket.tokens = Math.min(LIMIT, bucket.tokens + ((now - bucket.at) * LIMIT) / 1000) - 1;
+  if (bucket === undefined) buckets.set(client, (bucket = { tokens: limit, at: now }));
+  bucket.tokens = Math.min(limit, bucket.tokens + ((now - bucket.at) * limit) / (windowS * 1000)) - 1;
   bucket.at = now;
-  return `"redirects";r=${Math.floor(bucket.tokens)};t=1`;
+  return `"redirects";r=${Math.floor(bucket.tokens)};t=${windowS}`;
 }
 
 function redirect(req: IncomingMessage, res: ServerResponse, code: string): void {
