@@ -12,7 +12,10 @@
  *   AB_VARIANTS    comma-separated names from SERVICE_VARIANTS (default: all of them), and
  *                  `baseline`: the bare node:http baseline as one more target (only when named),
  *                  e.g. AB_VARIANTS=baseline,default AB_PROFILE=baseline,default to compare the
- *                  two processes' profiles under the same load
+ *                  two processes' profiles under the same load; with it the generator's ceiling
+ *                  (bench/lib/ceiling.ts: nginx, or its node:net stand-in) runs as the last target
+ *                  of every round, as in the bench, and the baseline's share of it is printed,
+ *                  GENERATOR-BOUND from 85 %: a ratio to the baseline means nothing past that
  *   AB_WORKLOAD    popular (default; "redirect" too), uniform or shorten
  *   AB_MAPPINGS    1000 (default) or 10000000: a dataset of bench/.data
  *   AB_BACKEND     sqlite (default) or postgres: the bench's PostgreSQL (DATABASE_URL, or the test
@@ -39,6 +42,8 @@
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { startCeiling } from './lib/ceiling.js';
+import { GENERATOR_BOUND_FRACTION } from './lib/checks.js';
 import { cleanUpAll, cleanUpOnSignals, registerCleanup } from './lib/cleanup.js';
 import { shortenTag } from './lib/codes.js';
 import { pinDatabase } from './lib/database-cores.js';
@@ -55,6 +60,7 @@ import { measuredRun, rotated, stoppable } from './lib/scenarios.js';
 import { DATASET_SIZES, loadSettings } from './lib/settings.js';
 import { median } from './lib/stats.js';
 import { baselineArgs, SERVICE_ARGS } from './lib/targets.js';
+import { findTools } from './lib/tools.js';
 import { SERVICE_ENV, SERVICE_VARIANTS } from './lib/variants.js';
 import { type Measurement, runWrk } from './lib/wrk.js';
 import { type Stored, WORKLOADS } from './lib/workloads.js';
@@ -64,6 +70,8 @@ type Variant = { readonly name: string; readonly env: Readonly<Record<string, st
 
 /** The pseudo-variant that is the bare node:http baseline (bench/baseline-server.ts). */
 const BASELINE = 'baseline';
+/** The generator-ceiling server's name as a target (`startCeiling`). */
+const CEILING = 'ceiling';
 
 function extraVariants(env: Env): Variant[] {
   return Object.entries(env)
@@ -152,6 +160,23 @@ function printMedians(servers: readonly ChildServer[], tallies: Map<string, Tall
   }
 }
 
+/** The baseline's req/s as a share of the generator's ceiling, round by round (as the bench's `% ceiling`). */
+function printGeneratorShare(tallies: Map<string, Tally>): void {
+  const baseline = tallies.get(BASELINE);
+  const ceiling = tallies.get(CEILING);
+  if (baseline === undefined || ceiling === undefined) return;
+  const shares = baseline.rps.map((r, i) => r / ceiling.rps[i]!);
+  const share = median(shares);
+  const verdict =
+    share >= GENERATOR_BOUND_FRACTION
+      ? 'GENERATOR-BOUND: the ratios above measure wrk, not the targets'
+      : `under the ${Math.round(GENERATOR_BOUND_FRACTION * 100)} % that marks GENERATOR-BOUND`;
+  process.stdout.write(
+    `generator: the baseline at ${(share * 100).toFixed(0)} % of the ceiling's req/s (median of rounds; ` +
+      `${(Math.min(...shares) * 100).toFixed(0)}-${(Math.max(...shares) * 100).toFixed(0)} %), ${verdict}\n`,
+  );
+}
+
 async function main(): Promise<void> {
   const env = process.env;
   const wanted = (env.AB_VARIANTS ?? '').split(',').filter(Boolean);
@@ -193,6 +218,13 @@ async function main(): Promise<void> {
     const serviceEnv = { ...SERVICE_ENV, ...database, ...variantEnv };
     servers.push(await startServer(variant.name, node(args, settings.targetCores), serviceEnv));
     if (data !== undefined) targetData.set(variant.name, data);
+  }
+  if (variants.some((v) => v.name === BASELINE)) {
+    const { nginx } = findTools(settings.generatorCores.length > 0);
+    const { server, kind } = await startCeiling(nginx, dir, settings.targetCores);
+    process.stdout.write(`generator ceiling: ${kind}\n`);
+    letters.set(CEILING, String.fromCharCode(65 + letters.size));
+    servers.push(server);
   }
   const stored: Stored = { mappings: size.mappings, popular: settings.popularCodes, dir };
   const measure = (server: ChildServer, seconds: number, round: number): Promise<Measurement> =>
@@ -252,6 +284,7 @@ async function main(): Promise<void> {
   await stopped.release();
   for (const warning of stopped.warnings) console.warn(warning);
   printMedians(servers, tallies);
+  printGeneratorShare(tallies);
   for (const server of servers) await server.stop();
   await db?.release();
 }
