@@ -26,11 +26,12 @@ export interface JournalVisits {
 }
 
 /**
- * The journal row's text (JSON): `s` the distinct strings, `g` the combinations (six numbers each:
- * referrer host, country, browser, OS and device as 1 + their index in `s`, 0 none; 1 for a bot),
- * `l` each link as the difference from the one before and `n` its visits, `f` the first visit's
- * time and `t` each visit's as the difference from the visit before, `i` each visit's combination,
- * `r` its register. About a tenth of the flush's segments as text.
+ * The first format of a journal row's text (JSON, read still: rows written before the binary one
+ * below may wait in a journal an upgrade finds): `s` the distinct strings, `g` the combinations
+ * (six numbers each: referrer host, country, browser, OS and device as 1 + their index in `s`, 0
+ * none; 1 for a bot), `l` each link as the difference from the one before and `n` its visits, `f`
+ * the first visit's time and `t` each visit's as the difference from the visit before, `i` each
+ * visit's combination, `r` its register.
  */
 interface JournalText {
   s: string[];
@@ -49,46 +50,184 @@ const RANKS = 64;
 /** A visitor's register as one number (the rank is at most 40, with 48 bits a hash). */
 export const registerCode = (index: number, rank: number) => index * RANKS + rank;
 
-export function encodeJournal(visits: JournalVisits): string {
-  const strings: string[] = [];
+/**
+ * The binary format, as base64 text (what both backends' `text` column holds; JSON text starts
+ * with `{`, which base64 never does). Encoding and decoding it are copies of typed arrays and
+ * node's native base64, where the JSON's were `JSON.stringify` and `JSON.parse` of arrays of a
+ * flush's numbers, 4 and 2 ms for 40,000 visits, each holding the event loop in one piece every
+ * flush and every merged row: a p99 of the redirect's sees that (bench/PROFILE.md). Little-endian:
+ *
+ * - bytes 0-3: the version (2), then the byte widths of the times (2 or 4: milliseconds after the
+ *   earliest visit; 8: each time as a float64, where those do not fit), of the combinations and of
+ *   the registers (1, 2 or 4); 4-7: the length of the header's JSON in bytes; 8-11: the links;
+ *   12-15: the visits; 16-23: the earliest visit's time (float64);
+ * - the header's JSON, `{"s": [...], "g": [...]}` as in the first format (a few strings and
+ *   combinations: a flush's distinct ones);
+ * - the links (float64 each, ascending), each link's visits (uint32), and a column per visit: its
+ *   time, its combination, its register, each column starting on a multiple of 8 bytes.
+ */
+const BINARY_VERSION = 2;
+const HEADER_BYTES = 24;
+
+/** The bytes a column of unsigned integers up to `max` takes a value. */
+const widthFor = (max: number): 1 | 2 | 4 => (max < 2 ** 8 ? 1 : max < 2 ** 16 ? 2 : 4);
+const align8 = (offset: number) => (offset + 7) & ~7;
+
+type UintArray = Uint8Array | Uint16Array | Uint32Array;
+function uintView(buffer: ArrayBuffer, offset: number, width: number, length: number): UintArray {
+  if (width === 1) return new Uint8Array(buffer, offset, length);
+  if (width === 2) return new Uint16Array(buffer, offset, length);
+  if (width === 4) return new Uint32Array(buffer, offset, length);
+  throw new Error(`visit journal row: no column of ${width}-byte integers`);
+}
+
+/** The distinct strings of `fields` and each combination as six numbers (see JournalText). */
+function fieldTable(fields: readonly VisitFields[]): { s: string[]; g: number[] } {
+  const s: string[] = [];
   const codes = new Map<string, number>();
   const code = (value: string | null) => {
     if (value === null) return 0;
     let known = codes.get(value);
-    if (known === undefined) codes.set(value, (known = strings.push(value)));
+    if (known === undefined) codes.set(value, (known = s.push(value)));
     return known;
   };
   const g: number[] = [];
-  for (const f of visits.fields) {
+  for (const f of fields) {
     g.push(code(f.referrerHost), code(f.country), code(f.browser), code(f.os), code(f.device), f.bot ? 1 : 0);
   }
-  const { links, starts, times } = visits;
-  const count = starts[links.length] ?? 0;
-  const t = new Array<number>(count);
-  for (let v = 0; v < count; v++) t[v] = v === 0 ? 0 : times[v]! - times[v - 1]!;
-  const l = new Array<number>(links.length);
-  const n = new Array<number>(links.length);
-  for (let k = 0; k < links.length; k++) {
-    l[k] = links[k]! - (k === 0 ? 0 : links[k - 1]!);
-    n[k] = starts[k + 1]! - starts[k]!;
-  }
-  const text: JournalText = {
-    s: strings,
-    g,
-    l,
-    n,
-    f: count === 0 ? 0 : times[0]!,
-    t,
-    i: Array.from(visits.combinations),
-    r: Array.from(visits.registers),
-  };
-  return JSON.stringify(text);
+  return { s, g };
 }
 
+/** The largest of a column's first `count` values, which are unsigned integers (an index, a register). */
+function maxOf(values: ArrayLike<number>, count: number): number {
+  let max = 0;
+  for (let v = 0; v < count; v++) {
+    const value = values[v]!;
+    if (!(value >= 0 && value < 2 ** 32 && Number.isInteger(value))) {
+      throw new Error(`visit journal row: ${value} in a column of unsigned integers`);
+    }
+    if (value > max) max = value;
+  }
+  return max;
+}
+
+export function encodeJournal(visits: JournalVisits): string {
+  const { links, starts, times, combinations, registers } = visits;
+  const count = starts[links.length] ?? 0;
+  let earliest = count === 0 ? 0 : times[0]!;
+  let latest = earliest;
+  let whole = true;
+  for (let v = 0; v < count; v++) {
+    const time = times[v]!;
+    if (time < earliest) earliest = time;
+    if (time > latest) latest = time;
+    if (!Number.isInteger(time)) whole = false;
+  }
+  const span = latest - earliest;
+  const timeWidth = !whole || span >= 2 ** 32 ? 8 : span < 2 ** 16 ? 2 : 4;
+  const combinationWidth = widthFor(maxOf(combinations, count));
+  const registerWidth = widthFor(maxOf(registers, count));
+  const header = Buffer.from(JSON.stringify(fieldTable(visits.fields)));
+  const linksAt = align8(HEADER_BYTES + header.length);
+  const countsAt = align8(linksAt + 8 * links.length);
+  const timesAt = align8(countsAt + 4 * links.length);
+  const combinationsAt = align8(timesAt + timeWidth * count);
+  const registersAt = align8(combinationsAt + combinationWidth * count);
+  const bytes = Buffer.alloc(registersAt + registerWidth * count);
+  const buffer = bytes.buffer as ArrayBuffer; // Buffer.alloc of this size: its own, from offset 0
+  bytes.writeUInt8(BINARY_VERSION, 0);
+  bytes.writeUInt8(timeWidth, 1);
+  bytes.writeUInt8(combinationWidth, 2);
+  bytes.writeUInt8(registerWidth, 3);
+  bytes.writeUInt32LE(header.length, 4);
+  bytes.writeUInt32LE(links.length, 8);
+  bytes.writeUInt32LE(count, 12);
+  bytes.writeDoubleLE(earliest, 16);
+  header.copy(bytes, HEADER_BYTES);
+  const linkColumn = new Float64Array(buffer, bytes.byteOffset + linksAt, links.length);
+  const countColumn = new Uint32Array(buffer, bytes.byteOffset + countsAt, links.length);
+  for (let k = 0; k < links.length; k++) {
+    linkColumn[k] = links[k]!;
+    countColumn[k] = starts[k + 1]! - starts[k]!;
+  }
+  if (timeWidth === 8) copyColumn(new Float64Array(buffer, bytes.byteOffset + timesAt, count), times, count);
+  else {
+    const column = uintView(buffer, bytes.byteOffset + timesAt, timeWidth, count);
+    for (let v = 0; v < count; v++) column[v] = times[v]! - earliest;
+  }
+  copyColumn(uintView(buffer, bytes.byteOffset + combinationsAt, combinationWidth, count), combinations, count);
+  copyColumn(uintView(buffer, bytes.byteOffset + registersAt, registerWidth, count), registers, count);
+  return bytes.toString('base64');
+}
+
+function copyColumn(into: UintArray | Float64Array, from: ArrayLike<number>, count: number): void {
+  for (let v = 0; v < count; v++) into[v] = from[v]!;
+}
+
+/** A journal row's visits, from either format's text. */
 export function decodeJournal(data: string): JournalVisits {
-  const text = JSON.parse(data) as JournalText;
+  return data.startsWith('{') ? decodeJson(data) : decodeBinary(data);
+}
+
+function decodeBinary(data: string): JournalVisits {
+  const decoded = Buffer.from(data, 'base64');
+  // A column's view needs its offset aligned to its width: a copy of its own when it is not.
+  const bytes = decoded.byteOffset % 8 === 0 ? decoded : Buffer.from(Uint8Array.prototype.slice.call(decoded));
+  if (bytes.length < HEADER_BYTES || bytes.readUInt8(0) !== BINARY_VERSION) {
+    throw new Error(`visit journal row: not a version ${BINARY_VERSION} row (${bytes.length} bytes)`);
+  }
+  const buffer = bytes.buffer as ArrayBuffer;
+  const at = (offset: number) => bytes.byteOffset + offset;
+  const timeWidth = bytes.readUInt8(1);
+  const combinationWidth = bytes.readUInt8(2);
+  const registerWidth = bytes.readUInt8(3);
+  const headerLength = bytes.readUInt32LE(4);
+  const linkCount = bytes.readUInt32LE(8);
+  const count = bytes.readUInt32LE(12);
+  const earliest = bytes.readDoubleLE(16);
+  const table = JSON.parse(bytes.toString('utf8', HEADER_BYTES, HEADER_BYTES + headerLength)) as {
+    s: string[];
+    g: number[];
+  };
+  const linksAt = align8(HEADER_BYTES + headerLength);
+  const countsAt = align8(linksAt + 8 * linkCount);
+  const timesAt = align8(countsAt + 4 * linkCount);
+  const combinationsAt = align8(timesAt + timeWidth * count);
+  const registersAt = align8(combinationsAt + combinationWidth * count);
+  if (registersAt + registerWidth * count !== bytes.length) {
+    throw new Error(
+      `visit journal row: ${bytes.length} bytes where its header says ${registersAt + registerWidth * count}`,
+    );
+  }
+  const counts = new Uint32Array(buffer, at(countsAt), linkCount);
+  const starts = new Int32Array(linkCount + 1);
+  for (let k = 0; k < linkCount; k++) starts[k + 1] = starts[k]! + counts[k]!;
+  let times: Float64Array;
+  if (timeWidth === 8) times = new Float64Array(buffer, at(timesAt), count);
+  else {
+    const offsets = uintView(buffer, at(timesAt), timeWidth, count);
+    times = new Float64Array(count);
+    for (let v = 0; v < count; v++) times[v] = earliest + offsets[v]!;
+  }
+  return {
+    links: new Float64Array(buffer, at(linksAt), linkCount),
+    starts,
+    times,
+    fields: fieldsOf(table),
+    combinations: uintView(buffer, at(combinationsAt), combinationWidth, count),
+    registers: uintView(buffer, at(registersAt), registerWidth, count),
+  };
+}
+
+const fieldsOf = ({ s, g }: { s: string[]; g: number[] }): VisitFields[] => {
   const fields: VisitFields[] = [];
-  for (let at = 0; at < text.g.length; at += FIELDS) fields.push(combinationAt(text.g, at, text.s));
+  for (let at = 0; at < g.length; at += FIELDS) fields.push(combinationAt(g, at, s));
+  return fields;
+};
+
+/** The first format's text (JournalText). */
+function decodeJson(data: string): JournalVisits {
+  const text = JSON.parse(data) as JournalText;
   const links = new Float64Array(text.l.length);
   const starts = new Int32Array(text.l.length + 1);
   let link = 0;
@@ -99,7 +238,14 @@ export function decodeJournal(data: string): JournalVisits {
   const times = new Float64Array(text.t.length);
   let time = text.f;
   for (let v = 0; v < text.t.length; v++) times[v] = time += text.t[v]!;
-  return { links, starts, times, fields, combinations: Int32Array.from(text.i), registers: Int32Array.from(text.r) };
+  return {
+    links,
+    starts,
+    times,
+    fields: fieldsOf(text),
+    combinations: Int32Array.from(text.i),
+    registers: Int32Array.from(text.r),
+  };
 }
 
 /** A journal row to merge: its visits, and the link it is merged through already (0: none). */
