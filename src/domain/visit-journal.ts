@@ -51,11 +51,13 @@ const RANKS = 64;
 export const registerCode = (index: number, rank: number) => index * RANKS + rank;
 
 /**
- * The binary format, as base64 text (what both backends' `text` column holds; JSON text starts
- * with `{`, which base64 never does). Encoding and decoding it are copies of typed arrays and
- * node's native base64, where the JSON's were `JSON.stringify` and `JSON.parse` of arrays of a
- * flush's numbers, 4 and 2 ms for 40,000 visits, each holding the event loop in one piece every
- * flush and every merged row: a p99 of the redirect's sees that (bench/PROFILE.md). Little-endian:
+ * The binary format (bytes: a BLOB in SQLite, base64 text in PostgreSQL's text column, by the
+ * journal's adapter). Encoding and decoding it are copies of typed arrays, where the JSON's were
+ * `JSON.stringify` and `JSON.parse` of arrays of a flush's numbers, 4 and 2 ms for 40,000 visits,
+ * each holding the event loop in one piece every flush and every merged row, which a p99 of the
+ * redirect's sees; and its bytes are outside the collected heap, where a row's text was a string
+ * of hundreds of KB promoted at once, whose full collections the p99 sees too (bench/PROFILE.md).
+ * Little-endian:
  *
  * - bytes 0-3: the version (2), then the byte widths of the times (2 or 4: milliseconds after the
  *   earliest visit; 8: each time as a float64, where those do not fit), of the combinations and of
@@ -111,7 +113,7 @@ function maxOf(values: ArrayLike<number>, count: number): number {
   return max;
 }
 
-export function encodeJournal(visits: JournalVisits): string {
+export function encodeJournal(visits: JournalVisits): Buffer {
   const { links, starts, times, combinations, registers } = visits;
   const count = starts[links.length] ?? 0;
   let earliest = count === 0 ? 0 : times[0]!;
@@ -157,22 +159,22 @@ export function encodeJournal(visits: JournalVisits): string {
   }
   copyColumn(uintView(buffer, bytes.byteOffset + combinationsAt, combinationWidth, count), combinations, count);
   copyColumn(uintView(buffer, bytes.byteOffset + registersAt, registerWidth, count), registers, count);
-  return bytes.toString('base64');
+  return bytes;
 }
 
 function copyColumn(into: UintArray | Float64Array, from: ArrayLike<number>, count: number): void {
   for (let v = 0; v < count; v++) into[v] = from[v]!;
 }
 
-/** A journal row's visits, from either format's text. */
-export function decodeJournal(data: string): JournalVisits {
-  return data.startsWith('{') ? decodeJson(data) : decodeBinary(data);
+/** A journal row's visits: its bytes, or its text in the first format (JSON). */
+export function decodeJournal(data: Uint8Array | string): JournalVisits {
+  return typeof data === 'string' ? decodeJson(data) : decodeBinary(data);
 }
 
-function decodeBinary(data: string): JournalVisits {
-  const decoded = Buffer.from(data, 'base64');
+function decodeBinary(data: Uint8Array): JournalVisits {
   // A column's view needs its offset aligned to its width: a copy of its own when it is not.
-  const bytes = decoded.byteOffset % 8 === 0 ? decoded : Buffer.from(Uint8Array.prototype.slice.call(decoded));
+  const aligned = data.byteOffset % 8 === 0 ? data : data.slice();
+  const bytes = Buffer.from(aligned.buffer, aligned.byteOffset, aligned.byteLength);
   if (bytes.length < HEADER_BYTES || bytes.readUInt8(0) !== BINARY_VERSION) {
     throw new Error(`visit journal row: not a version ${BINARY_VERSION} row (${bytes.length} bytes)`);
   }

@@ -5,8 +5,8 @@ export interface JournalEntry {
   readonly id: string;
   /** The visits it holds. */
   readonly visits: number;
-  /** src/domain/visit-journal.ts's text. */
-  readonly data: string;
+  /** src/domain/visit-journal.ts's bytes (`encodeJournal`). */
+  readonly data: Uint8Array;
 }
 
 /** A journal row waiting to be merged, and how far it is (the link it is merged through, 0: none). */
@@ -14,7 +14,8 @@ export interface JournalRow {
   readonly id: number;
   readonly mergedThrough: number;
   readonly visits: number;
-  readonly data: string;
+  /** Its bytes, or the JSON text of a row of the first format (src/domain/visit-journal.ts: `decodeJournal` reads both). */
+  readonly data: Uint8Array | string;
 }
 
 /** One transaction of a merge: the rows it goes on with (as read) and the segments it writes. */

@@ -7,7 +7,7 @@ import { UserAgentClassifier } from '../../src/support/user-agents.js';
 import { CaptureJournal, VisitCapture } from '../../src/support/visit-capture.js';
 
 /** A journal row of one visit to each of `links` links, as a flush writes it. */
-function journalText(links: number): string {
+function journalText(links: number): Uint8Array {
   const capture = new VisitCapture();
   const start = Date.UTC(2026, 10, 28, 12);
   for (let link = 1; link <= links; link++) capture.add(link, start + link, 'curl/8.5.0', '', '', '10.0.0.1');

@@ -8,7 +8,7 @@ import { UserAgentClassifier } from '../../src/support/user-agents.js';
 import { CaptureJournal, VisitCapture } from '../../src/support/visit-capture.js';
 import { BACKENDS } from '../helpers/backends.js';
 import { useOpenDatabase, useOtherInstance } from '../helpers/storage.js';
-import { USER_AGENTS, mergeAllJournal } from '../helpers/visits.js';
+import { firstFormatJournal, USER_AGENTS, mergeAllJournal } from '../helpers/visits.js';
 
 const classifier = new UserAgentClassifier();
 
@@ -165,6 +165,40 @@ describe.each(BACKENDS)('VisitJournal on $name', (backend) => {
       perLink.set(Number(s.url_id), (perLink.get(Number(s.url_id)) ?? 0) + Number(s.visits));
     expect([...perLink.values()].reduce((sum, n) => sum + n, 0)).toBe(1_200);
     expect(new Set(perLink.values())).toEqual(new Set([30]));
+  });
+
+  test('merges a row of the first format (JSON text), as an upgrade finds one, with the rows written now', async () => {
+    await emptied();
+    const start = Date.UTC(2026, 10, 28, 12);
+    const rows = [entry(300, 30, start), entry(200, 20, start + 2_000)];
+    const alone = new JournalMerge(
+      rows.map((row) => ({ visits: decodeJournal(row.data), mergedThrough: 0 })),
+      { rows: 1_000_000, visits: 1_000_000 },
+    ).take()!.rows;
+    // The older row as the version before wrote it: its text, in the tables as they are.
+    const { id } = await database.db
+      .insertInto('visit_journal')
+      .values({ written_at_ms: start, merged_through: 0, visits: 300 })
+      .returning('id')
+      .executeTakeFirstOrThrow();
+    const text = firstFormatJournal(decodeJournal(rows[0]!.data));
+    await database.db
+      .insertInto('visit_journal_data')
+      .values({ id: Number(id), data: text })
+      .execute();
+    await journal.write(rows[1]!);
+    expect((await journal.pending(1_000)).map((r) => typeof r.data)).toEqual(['string', 'object']);
+    await mergeJournal(journal);
+    expect(await journal.pending(1_000)).toEqual([]);
+    const stored = (await segments()).map((s) => ({
+      ...s,
+      url_id: Number(s.url_id),
+      day: Number(s.day),
+      first_ms: Number(s.first_ms),
+      last_ms: Number(s.last_ms),
+      visits: Number(s.visits),
+    }));
+    expect(stored).toEqual(alone);
   });
 
   test('instances merging the same rows at once write every visit once, in the segments one merge makes', async () => {

@@ -7,7 +7,7 @@ import { mergeJournal } from '../../src/composition/visits.js';
 import type { DatabaseSchema } from '../../src/adapters/storage/schema.js';
 import { DAY_MS, HOUR_MS, type VisitRecord } from '../../src/domain/visit.js';
 import { decodeVisitDay, estimateVisitors } from '../../src/domain/visit-day.js';
-import { decodeJournal, JournalMerge } from '../../src/domain/visit-journal.js';
+import { decodeJournal, JournalMerge, type JournalVisits } from '../../src/domain/visit-journal.js';
 import { decodeSegment, SEGMENT_VISITS, segmentsOf } from '../../src/domain/visit-segment.js';
 import type {
   FoldStep,
@@ -26,6 +26,37 @@ export const SAFARI_IPAD =
 export const GOOGLEBOT = 'Mozilla/5.0 (compatible; Googlebot/2.1; +http://www.google.com/bot.html)';
 export const USER_AGENTS = [CHROME_WINDOWS, SAFARI_IPHONE, SAFARI_IPAD, GOOGLEBOT, 'curl/8.5.0', undefined];
 export const REFERRERS = ['https://news.example.com/a?b=c', 'http://blog.example.org/', undefined, 'not a url'];
+
+/**
+ * `visits` as the first format of a journal row held them (JSON text, before the binary one; an
+ * upgrade may find such rows not yet merged): the distinct strings, the combinations as six
+ * numbers, links and times as differences.
+ */
+export function firstFormatJournal(visits: JournalVisits): string {
+  const s: string[] = [];
+  const code = (value: string | null) =>
+    value === null ? 0 : (s.includes(value) ? s.indexOf(value) : s.push(value) - 1) + 1;
+  const g = visits.fields.flatMap((f) => [
+    code(f.referrerHost),
+    code(f.country),
+    code(f.browser),
+    code(f.os),
+    code(f.device),
+    f.bot ? 1 : 0,
+  ]);
+  const links = Array.from(visits.links);
+  const times = Array.from(visits.times);
+  return JSON.stringify({
+    s,
+    g,
+    l: links.map((link, k) => link - (k === 0 ? 0 : links[k - 1]!)),
+    n: links.map((_, k) => visits.starts[k + 1]! - visits.starts[k]!),
+    f: times[0] ?? 0,
+    t: times.map((time, v) => (v === 0 ? 0 : time - times[v - 1]!)),
+    i: Array.from(visits.combinations),
+    r: Array.from(visits.registers),
+  });
+}
 
 /** A desktop Chrome visit of mapping `urlId` at `visitedAt`, nothing else known: a record as a batch holds it. */
 export function chromeVisit(urlId: number, visitedAt: number): VisitRecord {

@@ -48,8 +48,8 @@ const BATCH = { rows: 300, visits: 1_000 } as const;
 
 const saltOf = (day: number) => `salt-${day}`;
 
-/** `captured` as a flush makes it into a journal row's text, `slice` visits prepared at a time. */
-function journalText(captured: readonly Captured[], slice: number): string {
+/** `captured` as a flush makes it into a journal row's bytes, `slice` visits prepared at a time. */
+function journalText(captured: readonly Captured[], slice: number): Uint8Array {
   const capture = new VisitCapture();
   for (const v of captured) capture.add(v.urlId, v.time, v.agent, v.referer, v.country, v.address);
   const salts = new Map(capture.days().map((day) => [day, saltOf(day)]));
@@ -59,7 +59,7 @@ function journalText(captured: readonly Captured[], slice: number): string {
 }
 
 /** The journal rows' segments, merged in groups of `limit` (each row merged through `mergedThrough`). */
-function merged(texts: readonly string[], limit = BATCH, mergedThrough = 0): MergeGroup[] {
+function merged(texts: readonly Uint8Array[], limit = BATCH, mergedThrough = 0): MergeGroup[] {
   const merge = new JournalMerge(
     texts.map((text) => ({ visits: decodeJournal(text), mergedThrough })),
     limit,

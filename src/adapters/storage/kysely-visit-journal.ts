@@ -55,7 +55,7 @@ export class KyselyVisitJournal implements VisitJournal {
       // The text apart (migration 0078): each merge step rewrites the row's mark, never the text.
       await trx
         .insertInto('visit_journal_data')
-        .values({ id: Number(id), data: entry.data })
+        .values({ id: Number(id), data: this.stored(entry.data) })
         .execute();
       return true;
     });
@@ -94,7 +94,7 @@ export class KyselyVisitJournal implements VisitJournal {
         taken.map((row) => row.id),
       )
       .execute();
-    const dataOf = new Map(texts.map((row) => [Number(row.id), row.data]));
+    const dataOf = new Map(texts.map((row) => [Number(row.id), this.read(row.data)]));
     // A row merged away by another instance between the two reads is left out.
     return taken.flatMap((row) => {
       const data = dataOf.get(Number(row.id));
@@ -145,6 +145,21 @@ export class KyselyVisitJournal implements VisitJournal {
       visits: Number(row?.visits ?? 0),
       oldestAgeSeconds: oldest === undefined ? 0 : Math.max(0, (this.now() - oldest) / 1_000),
     };
+  }
+
+  /**
+   * A row's bytes as the column holds them: SQLite a BLOB (in a column declared `text`, which
+   * SQLite keeps as it is given); PostgreSQL base64 text, as its column is `text` (a row of
+   * the first format is JSON text in both, which base64 never starts like).
+   */
+  private stored(data: Uint8Array): Uint8Array | string {
+    return this.dialect === 'sqlite'
+      ? data
+      : Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('base64');
+  }
+
+  private read(data: Uint8Array | string): Uint8Array | string {
+    return typeof data === 'string' && !data.startsWith('{') ? Buffer.from(data, 'base64') : data;
   }
 
   /**

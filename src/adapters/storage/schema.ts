@@ -80,7 +80,11 @@ export interface VisitJournalTable {
 /** A journal row's text (migration 0078): deleted with its row. */
 export interface VisitJournalDataTable {
   id: number;
-  data: string;
+  /**
+   * A row's bytes (src/domain/visit-journal.ts): SQLite keeps them as a BLOB in this text column,
+   * PostgreSQL as base64 text; a row of the first format, its JSON text.
+   */
+  data: string | Uint8Array;
 }
 
 /** Batches written by a visit flush (for a day): a retried batch whose first commit went through is skipped. */
