@@ -1,3 +1,4 @@
+import { sql } from 'kysely';
 import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { KyselyVisitJournal } from '../../src/adapters/storage/kysely-visit-journal.js';
@@ -29,14 +30,19 @@ describe.each(BACKENDS)('VisitJournal on $name', (backend) => {
   const suite = useOpenDatabase(backend);
   const { database } = suite;
   const otherDatabase = useOtherInstance(backend, suite);
+  // PostgreSQL: a schema of its own in the same database (SQLite: not opened).
+  const elsewhereDatabase = useOpenDatabase(backend, { when: backend.name === 'postgres' }).database;
   let journal: KyselyVisitJournal;
   let other: KyselyVisitJournal;
+  let elsewhere: KyselyVisitJournal;
   const test = it.skipIf(!backend.available);
 
   beforeAll(() => {
     if (!backend.available) return;
     journal = new KyselyVisitJournal(database.db, database.dialect);
     other = new KyselyVisitJournal(otherDatabase.db, otherDatabase.dialect);
+    if (backend.name === 'postgres')
+      elsewhere = new KyselyVisitJournal(elsewhereDatabase.db, elsewhereDatabase.dialect);
   });
 
   const emptied = async () => {
@@ -73,7 +79,7 @@ describe.each(BACKENDS)('VisitJournal on $name', (backend) => {
     await clocked.write(entry(20, 2, now));
     now += 1_000;
     expect(await clocked.backlog()).toEqual({ visits: 50, oldestAgeSeconds: 3.5 });
-    await mergeJournal(clocked);
+    await mergeAllJournal(database.db); // until merged: another test's merge may hold PostgreSQL's lock
     expect(await clocked.backlog()).toEqual({ visits: 0, oldestAgeSeconds: 0 });
   });
 
@@ -188,7 +194,8 @@ describe.each(BACKENDS)('VisitJournal on $name', (backend) => {
       .execute();
     await journal.write(rows[1]!);
     expect((await journal.pending(1_000)).map((r) => typeof r.data)).toEqual(['string', 'object']);
-    await mergeJournal(journal);
+    // Until merged: a run stops where another is merging (PostgreSQL's merge lock is the database's).
+    await mergeAllJournal(database.db);
     expect(await journal.pending(1_000)).toEqual([]);
     const stored = (await segments()).map((s) => ({
       ...s,
@@ -200,6 +207,26 @@ describe.each(BACKENDS)('VisitJournal on $name', (backend) => {
     }));
     expect(stored).toEqual(alone);
   });
+
+  if (backend.name === 'postgres')
+    test('holds its merge lock for its own schema: a merge elsewhere in the database goes on meanwhile', async () => {
+      await emptied();
+      const start = Date.UTC(2026, 10, 28, 12);
+      await journal.write(entry(100, 10, start));
+      await elsewhere.write(entry(100, 10, start));
+      // A merge of this schema under way (its lock held until the transaction ends).
+      await database.db.transaction().execute(async (trx) => {
+        const held = await sql<{
+          locked: boolean;
+        }>`SELECT pg_try_advisory_xact_lock(${KyselyVisitJournal.PG_MERGE_LOCK}) AS locked`.execute(trx);
+        expect(held.rows[0]?.locked).toBe(true);
+        // Another instance of this schema leaves the rows to it; the other schema's merge does not wait.
+        expect(await mergeJournal(other)).toBe(0);
+        expect(await mergeJournal(elsewhere)).toBe(100);
+      });
+      expect(await mergeJournal(other)).toBe(100);
+      expect(await elsewhere.pending(1_000)).toEqual([]);
+    });
 
   test('instances merging the same rows at once write every visit once, in the segments one merge makes', async () => {
     await emptied();

@@ -12,8 +12,18 @@ import type { DatabaseSchema } from './schema.js';
 import { HeldTime, segmentDeltas, VisitDayRows } from './visit-day-rows.js';
 import { claimBatch, type SegmentInserter, segmentInserter } from './visit-statements.js';
 
-/** PostgreSQL's advisory lock a merge transaction holds (any 64-bit constant of ours): one merges at a time. */
-const PG_MERGE_LOCK = 0x76_6a_6e_6c_6d_67; // "vjnlmg"
+/**
+ * PostgreSQL's advisory lock a merge transaction holds, the schema's: one merges at a time in a
+ * schema. Its two keys are this class (any 32-bit constant of ours) and a hash of the schema in
+ * use, since a database may hold several services' schemas (tenants, the bench's targets, test
+ * runs), whose journals have nothing in common: with one key for the whole database, a merge in
+ * one schema made every other schema's merge stop short (a merge run stops where it finds the
+ * lock taken), which tests on PostgreSQL saw when two test runs shared the database. (An
+ * instance of the version before takes the database's lock, not this one: while both kinds run, a
+ * merge of each can meet on the journal rows' locks, and then the second finds the rows moved and
+ * writes nothing, or PostgreSQL ends one as a deadlock, which its next run retries.)
+ */
+const PG_MERGE_LOCK_CLASS = 0x76_6a_6e_6c; // "vjnl"
 
 /** Thrown inside a merge transaction to roll it back: a row had moved on. */
 class RowsMoved extends Error {}
@@ -31,6 +41,9 @@ class RowsMoved extends Error {}
  * transactions were most of what a visit cost PostgreSQL; bench/PROFILE.md).
  */
 export class KyselyVisitJournal implements VisitJournal {
+  /** The merge lock's keys (PG_MERGE_LOCK_CLASS), for tests that hold it. */
+  static readonly PG_MERGE_LOCK = sql`${PG_MERGE_LOCK_CLASS}, hashtext(current_schema())`;
+
   private readonly insertSegments: SegmentInserter;
   private readonly dayRows: VisitDayRows;
 
@@ -111,7 +124,7 @@ export class KyselyVisitJournal implements VisitJournal {
         if (this.dialect === 'postgres') {
           const { rows } = await sql<{
             locked: boolean;
-          }>`SELECT pg_try_advisory_xact_lock(${PG_MERGE_LOCK}) AS locked`.execute(trx);
+          }>`SELECT pg_try_advisory_xact_lock(${KyselyVisitJournal.PG_MERGE_LOCK}) AS locked`.execute(trx);
           if (!rows[0]?.locked) throw new RowsMoved();
         }
         const where = sql`(id, merged_through) IN ${this.asRead(step.rows)}`;
