@@ -75,6 +75,31 @@ const HEADER_BYTES = 24;
 const widthFor = (max: number): 1 | 2 | 4 => (max < 2 ** 8 ? 1 : max < 2 ** 16 ? 2 : 4);
 const align8 = (offset: number) => (offset + 7) & ~7;
 
+/** Where each part of a binary row starts (each column on a multiple of 8 bytes), and its length. */
+interface Layout {
+  readonly links: number;
+  readonly counts: number;
+  readonly times: number;
+  readonly combinations: number;
+  readonly registers: number;
+  readonly bytes: number;
+}
+
+/** The layout of a row of `linkCount` links and `count` visits, its header's JSON `headerLength` bytes. */
+function layout(
+  headerLength: number,
+  linkCount: number,
+  count: number,
+  widths: { readonly time: number; readonly combination: number; readonly register: number },
+): Layout {
+  const links = align8(HEADER_BYTES + headerLength);
+  const counts = align8(links + 8 * linkCount);
+  const times = align8(counts + 4 * linkCount);
+  const combinations = align8(times + widths.time * count);
+  const registers = align8(combinations + widths.combination * count);
+  return { links, counts, times, combinations, registers, bytes: registers + widths.register * count };
+}
+
 type UintArray = Uint8Array | Uint16Array | Uint32Array;
 function uintView(buffer: ArrayBuffer, offset: number, width: number, length: number): UintArray {
   if (width === 1) return new Uint8Array(buffer, offset, length);
@@ -130,12 +155,12 @@ export function encodeJournal(visits: JournalVisits): Buffer {
   const combinationWidth = widthFor(maxOf(combinations, count));
   const registerWidth = widthFor(maxOf(registers, count));
   const header = Buffer.from(JSON.stringify(fieldTable(visits.fields)));
-  const linksAt = align8(HEADER_BYTES + header.length);
-  const countsAt = align8(linksAt + 8 * links.length);
-  const timesAt = align8(countsAt + 4 * links.length);
-  const combinationsAt = align8(timesAt + timeWidth * count);
-  const registersAt = align8(combinationsAt + combinationWidth * count);
-  const bytes = Buffer.alloc(registersAt + registerWidth * count);
+  const parts = layout(header.length, links.length, count, {
+    time: timeWidth,
+    combination: combinationWidth,
+    register: registerWidth,
+  });
+  const bytes = Buffer.alloc(parts.bytes);
   const buffer = bytes.buffer as ArrayBuffer; // Buffer.alloc of this size: its own, from offset 0
   bytes.writeUInt8(BINARY_VERSION, 0);
   bytes.writeUInt8(timeWidth, 1);
@@ -146,19 +171,19 @@ export function encodeJournal(visits: JournalVisits): Buffer {
   bytes.writeUInt32LE(count, 12);
   bytes.writeDoubleLE(earliest, 16);
   header.copy(bytes, HEADER_BYTES);
-  const linkColumn = new Float64Array(buffer, bytes.byteOffset + linksAt, links.length);
-  const countColumn = new Uint32Array(buffer, bytes.byteOffset + countsAt, links.length);
+  const linkColumn = new Float64Array(buffer, bytes.byteOffset + parts.links, links.length);
+  const countColumn = new Uint32Array(buffer, bytes.byteOffset + parts.counts, links.length);
   for (let k = 0; k < links.length; k++) {
     linkColumn[k] = links[k]!;
     countColumn[k] = starts[k + 1]! - starts[k]!;
   }
-  if (timeWidth === 8) copyColumn(new Float64Array(buffer, bytes.byteOffset + timesAt, count), times, count);
+  if (timeWidth === 8) copyColumn(new Float64Array(buffer, bytes.byteOffset + parts.times, count), times, count);
   else {
-    const column = uintView(buffer, bytes.byteOffset + timesAt, timeWidth, count);
+    const column = uintView(buffer, bytes.byteOffset + parts.times, timeWidth, count);
     for (let v = 0; v < count; v++) column[v] = times[v]! - earliest;
   }
-  copyColumn(uintView(buffer, bytes.byteOffset + combinationsAt, combinationWidth, count), combinations, count);
-  copyColumn(uintView(buffer, bytes.byteOffset + registersAt, registerWidth, count), registers, count);
+  copyColumn(uintView(buffer, bytes.byteOffset + parts.combinations, combinationWidth, count), combinations, count);
+  copyColumn(uintView(buffer, bytes.byteOffset + parts.registers, registerWidth, count), registers, count);
   return bytes;
 }
 
@@ -191,33 +216,31 @@ function decodeBinary(data: Uint8Array): JournalVisits {
     s: string[];
     g: number[];
   };
-  const linksAt = align8(HEADER_BYTES + headerLength);
-  const countsAt = align8(linksAt + 8 * linkCount);
-  const timesAt = align8(countsAt + 4 * linkCount);
-  const combinationsAt = align8(timesAt + timeWidth * count);
-  const registersAt = align8(combinationsAt + combinationWidth * count);
-  if (registersAt + registerWidth * count !== bytes.length) {
-    throw new Error(
-      `visit journal row: ${bytes.length} bytes where its header says ${registersAt + registerWidth * count}`,
-    );
+  const parts = layout(headerLength, linkCount, count, {
+    time: timeWidth,
+    combination: combinationWidth,
+    register: registerWidth,
+  });
+  if (parts.bytes !== bytes.length) {
+    throw new Error(`visit journal row: ${bytes.length} bytes where its header says ${parts.bytes}`);
   }
-  const counts = new Uint32Array(buffer, at(countsAt), linkCount);
+  const counts = new Uint32Array(buffer, at(parts.counts), linkCount);
   const starts = new Int32Array(linkCount + 1);
   for (let k = 0; k < linkCount; k++) starts[k + 1] = starts[k]! + counts[k]!;
   let times: Float64Array;
-  if (timeWidth === 8) times = new Float64Array(buffer, at(timesAt), count);
+  if (timeWidth === 8) times = new Float64Array(buffer, at(parts.times), count);
   else {
-    const offsets = uintView(buffer, at(timesAt), timeWidth, count);
+    const offsets = uintView(buffer, at(parts.times), timeWidth, count);
     times = new Float64Array(count);
     for (let v = 0; v < count; v++) times[v] = earliest + offsets[v]!;
   }
   return {
-    links: new Float64Array(buffer, at(linksAt), linkCount),
+    links: new Float64Array(buffer, at(parts.links), linkCount),
     starts,
     times,
     fields: fieldsOf(table),
-    combinations: uintView(buffer, at(combinationsAt), combinationWidth, count),
-    registers: uintView(buffer, at(registersAt), registerWidth, count),
+    combinations: uintView(buffer, at(parts.combinations), combinationWidth, count),
+    registers: uintView(buffer, at(parts.registers), registerWidth, count),
   };
 }
 
