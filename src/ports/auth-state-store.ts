@@ -9,6 +9,11 @@ export interface FailureWindow {
   readonly count: number;
   /** Milliseconds until the failures are forgotten (the lockout ends). */
   readonly ttlMs: number;
+  /**
+   * When the window closes (epoch ms), as the store holds it: the same for every instance that
+   * reads it, whatever its clock (`ttlMs` is from the reader's clock).
+   */
+  readonly expiresAtMs: number;
 }
 
 /**
@@ -31,7 +36,9 @@ export interface AuthStateStore {
   lift(kind: RevocationKind, id: string): Promise<void>;
   /**
    * Counts one failure of `subject` and returns the new count; every failure moves the window's
-   * end to `windowMs` from now (a sliding window), and a closed window starts again from 1.
+   * end to `windowMs` from now (a sliding window), and a closed window starts again from 1. The
+   * end never moves back: of two instances whose clocks differ, the one behind cannot shorten the
+   * window the other set, so a later count never has an earlier end.
    */
   recordFailure(subject: string, windowMs: number): Promise<FailureWindow>;
   /** The failures in the open window, or undefined when there are none. */

@@ -86,11 +86,20 @@ describe.each(VARIANTS)('AuthStateStore on $name', (variant) => {
     const store = open();
     const who = `user-${id()}`;
     expect(await store.failures(who)).toBeUndefined();
-    expect(await store.recordFailure(who, 15 * MINUTE)).toEqual({ count: 1, ttlMs: 15 * MINUTE });
+    const start = clock.now();
+    expect(await store.recordFailure(who, 15 * MINUTE)).toEqual({
+      count: 1,
+      ttlMs: 15 * MINUTE,
+      expiresAtMs: start + 15 * MINUTE,
+    });
     clock.advance(10 * MINUTE);
-    expect(await store.recordFailure(who, 15 * MINUTE)).toEqual({ count: 2, ttlMs: 15 * MINUTE });
+    expect(await store.recordFailure(who, 15 * MINUTE)).toEqual({
+      count: 2,
+      ttlMs: 15 * MINUTE,
+      expiresAtMs: start + 25 * MINUTE,
+    });
     clock.advance(10 * MINUTE); // past the first failure's window, inside the second's
-    expect(await store.failures(who)).toEqual({ count: 2, ttlMs: 5 * MINUTE });
+    expect(await store.failures(who)).toEqual({ count: 2, ttlMs: 5 * MINUTE, expiresAtMs: start + 25 * MINUTE });
     clock.advance(5 * MINUTE);
     expect(await store.failures(who)).toBeUndefined();
     expect((await store.recordFailure(who, 15 * MINUTE)).count).toBe(1);
@@ -108,6 +117,26 @@ describe.each(VARIANTS)('AuthStateStore on $name', (variant) => {
     expect(counts.map((w) => w.count).sort((x, y) => x - y)).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
     expect((await a.failures(who))?.count).toBe(40);
     expect((await b.failures(who))?.count).toBe(40);
+  });
+
+  it('counts concurrent failures exactly from two instances whose clocks differ, and keeps the later end', async (ctx) => {
+    if (!available) return ctx.skip();
+    // b's clock is 5 ms ahead of a's: b's failures end the window later, and a's, committed
+    // after them with higher counts, must neither lose those counts nor shorten the window.
+    const ahead = new ManualClock(clock.now() + 5);
+    const [a, b] = [open(), open(ahead)];
+    const who = `user-${id()}`;
+    const windows = await Promise.all(
+      Array.from({ length: 40 }, (_, i) => (i % 2 === 0 ? a : b).recordFailure(who, 15 * MINUTE)),
+    );
+    expect(windows.map((w) => w.count).sort((x, y) => x - y)).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
+    const byCount = [...windows].sort((x, y) => x.count - y.count);
+    for (let i = 1; i < byCount.length; i++) {
+      expect(byCount[i]!.expiresAtMs).toBeGreaterThanOrEqual(byCount[i - 1]!.expiresAtMs);
+    }
+    const end = ahead.now() + 15 * MINUTE;
+    expect(await a.failures(who)).toEqual({ count: 40, ttlMs: end - clock.now(), expiresAtMs: end });
+    expect(await b.failures(who)).toEqual({ count: 40, ttlMs: 15 * MINUTE, expiresAtMs: end });
   });
 
   it('shares revocations and failures with another instance, and keeps them for the next run', async (ctx) => {

@@ -43,11 +43,46 @@ end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[4])
 return 1`;
 
+/**
+ * A rebuild's write: WRITE_NEWER while the rebuild's token is still there, else nothing (-1). An
+ * entry removed since the rebuild's snapshot deleted the token with it, atomically, so no entry
+ * of that snapshot is written back after it. KEYS: entry, token. ARGV: as WRITE_NEWER's, then
+ * this rebuild's token.
+ */
+const REBUILD_WRITE = `
+if redis.call('GET', KEYS[2]) ~= ARGV[5] then return -1 end
+${WRITE_NEWER}`;
+
+/**
+ * Ends a rebuild: marks the copy complete, but only if the rebuild's token is still there. A copy
+ * that failed, or an entry removed, since the rebuild began deleted the token (the rebuild's
+ * snapshot may predate that change); so did a rebuild begun later, which marks it instead.
+ * KEYS: token, marker. ARGV: this rebuild's token. Returns 1 when marked.
+ */
+const FINISH_REBUILD = `
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[2], ARGV[1])
+redis.call('DEL', KEYS[1])
+return 1`;
+
 type ReadReply = [0] | [1] | [1, string];
 
 interface AuthStateCommands {
   authStateRead(marker: string, key: string): Promise<ReadReply>;
   authStateWriteNewer(key: string, value: string, expiresAtMs: number, count: number, ttlMs: number): Promise<number>;
+  authStateFinishRebuild(token: string, marker: string, id: string): Promise<number>;
+}
+
+interface RebuildPipeline extends ChainableCommander {
+  authStateRebuildWrite(
+    key: string,
+    token: string,
+    value: string,
+    expiresAtMs: number,
+    count: number,
+    ttlMs: number,
+    id: string,
+  ): RebuildPipeline;
 }
 
 export interface RedisAuthStateStoreOptions {
@@ -62,6 +97,8 @@ export interface RedisAuthStateStoreOptions {
 
 /** Entries written per round trip when the copy is rebuilt. */
 const REBUILD_BATCH = 1000;
+/** How long a rebuild's token outlives an instance that died during the rebuild. */
+const REBUILD_TOKEN_TTL_MS = 10 * 60_000;
 
 /**
  * The database's revocations and lockouts with a copy in Redis that every instance reads fast.
@@ -69,13 +106,22 @@ const REBUILD_BATCH = 1000;
  * holds a complete copy, else (Redis away, or back empty) from the database, and a copy that
  * went missing is rebuilt from the database in the background. Call `rebuild()` when Redis is
  * back after being away: changes this instance could not copy meanwhile reach it then.
+ *
+ * A rebuild copies a snapshot, so a change made while it runs may be missing from what it
+ * copies: the change's own copy is then what brings it. When that copy fails, or the change is a
+ * removal (which the snapshot's older entry would bring back), the change deletes the rebuild's
+ * token, and the rebuild ends without marking the copy complete (the next read starts another).
  */
 export class RedisAuthStateStore implements AuthStateStore {
   private readonly redis: Redis & AuthStateCommands;
   private readonly calls: RedisCalls;
   private readonly clock: Clock;
   private readonly marker: string;
+  /** The token of the rebuild under way (any instance's); see FINISH_REBUILD. */
+  private readonly rebuildToken: string;
   private rebuilding: Promise<void> | undefined;
+  /** A rebuild asked for while one runs: it starts when that one ends. */
+  private rebuildingNext: Promise<void> | undefined;
 
   /** Takes ownership of `redis`: `close()` ends the connection. */
   constructor(
@@ -85,10 +131,13 @@ export class RedisAuthStateStore implements AuthStateStore {
   ) {
     redis.defineCommand('authStateRead', { numberOfKeys: 2, lua: READ });
     redis.defineCommand('authStateWriteNewer', { numberOfKeys: 1, lua: WRITE_NEWER });
+    redis.defineCommand('authStateRebuildWrite', { numberOfKeys: 2, lua: REBUILD_WRITE });
+    redis.defineCommand('authStateFinishRebuild', { numberOfKeys: 2, lua: FINISH_REBUILD });
     this.redis = redis as Redis & AuthStateCommands;
     this.calls = options.calls ?? DIRECT_CALLS;
     this.clock = options.clock ?? systemClock;
     this.marker = `${options.keyPrefix}auth:seeded`;
+    this.rebuildToken = `${options.keyPrefix}auth:rebuilding`;
   }
 
   async revoke(kind: RevocationKind, id: string, expiresAtMs: number): Promise<void> {
@@ -109,8 +158,10 @@ export class RedisAuthStateStore implements AuthStateStore {
 
   async recordFailure(subject: string, windowMs: number): Promise<FailureWindow> {
     const window = await this.durable.recordFailure(subject, windowMs);
-    const expiresAtMs = Math.ceil(this.clock.now() + window.ttlMs);
-    await this.copy(this.failureKey(subject), `${window.count}:${expiresAtMs}`, expiresAtMs, window.count);
+    // The database's end of the window, not this clock's: copies from instances whose clocks
+    // differ then order by it as the database's rows do (see WRITE_NEWER).
+    const { count, expiresAtMs } = window;
+    await this.copy(this.failureKey(subject), `${count}:${expiresAtMs}`, expiresAtMs, count);
     return window;
   }
 
@@ -120,7 +171,7 @@ export class RedisAuthStateStore implements AuthStateStore {
     if (value === undefined) return undefined;
     const [count, expiresAtMs] = value.split(':').map(Number) as [number, number];
     const ttlMs = expiresAtMs - this.clock.now();
-    return ttlMs > 0 ? { count, ttlMs } : undefined;
+    return ttlMs > 0 ? { count, ttlMs, expiresAtMs } : undefined;
   }
 
   async clearFailures(subject: string): Promise<void> {
@@ -133,20 +184,41 @@ export class RedisAuthStateStore implements AuthStateStore {
     return this.durable.prune();
   }
 
-  /** Copies everything in force from the database, then marks the copy complete. One at a time. */
+  /**
+   * Copies everything in force from the database, then marks the copy complete, in a rebuild that
+   * begins after this call: one under way may have read the database before a change this
+   * instance could not copy (Redis away), so when one runs, the next one starts when it ends.
+   */
   rebuild(): Promise<void> {
+    if (this.rebuilding === undefined) return this.startRebuild();
+    this.rebuildingNext ??= this.rebuilding
+      .catch(() => undefined)
+      .then(() => {
+        this.rebuildingNext = undefined;
+        return this.startRebuild();
+      });
+    return this.rebuildingNext;
+  }
+
+  async close(): Promise<void> {
+    await this.rebuildingNext?.catch(() => undefined);
+    await this.rebuilding?.catch(() => undefined);
+    await this.redis.quit().catch(() => this.redis.disconnect());
+  }
+
+  /** A rebuild now, or the one under way (what a read that found the copy incomplete needs). */
+  private startRebuild(): Promise<void> {
     this.rebuilding ??= this.copyAll().finally(() => {
       this.rebuilding = undefined;
     });
     return this.rebuilding;
   }
 
-  async close(): Promise<void> {
-    await this.rebuilding?.catch(() => undefined);
-    await this.redis.quit().catch(() => this.redis.disconnect());
-  }
-
   private async copyAll(): Promise<void> {
+    // The token before the snapshot: any change the snapshot may miss is made after the token is
+    // set, so a change that deletes it is seen at the end (FINISH_REBUILD).
+    const id = randomUUID();
+    await this.calls.call(() => this.redis.set(this.rebuildToken, id, 'PX', REBUILD_TOKEN_TTL_MS));
     const { revocations, failures } = await this.durable.snapshot();
     const now = this.clock.now();
     const entries = [
@@ -156,17 +228,18 @@ export class RedisAuthStateStore implements AuthStateStore {
       ),
     ];
     for (let start = 0; start < entries.length; start += REBUILD_BATCH) {
-      const pipeline = this.redis.pipeline() as ChainableCommander & {
-        authStateWriteNewer(...args: Parameters<AuthStateCommands['authStateWriteNewer']>): ChainableCommander;
-      };
+      const pipeline = this.redis.pipeline() as RebuildPipeline;
       for (const [key, value, expiresAtMs, count] of entries.slice(start, start + REBUILD_BATCH)) {
-        pipeline.authStateWriteNewer(key, value, expiresAtMs, count, Math.max(1, expiresAtMs - now));
+        const ttlMs = Math.max(1, expiresAtMs - now);
+        pipeline.authStateRebuildWrite(key, this.rebuildToken, value, expiresAtMs, count, ttlMs, id);
       }
       const results = await this.calls.call(() => pipeline.exec());
       const failed = results?.find(([error]) => error !== null);
       if (failed) throw failed[0];
+      // The token is gone: a change since the snapshot; the next read starts another rebuild.
+      if (results?.some(([, result]) => result === -1)) return;
     }
-    await this.calls.call(() => this.redis.set(this.marker, randomUUID()));
+    await this.calls.call(() => this.redis.authStateFinishRebuild(this.rebuildToken, this.marker, id));
   }
 
   /** The value in the copy; 'unknown' when the copy cannot answer (incomplete, or Redis away). */
@@ -198,12 +271,13 @@ export class RedisAuthStateStore implements AuthStateStore {
       .catch(() => this.distrustCopy());
   }
 
+  /** With the rebuild's token: a rebuild under way would copy the entry back from its snapshot. */
   private async remove(key: string): Promise<void> {
-    await this.calls.call(() => this.redis.del(key)).catch(() => this.distrustCopy());
+    await this.calls.call(() => this.redis.del(key, this.rebuildToken)).catch(() => this.distrustCopy());
   }
 
   private async distrustCopy(): Promise<void> {
-    await this.calls.call(() => this.redis.del(this.marker)).catch(() => undefined);
+    await this.calls.call(() => this.redis.del(this.marker, this.rebuildToken)).catch(() => undefined);
   }
 
   private revocationKey(kind: RevocationKind, id: string): string {

@@ -57,12 +57,15 @@ export class KyselyAuthStateStore implements DurableAuthStateStore {
         conflict.column('subject').doUpdateSet({
           failures: sql<number>`CASE WHEN auth_login_failures.expires_at_ms > ${now}
             THEN auth_login_failures.failures + 1 ELSE 1 END`,
-          expires_at_ms: expiresAtMs,
+          // Never earlier than it is: an instance whose clock is behind another's commits after
+          // it with the higher count, and must not give that count the earlier end.
+          expires_at_ms: sql<number>`CASE WHEN auth_login_failures.expires_at_ms > ${expiresAtMs}
+            THEN auth_login_failures.expires_at_ms ELSE ${expiresAtMs} END`,
         }),
       )
       .returning(['failures', 'expires_at_ms'])
       .executeTakeFirstOrThrow();
-    return { count: Number(row.failures), ttlMs: Number(row.expires_at_ms) - now };
+    return failureWindow(row, now);
   }
 
   async failures(subject: string): Promise<FailureWindow | undefined> {
@@ -73,7 +76,7 @@ export class KyselyAuthStateStore implements DurableAuthStateStore {
       .executeTakeFirst();
     const now = this.clock.now();
     if (row === undefined || row.expires_at_ms <= now) return undefined;
-    return { count: Number(row.failures), ttlMs: Number(row.expires_at_ms) - now };
+    return failureWindow(row, now);
   }
 
   async clearFailures(subject: string): Promise<void> {
@@ -116,4 +119,9 @@ export class KyselyAuthStateStore implements DurableAuthStateStore {
       })),
     };
   }
+}
+
+function failureWindow(row: { failures: number | bigint; expires_at_ms: number | bigint }, now: number): FailureWindow {
+  const expiresAtMs = Number(row.expires_at_ms);
+  return { count: Number(row.failures), ttlMs: expiresAtMs - now, expiresAtMs };
 }
