@@ -56,6 +56,8 @@ const nextTurn = () => new Promise((resolve) => setImmediate(resolve));
  */
 export class VisitBuffer {
   private capture = new VisitCapture();
+  /** The capture of the last flush, emptied, for the next one to take (see VisitCapture.clear). */
+  private spare: VisitCapture | undefined;
   /** Prepared journal rows not yet written (oldest first). */
   private held: JournalEntry[] = [];
   private heldVisits = 0;
@@ -189,7 +191,8 @@ export class VisitBuffer {
       if (this.capture.days().every((day) => salts.has(day))) break;
     }
     const capture = this.capture;
-    this.capture = new VisitCapture();
+    this.capture = this.spare ?? new VisitCapture();
+    this.spare = undefined;
     this.heldVisits += capture.length;
     const journal = new CaptureJournal(capture, salts, this.classifier);
     while (!journal.done) {
@@ -197,6 +200,9 @@ export class VisitBuffer {
       journal.take(PREPARE_SLICE);
     }
     this.held.push({ id: randomUUID(), visits: capture.length, data: encodeJournal(journal.visits()) });
+    capture.clear();
+    if (this.fullAskedFor === capture) this.fullAskedFor = undefined; // asks again when it is full again
+    this.spare = capture;
   }
 
   private async salt(day: number): Promise<string> {

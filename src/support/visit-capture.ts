@@ -16,21 +16,42 @@ const INITIAL_CAPACITY = 4_096;
  * collection neither traces nor copies them, as it did the arrays of a flush interval's visits
  * (their growing copies survived a collection or two each). The flush works out each distinct
  * value once, not once a visit. The columns' entries from `length` on are unused.
+ *
+ * A capture is emptied with `clear()` and used again (the visit buffer keeps two), so that its
+ * columns are not new memory every flush interval: columns outlive young collections and are
+ * freed only by a full one, and a few MB of them a second brought full collections on sooner.
  */
 export class VisitCapture {
-  urlIds = new Float64Array(INITIAL_CAPACITY);
-  times = new Float64Array(INITIAL_CAPACITY);
-  agents = new Int32Array(INITIAL_CAPACITY);
-  referers = new Int32Array(INITIAL_CAPACITY);
-  countries = new Int32Array(INITIAL_CAPACITY);
-  addresses = new Int32Array(INITIAL_CAPACITY);
+  urlIds!: Float64Array;
+  times!: Float64Array;
+  agents!: Int32Array;
+  referers!: Int32Array;
+  countries!: Int32Array;
+  addresses!: Int32Array;
   /** The distinct header values and addresses, by id − 1. */
   readonly values: string[] = [];
   private readonly ids = new Map<string, number>();
   private count = 0;
 
+  constructor() {
+    this.allocate(INITIAL_CAPACITY);
+  }
+
   get length(): number {
     return this.count;
+  }
+
+  /**
+   * Empties the capture, its strings (addresses, `User-Agent`s) included. Its columns keep their
+   * room for the next interval's visits, unless it held under a quarter of it: a burst's room is
+   * given back.
+   */
+  clear(): void {
+    const capacity = this.urlIds.length;
+    if (capacity > INITIAL_CAPACITY && this.count * 4 < capacity) this.allocate(capacity / 2);
+    this.values.length = 0;
+    this.ids.clear();
+    this.count = 0;
   }
 
   add(
@@ -61,6 +82,15 @@ export class VisitCapture {
       if (day !== last) days.add((last = day));
     }
     return [...days].sort((a, b) => a - b);
+  }
+
+  private allocate(capacity: number): void {
+    this.urlIds = new Float64Array(capacity);
+    this.times = new Float64Array(capacity);
+    this.agents = new Int32Array(capacity);
+    this.referers = new Int32Array(capacity);
+    this.countries = new Int32Array(capacity);
+    this.addresses = new Int32Array(capacity);
   }
 
   private grow(): void {

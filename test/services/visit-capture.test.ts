@@ -48,9 +48,11 @@ const BATCH = { rows: 300, visits: 1_000 } as const;
 
 const saltOf = (day: number) => `salt-${day}`;
 
-/** `captured` as a flush makes it into a journal row's bytes, `slice` visits prepared at a time. */
-function journalText(captured: readonly Captured[], slice: number): Uint8Array {
-  const capture = new VisitCapture();
+/**
+ * `captured` as a flush makes it into a journal row's bytes, `slice` visits prepared at a time
+ * (into `capture`, empty, when given: one the visit buffer uses again).
+ */
+function journalText(captured: readonly Captured[], slice: number, capture = new VisitCapture()): Uint8Array {
   for (const v of captured) capture.add(v.urlId, v.time, v.agent, v.referer, v.country, v.address);
   const salts = new Map(capture.days().map((day) => [day, saltOf(day)]));
   const journal = new CaptureJournal(capture, salts, classifier);
@@ -154,6 +156,20 @@ describe('a capture made into segments by way of the journal', () => {
     const whole = journalText(captured, 1_000_000);
     expect(journalText(captured, 1)).toEqual(whole);
     expect(journalText(captured, 333)).toEqual(whole);
+  });
+
+  it('a capture emptied and used again gives each flush the row a new one gives, and keeps no string from before', () => {
+    const start = Date.UTC(2026, 10, 27, 12);
+    // It grows (9,000 visits), is given back half its room (300, under a quarter), grows again.
+    const flushes = [visits(9_000, 700, start, 5), visits(300, 50, start + 60_000, 100), visits(5_000, 300, start, 20)];
+    const reused = new VisitCapture();
+    for (const flush of flushes) {
+      expect(journalText(flush, 700, reused)).toEqual(journalText(flush, 700));
+      reused.clear();
+      expect(reused.length).toBe(0);
+      expect(reused.values).toEqual([]);
+      expect(reused.days()).toEqual([]);
+    }
   });
 
   it('merges the journal rows of several flushes into one segment a link, as one capture of them all', () => {
