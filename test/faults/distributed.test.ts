@@ -161,8 +161,10 @@ describe.skipIf(!available)('the distributed deployment under load and faults', 
 
   it('c. Redis stopped, then frozen, under load: prompt answers, rate limits open, revocations and lockouts hold', async () => {
     cluster = await FaultCluster.start(backends, 'redis');
-    // Made before the faults: a session logged out, an account locked out.
+    // Made before the faults: a session logged out, an account locked out. Another account's
+    // five failed logins: two before the faults, two while Redis is stopped, one while it is paused.
     const accounts = await revokedAndLocked(cluster.targets);
+    const failedLogins = [await accounts.fail(), await accounts.fail()];
     const load = startLoad({
       targets: cluster.targets,
       concurrency: 32,
@@ -174,12 +176,18 @@ describe.skipIf(!available)('the distributed deployment under load and faults', 
     });
     await sleep(2000);
     await backends.redis.stop();
-    await sleep(6000);
+    const stoppedAt = Date.now();
+    await sleep(2000);
+    failedLogins.push(await accounts.fail(), await accounts.fail());
+    await sleep(6000 - (Date.now() - stoppedAt));
     await backends.redis.start(); // empty: it keeps nothing on disk
     const restartedAt = Date.now();
     await sleep(4000);
     backends.redis.pause();
-    await sleep(10_000);
+    const pausedAt = Date.now();
+    await sleep(3000);
+    failedLogins.push(await accounts.fail());
+    await sleep(10_000 - (Date.now() - pausedAt));
     backends.redis.resume();
     const clearedAt = Date.now();
     await sleep(4000);
@@ -213,6 +221,8 @@ describe.skipIf(!available)('the distributed deployment under load and faults', 
     expect.soft(after.revoked, 'a logged-out session after the Redis restart').toBe(401);
     expect.soft(after.locked, 'a locked account after the Redis restart').toBe(423);
     expect.soft(after.fresh, 'a new session after the faults').toBe(200);
+    expect.soft(failedLogins, 'failed logins before and during the faults').toEqual([401, 401, 401, 401, 401]);
+    expect.soft(after.counted, 'the account with five failed logins, through each API process').toEqual([423, 423]);
     expectSound(cluster, conclusion);
   }, 120_000);
 
