@@ -74,64 +74,71 @@ describe(`NATS outage during writes (${backend.name})`, () => {
     return { code, status: response.statusCode, body: response.body };
   };
 
-  it.skipIf(!ok)('requests succeed while NATS is down; the events flow once it returns', async () => {
-    expect(service.events.bus.constructor.name).toBe('NatsEventBus');
-    const before = await create('outg00000');
-    expect(before.status, before.body).toBe(201);
-    await eventually(async () => expect((await storedCodes()).get('outg00000')).toHaveLength(1));
+  // The timeout is past the test's own waits (30 s for the events once NATS is back, 2.5 s more, the
+  // server's stop and start): at vitest's default 30 s a slow run timed out inside the wait for
+  // the events and said nothing of which had not arrived (CI rehearsal 56; 8.4 s on a quiet machine).
+  it.skipIf(!ok)(
+    'requests succeed while NATS is down; the events flow once it returns',
+    async () => {
+      expect(service.events.bus.constructor.name).toBe('NatsEventBus');
+      const before = await create('outg00000');
+      expect(before.status, before.body).toBe(201);
+      await eventually(async () => expect((await storedCodes()).get('outg00000')).toHaveLength(1));
 
-    // A burst of writes; NATS is stopped in the middle of it.
-    const codes = Array.from({ length: 40 }, (_, i) => `outb${String(i).padStart(5, '0')}`);
-    const results: Awaited<ReturnType<typeof create>>[] = [];
-    let stopping: Promise<void> | undefined;
-    for (const [i, code] of codes.entries()) {
-      if (i === 10) stopping = nats.stop();
-      results.push(await create(code));
-      if (i === 20) await stopping; // the second half is written with NATS surely gone
-    }
-    for (const r of results) expect(r.status, `${r.code}: ${r.body}`).toBe(201);
+      // A burst of writes; NATS is stopped in the middle of it.
+      const codes = Array.from({ length: 40 }, (_, i) => `outb${String(i).padStart(5, '0')}`);
+      const results: Awaited<ReturnType<typeof create>>[] = [];
+      let stopping: Promise<void> | undefined;
+      for (const [i, code] of codes.entries()) {
+        if (i === 10) stopping = nats.stop();
+        results.push(await create(code));
+        if (i === 20) await stopping; // the second half is written with NATS surely gone
+      }
+      for (const r of results) expect(r.status, `${r.code}: ${r.body}`).toBe(201);
 
-    // While it is away: readiness names NATS, and what was written after it went is not delivered.
-    const ready = await service.app.inject({ url: '/health/ready' });
-    expect(ready.statusCode, ready.body).toBe(503);
-    expect(ready.json<{ detail: string }>().detail).toBe('nats is not available');
-    const lateCodes = codes.slice(21);
-    const storedDuring = await storedCodes();
-    for (const code of lateCodes) expect(storedDuring.has(code), code).toBe(false);
-    // Reads, updates and deletes keep working too.
-    expect((await service.app.inject({ url: `/${codes[0]}` })).statusCode).toBe(302);
-    expect((await service.app.inject({ method: 'DELETE', url: `/${codes[1]}` })).statusCode).toBe(204);
+      // While it is away: readiness names NATS, and what was written after it went is not delivered.
+      const ready = await service.app.inject({ url: '/health/ready' });
+      expect(ready.statusCode, ready.body).toBe(503);
+      expect(ready.json<{ detail: string }>().detail).toBe('nats is not available');
+      const lateCodes = codes.slice(21);
+      const storedDuring = await storedCodes();
+      for (const code of lateCodes) expect(storedDuring.has(code), code).toBe(false);
+      // Reads, updates and deletes keep working too.
+      expect((await service.app.inject({ url: `/${codes[0]}` })).statusCode).toBe(302);
+      expect((await service.app.inject({ method: 'DELETE', url: `/${codes[1]}` })).statusCode).toBe(204);
 
-    await nats.start();
-    await eventually(
-      async () => {
-        const stored = await storedCodes();
-        for (const code of ['outg00000', ...codes]) {
-          expect(stored.get(code), code).toHaveLength(1);
-          expect(received.get(code), code).toHaveLength(1);
-        }
-      },
-      { timeoutMs: 30_000, intervalMs: 200 },
-    );
-    expect((await service.app.inject({ url: '/health/ready' })).statusCode).toBe(200);
-    // Nothing arrives twice, even after a redelivery interval.
-    await new Promise((resolve) => setTimeout(resolve, 2500));
-    const stored = await storedCodes();
-    for (const code of ['outg00000', ...codes]) {
-      expect(received.get(code), code).toHaveLength(1);
-      expect(received.get(code), code).toEqual(stored.get(code));
-    }
-    const deleted = await eventually(async () => {
-      const db = service.database.db as unknown as Kysely<EventTables>;
-      const rows = await db
-        .selectFrom('event_store')
-        .select('payload')
-        .where('event_type', '=', 'url.deleted')
-        .execute();
-      const mine = rows.filter((r) => (JSON.parse(r.payload) as { code: string }).code === codes[1]);
-      expect(mine).toHaveLength(1);
-      return mine;
-    });
-    expect(deleted).toHaveLength(1);
-  });
+      await nats.start();
+      await eventually(
+        async () => {
+          const stored = await storedCodes();
+          for (const code of ['outg00000', ...codes]) {
+            expect(stored.get(code), code).toHaveLength(1);
+            expect(received.get(code), code).toHaveLength(1);
+          }
+        },
+        { timeoutMs: 30_000, intervalMs: 200 },
+      );
+      expect((await service.app.inject({ url: '/health/ready' })).statusCode).toBe(200);
+      // Nothing arrives twice, even after a redelivery interval.
+      await new Promise((resolve) => setTimeout(resolve, 2500));
+      const stored = await storedCodes();
+      for (const code of ['outg00000', ...codes]) {
+        expect(received.get(code), code).toHaveLength(1);
+        expect(received.get(code), code).toEqual(stored.get(code));
+      }
+      const deleted = await eventually(async () => {
+        const db = service.database.db as unknown as Kysely<EventTables>;
+        const rows = await db
+          .selectFrom('event_store')
+          .select('payload')
+          .where('event_type', '=', 'url.deleted')
+          .execute();
+        const mine = rows.filter((r) => (JSON.parse(r.payload) as { code: string }).code === codes[1]);
+        expect(mine).toHaveLength(1);
+        return mine;
+      });
+      expect(deleted).toHaveLength(1);
+    },
+    90_000,
+  );
 });
