@@ -1,8 +1,11 @@
 /**
  * NATS stopped during writes (issue #5): requests still succeed (the events wait in the outbox),
  * readiness names NATS as down, and once NATS returns on the same port and store the events
- * flow: the event store has each once, and a consumer group of the test receives each once.
- * Uses a nats-server of its own (never the shared one).
+ * flow: the event store has each once, and a consumer group of the test receives each event (each
+ * `event_id`) and no other. Delivery is at least once (design.md, Events): a message whose ack the
+ * stopping server never took comes again once it is back (seen in 1 run of 10 here), so the group
+ * is checked as an idempotent consumer sees it, by `event_id`; the deliveries again are counted
+ * and printed. Uses a nats-server of its own (never the shared one).
  */
 import { randomBytes } from 'node:crypto';
 import type { Kysely } from 'kysely';
@@ -38,7 +41,10 @@ describe(`NATS outage during writes (${backend.name})`, () => {
   );
   let observer: NatsEventBus;
   let subscription: Subscription;
+  /** Each code's `url.created` event ids as delivered, a delivery again included. */
   const received = new Map<string, string[]>();
+  /** Each code's distinct event ids received, as a consumer idempotent by `event_id` keeps them. */
+  const receivedIds = (code: string) => [...new Set(received.get(code) ?? [])];
 
   beforeAll(async () => {
     if (!ok) return;
@@ -113,19 +119,20 @@ describe(`NATS outage during writes (${backend.name})`, () => {
           const stored = await storedCodes();
           for (const code of ['outg00000', ...codes]) {
             expect(stored.get(code), code).toHaveLength(1);
-            expect(received.get(code), code).toHaveLength(1);
+            expect(receivedIds(code), code).toHaveLength(1);
           }
         },
         { timeoutMs: 30_000, intervalMs: 200 },
       );
       expect((await service.app.inject({ url: '/health/ready' })).statusCode).toBe(200);
-      // Nothing arrives twice, even after a redelivery interval.
+      // No other event arrives, even after a redelivery interval.
       await new Promise((resolve) => setTimeout(resolve, 2500));
       const stored = await storedCodes();
       for (const code of ['outg00000', ...codes]) {
-        expect(received.get(code), code).toHaveLength(1);
-        expect(received.get(code), code).toEqual(stored.get(code));
+        expect(receivedIds(code), code).toEqual(stored.get(code));
       }
+      const again = [...received.values()].reduce((n, ids) => n + ids.length - new Set(ids).size, 0);
+      console.info(`NATS outage: ${received.size} events received, ${again} of them delivered again`);
       const deleted = await eventually(async () => {
         const db = service.database.db as unknown as Kysely<EventTables>;
         const rows = await db
