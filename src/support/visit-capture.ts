@@ -22,20 +22,16 @@ const INITIAL_CAPACITY = 4_096;
  * freed only by a full one, and a few MB of them a second brought full collections on sooner.
  */
 export class VisitCapture {
-  urlIds!: Float64Array;
-  times!: Float64Array;
-  agents!: Int32Array;
-  referers!: Int32Array;
-  countries!: Int32Array;
-  addresses!: Int32Array;
+  urlIds = new Float64Array(INITIAL_CAPACITY);
+  times = new Float64Array(INITIAL_CAPACITY);
+  agents = new Int32Array(INITIAL_CAPACITY);
+  referers = new Int32Array(INITIAL_CAPACITY);
+  countries = new Int32Array(INITIAL_CAPACITY);
+  addresses = new Int32Array(INITIAL_CAPACITY);
   /** The distinct header values and addresses, by id − 1. */
   readonly values: string[] = [];
   private readonly ids = new Map<string, number>();
   private count = 0;
-
-  constructor() {
-    this.allocate(INITIAL_CAPACITY);
-  }
 
   get length(): number {
     return this.count;
@@ -48,7 +44,7 @@ export class VisitCapture {
    */
   clear(): void {
     const capacity = this.urlIds.length;
-    if (capacity > INITIAL_CAPACITY && this.count * 4 < capacity) this.allocate(capacity / 2);
+    if (capacity > INITIAL_CAPACITY && this.count * 4 < capacity) this.resize(capacity / 2, 0);
     this.values.length = 0;
     this.ids.clear();
     this.count = 0;
@@ -84,27 +80,23 @@ export class VisitCapture {
     return [...days].sort((a, b) => a - b);
   }
 
-  private allocate(capacity: number): void {
-    this.urlIds = new Float64Array(capacity);
-    this.times = new Float64Array(capacity);
-    this.agents = new Int32Array(capacity);
-    this.referers = new Int32Array(capacity);
-    this.countries = new Int32Array(capacity);
-    this.addresses = new Int32Array(capacity);
+  private grow(): void {
+    this.resize(this.urlIds.length * 2, this.count);
   }
 
-  private grow(): void {
-    const grown = <T extends Float64Array | Int32Array>(column: T): T => {
-      const copy = new (column.constructor as new (length: number) => T)(column.length * 2);
-      copy.set(column);
+  /** New columns of `capacity` visits, the first `keep` of each copied over. */
+  private resize(capacity: number, keep: number): void {
+    const resized = <T extends Float64Array | Int32Array>(column: T): T => {
+      const copy = new (column.constructor as new (length: number) => T)(capacity);
+      if (keep > 0) copy.set(column.subarray(0, keep));
       return copy;
     };
-    this.urlIds = grown(this.urlIds);
-    this.times = grown(this.times);
-    this.agents = grown(this.agents);
-    this.referers = grown(this.referers);
-    this.countries = grown(this.countries);
-    this.addresses = grown(this.addresses);
+    this.urlIds = resized(this.urlIds);
+    this.times = resized(this.times);
+    this.agents = resized(this.agents);
+    this.referers = resized(this.referers);
+    this.countries = resized(this.countries);
+    this.addresses = resized(this.addresses);
   }
 
   private id(value: string | undefined): number {
