@@ -77,6 +77,22 @@ describe('RedisAuthStateStore: changes during a rebuild', () => {
   };
   const who = () => `user-${randomUUID()}`;
 
+  /**
+   * A store's first rebuild held after its snapshot (which holds no failure of the subject), and
+   * meanwhile a failure of the subject recorded with Redis failing as `failRedis` sets it (then
+   * answering again); the rebuild is still held.
+   */
+  const failureDuringRebuild = async (failRedis: (failing: { next: number; all: boolean }) => void) => {
+    const opened = open();
+    const subject = who();
+    const rebuilt = opened.store.rebuild();
+    await opened.snapshotTaken;
+    failRedis(opened.failing);
+    expect((await opened.store.recordFailure(subject, WINDOW_MS)).count).toBe(1);
+    opened.failing.all = false;
+    return { ...opened, subject, rebuilt };
+  };
+
   it('a lockout cleared while a rebuild runs stays cleared, on this instance and on another', async (ctx) => {
     if (!available) return ctx.skip();
     const { store, prefix, release, snapshotTaken } = open();
@@ -99,12 +115,9 @@ describe('RedisAuthStateStore: changes during a rebuild', () => {
 
   it('a failure whose copy failed while a rebuild ran is counted, not hidden by the rebuild', async (ctx) => {
     if (!available) return ctx.skip();
-    const { store, prefix, release, snapshotTaken, failing } = open();
-    const subject = who();
-    const rebuilt = store.rebuild();
-    await snapshotTaken; // holds no failure of this subject
-    failing.next = 1; // the copy fails; telling Redis the copy is incomplete works
-    expect((await store.recordFailure(subject, WINDOW_MS)).count).toBe(1);
+    const { store, prefix, release, subject, rebuilt } = await failureDuringRebuild((failing) => {
+      failing.next = 1; // the copy fails; telling Redis the copy is incomplete works
+    });
     release();
     await rebuilt;
     expect((await store.failures(subject))?.count).toBe(1);
@@ -116,14 +129,16 @@ describe('RedisAuthStateStore: changes during a rebuild', () => {
 
   it('Redis away for the copy and for saying so: the rebuild asked for when it is back starts anew', async (ctx) => {
     if (!available) return ctx.skip();
-    const { store, prefix, release, snapshotTaken, failing } = open();
-    const subject = who();
-    const first = store.rebuild();
-    await snapshotTaken; // holds no failure of this subject
-    failing.all = true; // neither the copy nor telling Redis the copy is incomplete reaches it
-    expect((await store.recordFailure(subject, WINDOW_MS)).count).toBe(1);
-    failing.all = false;
-    const again = store.rebuild(); // what the RedisLink's onBack asks for
+    const {
+      store,
+      prefix,
+      release,
+      subject,
+      rebuilt: first,
+    } = await failureDuringRebuild((failing) => {
+      failing.all = true; // neither the copy nor telling Redis the copy is incomplete reaches it
+    });
+    const again = store.rebuild(); // what the RedisLink's onBack asks for, Redis answering again
     release();
     await first;
     await again;
