@@ -16,17 +16,16 @@ export default class SummaryReporter implements Reporter {
     const counts = { passed: 0, failed: 0, skipped: 0 };
     const failures: string[] = [];
     let failedSuites = 0;
+    /** A file or suite that failed outside its tests. */
+    const suiteFailed = (where: string, errors: ReadonlyArray<SerializedError>) => {
+      if (errors.length === 0) return;
+      failedSuites++;
+      failures.push(`${where}: ${firstLine(errors[0])}`);
+    };
     for (const module of testModules) {
       const file = module.relativeModuleId;
-      if (module.errors().length > 0) {
-        failedSuites++;
-        failures.push(`${file}: ${firstLine(module.errors()[0])}`);
-      }
-      for (const suite of module.children.allSuites()) {
-        if (suite.errors().length === 0) continue;
-        failedSuites++;
-        failures.push(`${file} > ${suite.fullName}: ${firstLine(suite.errors()[0])}`);
-      }
+      suiteFailed(file, module.errors());
+      for (const suite of module.children.allSuites()) suiteFailed(`${file} > ${suite.fullName}`, suite.errors());
       for (const test of module.children.allTests()) {
         const result = test.result();
         if (result.state === 'passed') counts.passed++;
