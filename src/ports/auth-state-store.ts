@@ -14,6 +14,12 @@ export interface FailureWindow {
    * reads it, whatever its clock (`ttlMs` is from the reader's clock).
    */
   readonly expiresAtMs: number;
+  /**
+   * Orders the subject's changes, every instance's alike: each failure counted and each clearing
+   * gives a higher one than the subject's last (at least the clock's milliseconds times 1,000, so
+   * a record pruned and begun again still comes after). A copy keeps the change of the highest.
+   */
+  readonly version: number;
 }
 
 /**
@@ -43,15 +49,23 @@ export interface AuthStateStore {
   recordFailure(subject: string, windowMs: number): Promise<FailureWindow>;
   /** The failures in the open window, or undefined when there are none. */
   failures(subject: string): Promise<FailureWindow | undefined>;
-  clearFailures(subject: string): Promise<void>;
+  /**
+   * Forgets the subject's failures. Returns the cleared record (count 0, the window's end kept,
+   * a new version: what copies order a late failure's copy against), or undefined when no window
+   * was open.
+   */
+  clearFailures(subject: string): Promise<FailureWindow | undefined>;
   /** Deletes what has expired; returns how many entries went. */
   prune(): Promise<number>;
 }
 
-/** Everything still in force, as the database holds it: what a copy is rebuilt from. */
+/**
+ * Everything still in force, as the database holds it: what a copy is rebuilt from. Failures
+ * include cleared records (count 0) whose window is still open.
+ */
 export interface AuthStateSnapshot {
   readonly revocations: readonly { kind: RevocationKind; id: string; expiresAtMs: number }[];
-  readonly failures: readonly { subject: string; count: number; expiresAtMs: number }[];
+  readonly failures: readonly { subject: string; count: number; expiresAtMs: number; version: number }[];
 }
 
 /** The durable store, which can also list what is in force. */

@@ -87,24 +87,44 @@ describe.each(VARIANTS)('AuthStateStore on $name', (variant) => {
     const who = `user-${id()}`;
     expect(await store.failures(who)).toBeUndefined();
     const start = clock.now();
-    expect(await store.recordFailure(who, 15 * MINUTE)).toEqual({
+    const first = await store.recordFailure(who, 15 * MINUTE);
+    expect(first).toEqual({
       count: 1,
       ttlMs: 15 * MINUTE,
       expiresAtMs: start + 15 * MINUTE,
+      version: expect.any(Number) as number,
     });
     clock.advance(10 * MINUTE);
-    expect(await store.recordFailure(who, 15 * MINUTE)).toEqual({
+    const second = await store.recordFailure(who, 15 * MINUTE);
+    expect(second).toEqual({
       count: 2,
       ttlMs: 15 * MINUTE,
       expiresAtMs: start + 25 * MINUTE,
+      version: expect.any(Number) as number,
     });
+    expect(second.version).toBeGreaterThan(first.version);
     clock.advance(10 * MINUTE); // past the first failure's window, inside the second's
-    expect(await store.failures(who)).toEqual({ count: 2, ttlMs: 5 * MINUTE, expiresAtMs: start + 25 * MINUTE });
+    expect(await store.failures(who)).toEqual({
+      count: 2,
+      ttlMs: 5 * MINUTE,
+      expiresAtMs: start + 25 * MINUTE,
+      version: second.version,
+    });
     clock.advance(5 * MINUTE);
     expect(await store.failures(who)).toBeUndefined();
-    expect((await store.recordFailure(who, 15 * MINUTE)).count).toBe(1);
-    await store.clearFailures(who);
+    const again = await store.recordFailure(who, 15 * MINUTE);
+    expect(again.count).toBe(1);
+    expect(again.version).toBeGreaterThan(second.version);
+    const cleared = await store.clearFailures(who);
+    expect(cleared).toEqual({
+      count: 0,
+      ttlMs: 15 * MINUTE,
+      expiresAtMs: again.expiresAtMs,
+      version: expect.any(Number),
+    });
+    expect(cleared!.version).toBeGreaterThan(again.version);
     expect(await store.failures(who)).toBeUndefined();
+    expect(await store.clearFailures(`user-${id()}`)).toBeUndefined(); // nobody's failures: nothing to clear
   });
 
   it('counts concurrent failures exactly, from two instances', async (ctx) => {
@@ -133,10 +153,35 @@ describe.each(VARIANTS)('AuthStateStore on $name', (variant) => {
     const byCount = [...windows].sort((x, y) => x.count - y.count);
     for (let i = 1; i < byCount.length; i++) {
       expect(byCount[i]!.expiresAtMs).toBeGreaterThanOrEqual(byCount[i - 1]!.expiresAtMs);
+      expect(byCount[i]!.version).toBeGreaterThan(byCount[i - 1]!.version); // the commits' order, whatever the clocks
     }
     const end = ahead.now() + 15 * MINUTE;
-    expect(await a.failures(who)).toEqual({ count: 40, ttlMs: end - clock.now(), expiresAtMs: end });
-    expect(await b.failures(who)).toEqual({ count: 40, ttlMs: 15 * MINUTE, expiresAtMs: end });
+    const { version } = byCount[39]!;
+    expect(await a.failures(who)).toEqual({ count: 40, ttlMs: end - clock.now(), expiresAtMs: end, version });
+    expect(await b.failures(who)).toEqual({ count: 40, ttlMs: 15 * MINUTE, expiresAtMs: end, version });
+  });
+
+  it('orders a clearing after the failures it clears, and a window begun again after it, whatever the clocks', async (ctx) => {
+    if (!available) return ctx.skip();
+    // b's clock is a second ahead: its failure's version is above what a's clock gives a's clearing.
+    const ahead = new ManualClock(clock.now() + 1000);
+    const [a, b] = [open(), open(ahead)];
+    const who = `user-${id()}`;
+    const failed = await b.recordFailure(who, MINUTE);
+    const cleared = await a.clearFailures(who);
+    expect(cleared?.count).toBe(0);
+    expect(cleared!.version).toBeGreaterThan(failed.version);
+    expect(await a.failures(who)).toBeUndefined();
+    expect(await b.failures(who)).toBeUndefined();
+    expect((await a.recordFailure(who, MINUTE)).count).toBe(1); // counting starts again
+    // Past the window, pruned: a record begun again has a version above every one of the old.
+    const later = new ManualClock(ahead.now() + 2 * MINUTE);
+    const pruner = open(later);
+    await pruner.prune();
+    const begun = await pruner.recordFailure(who, MINUTE);
+    expect(begun.count).toBe(1);
+    expect(begun.version).toBeGreaterThan(cleared!.version);
+    expect((await open(later).failures(who))?.count).toBe(1);
   });
 
   it('shares revocations and failures with another instance, and keeps them for the next run', async (ctx) => {

@@ -3,6 +3,7 @@ import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
+import { KyselyAuthStateStore } from '../../src/adapters/storage/kysely-auth-state-store.js';
 import { KyselyApiKeyRepository } from '../../src/adapters/storage/kysely-api-key-repository.js';
 import { KyselySettingsRepository } from '../../src/adapters/storage/kysely-settings-repository.js';
 import { KyselyUserRepository } from '../../src/adapters/storage/kysely-user-repository.js';
@@ -27,7 +28,7 @@ import {
  * migration must still do what it did. The fixtures hold what the earlier code did, per dialect.
  */
 /** The recorded fixtures (test/storage/record-migrations.ts): one more each time a migration is added. */
-const FIXTURE_VERSIONS = ['0052', '0075', '0076', '0062'] as const;
+const FIXTURE_VERSIONS = ['0052', '0075', '0076', '0062', '0053'] as const;
 
 describe.each(BACKENDS)('migrations on $name', (backend) => {
   const recordedAt = (version: string) =>
@@ -36,7 +37,8 @@ describe.each(BACKENDS)('migrations on $name', (backend) => {
     ) as MigratedDatabaseFixture;
   /**
    * 0052: main before the migrations moved into one folder; 0075: the visit segments; 0076: segments
-   * listed by link; 0062: SQLite's created_at order (landed after 0076).
+   * listed by link; 0062: SQLite's created_at order (landed after 0076); 0053: lockouts' versions
+   * (landed after 0078).
    */
   const fixtures = FIXTURE_VERSIONS.map((version) => ({ version, fixture: recordedAt(version) }));
   /** 0052's fixture, for the tests below that build a database as 0052 left it. */
@@ -156,6 +158,27 @@ describe.each(BACKENDS)('migrations on $name', (backend) => {
     expect(await settings.load()).toEqual({ max_login_attempts: 3 });
     expect(await settings.save({ max_login_attempts: 4 }, '2024-01-02T00:00:00Z')).toBe(1);
   });
+
+  it.skipIf(!backend.available)(
+    '0053 keeps the lockouts a 0052 database held, versioned from 0, and counts and clears them on',
+    async () => {
+      const database = await emptyDatabase();
+      await buildFromFixture(database.db, at0052);
+      const now = Date.now();
+      await sql`INSERT INTO auth_login_failures (subject, failures, expires_at_ms)
+        VALUES ('locked', 5, ${now + 60_000}), ('gone', 1, ${now - 1})`.execute(database.db);
+      await migrateToLatest(database.db, database.dialect);
+      const store = new KyselyAuthStateStore(database.db);
+      expect(await store.failures('locked')).toMatchObject({ count: 5, expiresAtMs: now + 60_000, version: 0 });
+      expect(await store.failures('gone')).toBeUndefined();
+      const sixth = await store.recordFailure('locked', 60_000);
+      expect(sixth).toMatchObject({ count: 6 });
+      expect(sixth.version).toBeGreaterThanOrEqual(now * 1000);
+      expect(await store.clearFailures('locked')).toMatchObject({ count: 0 });
+      expect(await store.failures('locked')).toBeUndefined();
+      expect(await store.prune()).toBe(1); // 'gone'; the cleared record stays until its window ends
+    },
+  );
 
   it.skipIf(!backend.available)(
     'mappings stored at 0052 keep their data, have no owner, and are found by search after 0060 and 0061',

@@ -5,7 +5,8 @@
  *
  * The fixtures in that folder were recorded from the code of their time (0052: main before the
  * migrations moved into one folder; 0075: the visit segments, recorded late, at 0075 itself; 0076:
- * the segments listed by link; 0062: SQLite's created_at order, landed after 0076);
+ * the segments listed by link; 0062: SQLite's created_at order, landed after 0076; 0053: the
+ * lockouts' versions, landed after 0078);
  * migrations.test.ts checks today's code against them (add the name to its FIXTURE_VERSIONS).
  * Record a new one when a migration is added; never re-record an old one to make that test pass.
  */

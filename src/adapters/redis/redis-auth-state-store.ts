@@ -22,25 +22,23 @@ if not value then return {1} end
 return {1, value}`;
 
 /**
- * Writes an entry unless the one there is newer (a later expiry, or the same expiry and a higher
- * count): copies written out of order, or by a rebuild racing a change, keep the latest state.
- * ARGV: value, expiresAtMs, count, ttlMs. Values are `expiresAtMs` or `count:expiresAtMs`.
+ * Writes an entry unless the one there is as new or newer: copies written out of order, or by a
+ * rebuild racing a change, keep the latest state. A revocation's value is its expiry, which
+ * orders it; a failure record's is `count:expiresAtMs:version`, ordered by the version (a value
+ * of two fields, from before versions, comes before every versioned one). ARGV: value, its
+ * order, ttlMs.
  */
 const WRITE_NEWER = `
 local current = redis.call('GET', KEYS[1])
 if current then
-  local sep = string.find(current, ':', 1, true)
-  local count, expires = 0, 0
-  if sep then
-    count = tonumber(string.sub(current, 1, sep - 1))
-    expires = tonumber(string.sub(current, sep + 1))
-  else
-    expires = tonumber(current)
+  local order = tonumber(current)
+  if not order then
+    local version = string.match(current, '^[^:]*:[^:]*:(.+)$')
+    order = version and tonumber(version) or 0
   end
-  local newExpires, newCount = tonumber(ARGV[2]), tonumber(ARGV[3])
-  if expires > newExpires or (expires == newExpires and count >= newCount) then return 0 end
+  if order >= tonumber(ARGV[2]) then return 0 end
 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[4])
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[3])
 return 1`;
 
 /**
@@ -50,7 +48,7 @@ return 1`;
  * this rebuild's token.
  */
 const REBUILD_WRITE = `
-if redis.call('GET', KEYS[2]) ~= ARGV[5] then return -1 end
+if redis.call('GET', KEYS[2]) ~= ARGV[4] then return -1 end
 ${WRITE_NEWER}`;
 
 /**
@@ -69,7 +67,7 @@ type ReadReply = [0] | [1] | [1, string];
 
 interface AuthStateCommands {
   authStateRead(marker: string, key: string): Promise<ReadReply>;
-  authStateWriteNewer(key: string, value: string, expiresAtMs: number, count: number, ttlMs: number): Promise<number>;
+  authStateWriteNewer(key: string, value: string, order: number, ttlMs: number): Promise<number>;
   authStateFinishRebuild(token: string, marker: string, id: string): Promise<number>;
 }
 
@@ -78,8 +76,7 @@ interface RebuildPipeline extends ChainableCommander {
     key: string,
     token: string,
     value: string,
-    expiresAtMs: number,
-    count: number,
+    order: number,
     ttlMs: number,
     id: string,
   ): RebuildPipeline;
@@ -142,7 +139,8 @@ export class RedisAuthStateStore implements AuthStateStore {
 
   async revoke(kind: RevocationKind, id: string, expiresAtMs: number): Promise<void> {
     await this.durable.revoke(kind, id, expiresAtMs);
-    await this.copy(this.revocationKey(kind, id), String(Math.ceil(expiresAtMs)), Math.ceil(expiresAtMs), 0);
+    const end = Math.ceil(expiresAtMs);
+    await this.copy(this.revocationKey(kind, id), String(end), end, end);
   }
 
   async isRevoked(kind: RevocationKind, id: string): Promise<boolean> {
@@ -158,10 +156,7 @@ export class RedisAuthStateStore implements AuthStateStore {
 
   async recordFailure(subject: string, windowMs: number): Promise<FailureWindow> {
     const window = await this.durable.recordFailure(subject, windowMs);
-    // The database's end of the window, not this clock's: copies from instances whose clocks
-    // differ then order by it as the database's rows do (see WRITE_NEWER).
-    const { count, expiresAtMs } = window;
-    await this.copy(this.failureKey(subject), `${count}:${expiresAtMs}`, expiresAtMs, count);
+    await this.copyFailures(subject, window);
     return window;
   }
 
@@ -169,14 +164,20 @@ export class RedisAuthStateStore implements AuthStateStore {
     const value = await this.read(this.failureKey(subject));
     if (value === 'unknown') return this.durable.failures(subject);
     if (value === undefined) return undefined;
-    const [count, expiresAtMs] = value.split(':').map(Number) as [number, number];
+    const [count, expiresAtMs, version = 0] = value.split(':').map(Number) as [number, number, number?];
     const ttlMs = expiresAtMs - this.clock.now();
-    return ttlMs > 0 ? { count, ttlMs, expiresAtMs } : undefined;
+    return ttlMs > 0 && count > 0 ? { count, ttlMs, expiresAtMs, version } : undefined;
   }
 
-  async clearFailures(subject: string): Promise<void> {
-    await this.durable.clearFailures(subject);
-    await this.remove(this.failureKey(subject));
+  /**
+   * The cleared record is copied (count 0, its version): a failure's copy still on its way from
+   * another instance is older and refused, where a deleted entry would let it in.
+   */
+  async clearFailures(subject: string): Promise<FailureWindow | undefined> {
+    const cleared = await this.durable.clearFailures(subject);
+    if (cleared === undefined) await this.remove(this.failureKey(subject));
+    else await this.copyFailures(subject, cleared);
+    return cleared;
   }
 
   /** Redis expires its copies by itself; the database's rows are pruned here. */
@@ -222,16 +223,16 @@ export class RedisAuthStateStore implements AuthStateStore {
     const { revocations, failures } = await this.durable.snapshot();
     const now = this.clock.now();
     const entries = [
-      ...revocations.map((r) => [this.revocationKey(r.kind, r.id), String(r.expiresAtMs), r.expiresAtMs, 0] as const),
-      ...failures.map(
-        (f) => [this.failureKey(f.subject), `${f.count}:${f.expiresAtMs}`, f.expiresAtMs, f.count] as const,
+      ...revocations.map(
+        (r) => [this.revocationKey(r.kind, r.id), String(r.expiresAtMs), r.expiresAtMs, r.expiresAtMs] as const,
       ),
+      ...failures.map((f) => [this.failureKey(f.subject), failureValue(f), f.expiresAtMs, f.version] as const),
     ];
     for (let start = 0; start < entries.length; start += REBUILD_BATCH) {
       const pipeline = this.redis.pipeline() as RebuildPipeline;
-      for (const [key, value, expiresAtMs, count] of entries.slice(start, start + REBUILD_BATCH)) {
+      for (const [key, value, expiresAtMs, order] of entries.slice(start, start + REBUILD_BATCH)) {
         const ttlMs = Math.max(1, expiresAtMs - now);
-        pipeline.authStateRebuildWrite(key, this.rebuildToken, value, expiresAtMs, count, ttlMs, id);
+        pipeline.authStateRebuildWrite(key, this.rebuildToken, value, order, ttlMs, id);
       }
       const results = await this.calls.call(() => pipeline.exec());
       const failed = results?.find(([error]) => error !== null);
@@ -263,12 +264,17 @@ export class RedisAuthStateStore implements AuthStateStore {
    * marked so (readers ask the database and rebuild it); when Redis cannot even be told, the
    * rebuild when it is back repairs it.
    */
-  private async copy(key: string, value: string, expiresAtMs: number, count: number): Promise<void> {
+  private async copy(key: string, value: string, order: number, expiresAtMs: number): Promise<void> {
     const ttlMs = expiresAtMs - this.clock.now();
     if (ttlMs <= 0) return;
     await this.calls
-      .call(() => this.redis.authStateWriteNewer(key, value, expiresAtMs, count, Math.ceil(ttlMs)))
+      .call(() => this.redis.authStateWriteNewer(key, value, order, Math.ceil(ttlMs)))
       .catch(() => this.distrustCopy());
+  }
+
+  /** The database's record (its end of the window, its version), not this instance's clock. */
+  private copyFailures(subject: string, window: FailureWindow): Promise<void> {
+    return this.copy(this.failureKey(subject), failureValue(window), window.version, window.expiresAtMs);
   }
 
   /** With the rebuild's token: a rebuild under way would copy the entry back from its snapshot. */
@@ -287,4 +293,8 @@ export class RedisAuthStateStore implements AuthStateStore {
   private failureKey(subject: string): string {
     return `${this.options.keyPrefix}auth:failures:${subject}`;
   }
+}
+
+function failureValue(record: { count: number; expiresAtMs: number; version: number }): string {
+  return `${record.count}:${record.expiresAtMs}:${record.version}`;
 }

@@ -50,9 +50,10 @@ export class KyselyAuthStateStore implements DurableAuthStateStore {
   async recordFailure(subject: string, windowMs: number): Promise<FailureWindow> {
     const now = this.clock.now();
     const expiresAtMs = Math.ceil(now + windowMs);
+    const version = clockVersion(now);
     const row = await this.db
       .insertInto('auth_login_failures')
-      .values({ subject, failures: 1, expires_at_ms: expiresAtMs })
+      .values({ subject, failures: 1, expires_at_ms: expiresAtMs, version })
       .onConflict((conflict) =>
         conflict.column('subject').doUpdateSet({
           failures: sql<number>`CASE WHEN auth_login_failures.expires_at_ms > ${now}
@@ -61,9 +62,10 @@ export class KyselyAuthStateStore implements DurableAuthStateStore {
           // it with the higher count, and must not give that count the earlier end.
           expires_at_ms: sql<number>`CASE WHEN auth_login_failures.expires_at_ms > ${expiresAtMs}
             THEN auth_login_failures.expires_at_ms ELSE ${expiresAtMs} END`,
+          version: nextVersion(version),
         }),
       )
-      .returning(['failures', 'expires_at_ms'])
+      .returning(['failures', 'expires_at_ms', 'version'])
       .executeTakeFirstOrThrow();
     return failureWindow(row, now);
   }
@@ -71,16 +73,28 @@ export class KyselyAuthStateStore implements DurableAuthStateStore {
   async failures(subject: string): Promise<FailureWindow | undefined> {
     const row = await this.db
       .selectFrom('auth_login_failures')
-      .select(['failures', 'expires_at_ms'])
+      .select(['failures', 'expires_at_ms', 'version'])
       .where('subject', '=', subject)
       .executeTakeFirst();
     const now = this.clock.now();
-    if (row === undefined || row.expires_at_ms <= now) return undefined;
+    if (row === undefined || row.expires_at_ms <= now || Number(row.failures) === 0) return undefined;
     return failureWindow(row, now);
   }
 
-  async clearFailures(subject: string): Promise<void> {
-    await this.db.deleteFrom('auth_login_failures').where('subject', '=', subject).execute();
+  /**
+   * The record stays, at 0 failures and a new version, until its window ends (prune): a copy of
+   * a failure counted before this, arriving after it, is older and refused.
+   */
+  async clearFailures(subject: string): Promise<FailureWindow | undefined> {
+    const now = this.clock.now();
+    const row = await this.db
+      .updateTable('auth_login_failures')
+      .set({ failures: 0, version: nextVersion(clockVersion(now)) })
+      .where('subject', '=', subject)
+      .where('expires_at_ms', '>', now)
+      .returning(['failures', 'expires_at_ms', 'version'])
+      .executeTakeFirst();
+    return row && failureWindow(row, now);
   }
 
   async prune(): Promise<number> {
@@ -102,7 +116,7 @@ export class KyselyAuthStateStore implements DurableAuthStateStore {
         .execute(),
       this.db
         .selectFrom('auth_login_failures')
-        .select(['subject', 'failures', 'expires_at_ms'])
+        .select(['subject', 'failures', 'expires_at_ms', 'version'])
         .where('expires_at_ms', '>', now)
         .execute(),
     ]);
@@ -116,12 +130,31 @@ export class KyselyAuthStateStore implements DurableAuthStateStore {
         subject: f.subject,
         count: Number(f.failures),
         expiresAtMs: Number(f.expires_at_ms),
+        version: Number(f.version),
       })),
     };
   }
 }
 
-function failureWindow(row: { failures: number | bigint; expires_at_ms: number | bigint }, now: number): FailureWindow {
+/** The least version a change at `now` gets: the clock's milliseconds times 1,000. */
+function clockVersion(now: number): number {
+  return Math.floor(now) * 1000;
+}
+
+/**
+ * A change's version: one more than the record's, and at least the clock's. A record pruned and
+ * begun again (a window or more later) thus still comes after every copy of the old one, and
+ * instances whose clocks differ by less than a window still order every change of a record.
+ */
+function nextVersion(atLeast: number) {
+  return sql<number>`CASE WHEN auth_login_failures.version >= ${atLeast}
+    THEN auth_login_failures.version + 1 ELSE ${atLeast} END`;
+}
+
+function failureWindow(
+  row: { failures: number | bigint; expires_at_ms: number | bigint; version: number | bigint },
+  now: number,
+): FailureWindow {
   const expiresAtMs = Number(row.expires_at_ms);
-  return { count: Number(row.failures), ttlMs: expiresAtMs - now, expiresAtMs };
+  return { count: Number(row.failures), ttlMs: expiresAtMs - now, expiresAtMs, version: Number(row.version) };
 }

@@ -161,8 +161,10 @@ export interface AuthRevocationsTable {
 /** Failed logins per subject in the open window; the window ends at `expires_at_ms` (epoch ms). */
 export interface AuthLoginFailuresTable {
   subject: string;
+  /** 0 once cleared: the record stays until its window ends, its version ordering late copies. */
   failures: number;
   expires_at_ms: number;
+  version: number;
 }
 
 // Events: the transactional outbox and the embedded bus's log. Times are Unix milliseconds.

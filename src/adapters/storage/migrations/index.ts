@@ -9,6 +9,7 @@ import { executions } from './0020-executions.js';
 import { notifications } from './0030-notifications.js';
 import { urlClickDeltas } from './0040-url-click-deltas.js';
 import { durableAuthState } from './0051-durable-auth-state.js';
+import { authFailureVersions } from './0053-auth-failure-versions.js';
 import { executionAttempts } from './0052-execution-attempts.js';
 import { urlMappingOwners } from './0060-url-mapping-owners.js';
 import { urlMappingSearch } from './0061-url-mapping-search.js';
@@ -41,6 +42,7 @@ const MIGRATIONS: readonly SchemaMigration[] = [
   urlClickDeltas,
   durableAuthState,
   executionAttempts,
+  authFailureVersions,
   urlMappingOwners,
   urlMappingSearch,
   userDisabled,
