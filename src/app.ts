@@ -32,7 +32,7 @@ import { urlMappingRoutes } from './http/routes/url-mappings.js';
 import { faviconRoutes } from './http/routes/favicon.js';
 import { webAppRoutes } from './http/routes/web-app.js';
 import { SHARED_SCHEMAS } from './http/schemas.js';
-import { createValidatorCompiler } from './http/validation.js';
+import { createSchemaCompilers, type SchemaCompilers } from './http/validation.js';
 import type { UrlMappingService } from './services/url-mapping-service.js';
 import type { VisitStatsService } from './services/visit-stats-service.js';
 import type { LinkTransferService } from './services/link-transfer-service.js';
@@ -165,7 +165,7 @@ function fastRedirectOptions(deps: AppDependencies, series: RouteSeries, rateLim
 }
 
 /** The server's options: logging, limits, timeouts, and framework errors answered as `{detail}`. */
-function fastifyOptions({ config, logger }: AppDependencies): FastifyHttpOptions<Server> {
+function fastifyOptions({ config, logger }: AppDependencies, schemas: SchemaCompilers): FastifyHttpOptions<Server> {
   return {
     loggerInstance: logger,
     logController: new RequestLogs(),
@@ -178,6 +178,7 @@ function fastifyOptions({ config, logger }: AppDependencies): FastifyHttpOptions
       return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
     },
     routerOptions: { maxParamLength: 4096 },
+    schemaController: schemas.schemaController,
     forceCloseConnections: 'idle',
     ...serverTimeouts(config.http),
     clientErrorHandler,
@@ -191,7 +192,9 @@ function fastifyOptions({ config, logger }: AppDependencies): FastifyHttpOptions
 /** Builds the HTTP app without listening: the server entry and the tests both use it. */
 export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> {
   const { config } = deps;
-  const app = Fastify(fastifyOptions(deps)).withTypeProvider<TypeBoxTypeProvider>();
+  const schemas = createSchemaCompilers(SHARED_SCHEMAS);
+  const app = Fastify(fastifyOptions(deps, schemas)).withTypeProvider<TypeBoxTypeProvider>();
+  schemas.owns(app);
 
   deps.routes.record(app);
   // These set up each route as it is registered, so they come before every route.
@@ -208,7 +211,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
       traceDecisions: config.tracing.enabled,
     });
   }
-  app.setValidatorCompiler(createValidatorCompiler(SHARED_SCHEMAS));
+  app.setValidatorCompiler(schemas.validatorCompiler);
   for (const schema of SHARED_SCHEMAS) app.addSchema(schema);
   // JSON only: any other body type answers 415 instead of being read as text.
   app.removeContentTypeParser(['text/plain']);

@@ -1,14 +1,41 @@
-import { Ajv, type ErrorObject } from 'ajv';
-import type { FastifySchema, FastifySchemaCompiler } from 'fastify';
+import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
+import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
+import type { FastifySchema, FastifySchemaCompiler, FastifyServerOptions } from 'fastify';
 import type { TSchema } from 'typebox';
 import { isValidTimestamp } from '../domain/timestamp.js';
 import { EMAIL_PATTERN, USERNAME_PATTERN } from '../domain/user.js';
 
 /**
- * Two validators: bodies are taken exactly as sent (no type coercion, unknown fields refused);
- * path and query parameters, which arrive as text, are coerced to their declared types.
+ * An app's schema compilers. Fastify compiles every route's validators and response serializers
+ * as the routes are registered: about a quarter of a second of CPU at every start (`urlshortener
+ * serve`, each CLI command that builds the service, each test's app), though a process uses few
+ * of them, and the first request of a route can wait the few milliseconds its own take. These
+ * compile each on first use instead, once. What has not been compiled yet is kept, so that
+ * `compileEverySchema` can compile it all: a test does, so that a schema that cannot compile
+ * fails there as it failed at start before, not at its route's first request in production.
  */
-export function createValidatorCompiler(shared: readonly TSchema[]): FastifySchemaCompiler<FastifySchema> {
+export interface SchemaCompilers {
+  /**
+   * Two validators: bodies are taken exactly as sent (no type coercion, unknown fields refused);
+   * path and query parameters, which arrive as text, are coerced to their declared types.
+   */
+  readonly validatorCompiler: FastifySchemaCompiler<FastifySchema>;
+  /** Fastify's `schemaController` option: its serializers (fast-json-stringify, as by default). */
+  readonly schemaController: NonNullable<FastifyServerOptions['schemaController']>;
+}
+
+/** The compiles each app's compilers have put off, by app (see `compileEverySchema`). */
+const putOff = new WeakMap<object, Set<() => unknown>>();
+
+export function createSchemaCompilers(shared: readonly TSchema[]): SchemaCompilers & { owns(app: object): void } {
+  const pending = new Set<() => unknown>();
+  /** `compile`, once, when the function it makes is first called. */
+  const whenFirstUsed = <F extends (...args: never[]) => unknown>(compile: () => F) => {
+    let compiled: F | undefined;
+    const now = () => (compiled ??= (pending.delete(now), compile()));
+    pending.add(now);
+    return now;
+  };
   const make = (coerceTypes: boolean) => {
     const ajv = new Ajv({ allErrors: false, coerceTypes, removeAdditional: false, useDefaults: true, strict: false });
     ajv.addFormat('date-time', { type: 'string', validate: isValidTimestamp });
@@ -18,7 +45,43 @@ export function createValidatorCompiler(shared: readonly TSchema[]): FastifySche
   };
   const body = make(false);
   const text = make(true);
-  return ({ schema, httpPart }) => (httpPart === 'body' ? body : text).compile(schema as object);
+  return {
+    validatorCompiler: ({ schema, httpPart }) => {
+      const ajv = httpPart === 'body' ? body : text;
+      const validator = whenFirstUsed<ValidateFunction>(() => ajv.compile(schema as object));
+      // Fastify reads `errors` off the function it called, as Ajv's own validators carry them.
+      const check = ((data: unknown) => {
+        const validate = validator();
+        const valid = validate(data);
+        check.errors = validate.errors;
+        return valid;
+      }) as ValidateFunction;
+      check.errors = null;
+      return check;
+    },
+    schemaController: {
+      compilersFactory: {
+        buildSerializer: (externalSchemas: unknown, options: unknown) => {
+          const compile = SerializerSelector()(externalSchemas, options as never);
+          return (route: Parameters<typeof compile>[0]) => {
+            const serializer = whenFirstUsed(() => compile(route));
+            return (doc: unknown) => serializer()(doc);
+          };
+        },
+      },
+    },
+    owns: (app) => putOff.set(app, pending),
+  };
+}
+
+/**
+ * Compiles every schema of `app` (built with `createSchemaCompilers`, and ready) not compiled yet,
+ * throwing what a compile throws; returns how many there were.
+ */
+export function compileEverySchema(app: object): number {
+  const pending = [...(putOff.get(app) ?? [])];
+  for (const compile of pending) compile();
+  return pending.length;
 }
 
 const PART_NAMES: Record<string, string> = {

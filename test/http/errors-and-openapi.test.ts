@@ -1,6 +1,7 @@
 import { Writable } from 'node:stream';
 import type { FastifyInstance } from 'fastify';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { compileEverySchema } from '../../src/http/validation.js';
 import { useTestApp } from '../helpers/app.js';
 import { BACKENDS } from '../helpers/backends.js';
 import {
@@ -21,6 +22,16 @@ describe.each(BACKENDS)('health, errors and OpenAPI on $name', (backend) => {
   const test = it.skipIf(!backend.available);
   const code = codeMaker('err');
   const app = useTestApp(backend, HTTP_TEST_ENV);
+
+  // Each route's validators and serializers are compiled when first used (src/http/validation.ts):
+  // here all the rest are, so that a schema that cannot compile fails the suite, as it failed
+  // every start of the service before.
+  test("every route's validators and response serializers compile", () => {
+    const compiled = compileEverySchema(app.app);
+    console.log(`${backend.name}: ${compiled} schemas compiled that no request of the suite had used`);
+    expect(compiled).toBeGreaterThan(100);
+    expect(compileEverySchema(app.app)).toBe(0);
+  });
 
   describe('GET /health', () => {
     test('200 {"status":"ok"} as JSON', async () => {

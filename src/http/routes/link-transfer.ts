@@ -8,7 +8,6 @@ import { IMPORT_MAX_ROWS, TRANSFER_COLUMNS } from '../../domain/link-transfer.js
 import { LinkTransferService } from '../../services/link-transfer-service.js';
 import { callerOf } from '../caller.js';
 import { errorResponse } from '../schemas.js';
-import { createValidatorCompiler } from '../validation.js';
 
 export interface LinkTransferRoutesOptions {
   readonly transfer: LinkTransferService;
@@ -152,7 +151,7 @@ export const linkTransferRoutes: FastifyPluginAsyncTypebox<LinkTransferRoutesOpt
   app,
   { transfer, importBodyLimit },
 ) => {
-  const compile = createValidatorCompiler([]);
+  const compile = app.validatorCompiler!; // the app's (see createSchemaCompilers)
   app.removeAllContentTypeParsers();
   app.addContentTypeParser(['text/csv', 'application/json'], (_request, payload, done) => done(null, payload));
 
