@@ -288,7 +288,8 @@ async function createAdmin(config: Config, username: string | undefined, email: 
     return EX_USAGE;
   }
   const { compose } = await import('./composition/compose.js');
-  const service = await compose(config, { logger: false });
+  // The API's parts without its background work (consumers, flushes, pruning): a user is all it writes.
+  const service = await compose({ ...config, role: 'api' }, { logger: false, background: false });
   try {
     const user = await service.auth.createUser({ username, email, password }, 'admin');
     process.stdout.write(`administrator ${user.username} created (id ${user.id})\n`);
