@@ -32,7 +32,13 @@ export function createSchemaCompilers(shared: readonly TSchema[]): SchemaCompile
   /** `compile`, once, when the function it makes is first called. */
   const whenFirstUsed = <F extends (...args: never[]) => unknown>(compile: () => F) => {
     let compiled: F | undefined;
-    const now = () => (compiled ??= (pending.delete(now), compile()));
+    const now = (): F => {
+      if (compiled === undefined) {
+        pending.delete(now);
+        compiled = compile();
+      }
+      return compiled;
+    };
     pending.add(now);
     return now;
   };
