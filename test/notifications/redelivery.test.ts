@@ -26,9 +26,9 @@ import { Receiver } from './receiver.js';
 const SERVICE = 'redelivery-test';
 const span = trace.getTracer('redelivery-test').startSpan('test');
 
-/** The message a bus would hand a consumer, delivered for the `deliveryCount`-th time. */
-function delivered(envelope: EventEnvelope, topic: string, deliveryCount: number): BusMessage {
-  return { topic, partition: 0, offset: 0, headers: {}, envelope, deliveryCount, inProgress: () => {} };
+/** The message a bus would hand a consumer on its first delivery (`deliverAll` counts the rest). */
+function delivered(envelope: EventEnvelope, topic: string): BusMessage {
+  return { topic, partition: 0, offset: 0, headers: {}, envelope, deliveryCount: 1, inProgress: () => {} };
 }
 
 describe.each(BACKENDS)('notification consumers given an event again, on $name', (backend) => {
@@ -91,7 +91,7 @@ describe.each(BACKENDS)('notification consumers given an event again, on $name',
       );
       await deliverAll(
         [a.fanOut, b.fanOut],
-        outcomes.map((event) => delivered(event.envelope, TOPICS.execution, 1)),
+        outcomes.map((event) => delivered(event.envelope, TOPICS.execution)),
         4,
       );
       const requested = await requestedFor(opened.database, new Set(outcomes.map((e) => e.envelope.event_id)));
@@ -131,7 +131,7 @@ describe.each(BACKENDS)('notification consumers given an event again, on $name',
           { service: SERVICE, topic: TOPICS.notification, key: channel.id },
         ),
       );
-      const messages = requests.map((event) => delivered(event.envelope, TOPICS.notification, 1));
+      const messages = requests.map((event) => delivered(event.envelope, TOPICS.notification));
       await deliverAll([a.sender], messages, 1); // the first delivery: sent, and recorded as delivered
       // Delivered again (an acknowledgement that was lost), to both instances, at once.
       await deliverAll([a.sender, b.sender], messages, 4);
