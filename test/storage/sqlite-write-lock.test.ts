@@ -1,7 +1,8 @@
 /**
  * The serving connection waits for another connection's write lock (the checkpointer thread
  * starting the WAL over, another process of `--workers`) off the event loop: requests are served
- * while a transaction waits to begin, and it begins once the lock is let go.
+ * while a transaction, or a write outside one, waits to begin, and it begins once the lock is let
+ * go.
  */
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
@@ -71,6 +72,39 @@ describe('SQLite write lock held by another connection', () => {
     }
   });
 
+  it('a write outside a transaction waits for it on timers too, and is committed after it', async () => {
+    const path = file.databaseUrl.slice('sqlite:'.length);
+    const database = openDatabase(testConfig(file.databaseUrl).database);
+    const db = database.db as unknown as Kysely<Tables>;
+    try {
+      const { exited } = await holdLock(path, 400);
+      let turns = 0;
+      const ticking = setInterval(() => turns++, 5);
+      try {
+        // On its own, as the embedded log's membership heartbeat runs its upsert.
+        await db.insertInto('rows').values({ body: 'alone' }).execute();
+      } finally {
+        clearInterval(ticking);
+      }
+      await exited;
+      expect(turns).toBeGreaterThanOrEqual(10);
+      expect(database.db.isTransaction).toBe(false);
+      const bodies = await db.selectFrom('rows').select('body').orderBy('id').execute();
+      expect(bodies.map((row) => row.body)).toEqual(['held', 'after', 'held', 'alone']);
+      // A failing one leaves no transaction open behind it.
+      await expect(
+        db
+          .insertInto('rows')
+          .values({ body: null as unknown as string })
+          .execute(),
+      ).rejects.toThrow(/NOT NULL/);
+      expect((await db.selectFrom('rows').select('body').execute()).length).toBe(4);
+      await db.insertInto('rows').values({ body: 'next' }).execute();
+    } finally {
+      await database.close();
+    }
+  });
+
   it('a transaction that says it only reads does not take the lock, and reads what is committed', async () => {
     const path = file.databaseUrl.slice('sqlite:'.length);
     const database = openDatabase(testConfig(file.databaseUrl).database);
@@ -81,8 +115,8 @@ describe('SQLite write lock held by another connection', () => {
         .transaction()
         .setAccessMode('read only')
         .execute(async (trx) => (await trx.selectFrom('rows').select('body').execute()).length);
-      // The first test's two rows: it read at once, before the other connection's insert committed.
-      expect(count).toBe(2);
+      // The earlier tests' five rows: it read at once, before the other connection's insert committed.
+      expect(count).toBe(5);
       await exited;
     } finally {
       await database.close();

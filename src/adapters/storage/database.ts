@@ -9,6 +9,7 @@ import {
   type DatabaseIntrospector,
   type DatabaseMetadataOptions,
   DEFAULT_MIGRATION_LOCK_TABLE,
+  type QueryResult,
   DEFAULT_MIGRATION_TABLE,
   Kysely,
   type KyselyConfig,
@@ -119,10 +120,12 @@ function openSqlite(file: string, options: OpenDatabaseOptions): Database {
       ? undefined
       : new SqliteCheckpointer(file, options.checkpointIntervalMs);
   if (checkpointer) connection.pragma(`wal_autocheckpoint = ${FALLBACK_AUTOCHECKPOINT_PAGES}`);
+  const statements = withStatementCache(connection);
   const db = new Kysely<DatabaseSchema>({
     dialect: new SqliteWriterDialect(
-      { database: withStatementCache(connection) },
+      { database: statements },
       new WriteLock(connection, () => checkpointer?.wantsLock() === true),
+      (query) => !connection.inTransaction && AUTOCOMMIT_WRITE.test(query) && !statements.prepare(query).readonly,
     ),
     ...kyselyOptions(options),
   });
@@ -154,8 +157,8 @@ const MAX_LOCK_PAUSE_MS = 16;
  * over 10,000,000 links the serving thread slept 53 ms in a row that way every ~200 ms
  * (bench/PROFILE.md). Here `BEGIN IMMEDIATE` is tried with no busy timeout, and after SQLITE_BUSY
  * tried again after a pause on a timer (1, 2, 4 ... 16 ms) until BUSY_TIMEOUT_MS have passed:
- * requests are served in the pauses. Statements outside a transaction keep the busy handler (the
- * service writes in transactions).
+ * requests are served in the pauses. A write outside a transaction (an insert, update or delete
+ * run on its own) is made one of its own, so that it waits the same way (`SqliteWriterDriver`).
  */
 class WriteLock {
   /**
@@ -205,11 +208,43 @@ function isBusy(error: unknown): boolean {
  * nothing: its one connection runs one transaction at a time.
  */
 class SqliteWriterDriver extends SqliteDriver {
+  private connection: DatabaseConnection | undefined;
+
+  /** @param autocommitWrite whether a statement is a write that would run outside any transaction */
   constructor(
     config: SqliteDialectConfig,
     private readonly lock: WriteLock,
+    private readonly autocommitWrite: (sql: string) => boolean,
   ) {
     super(config);
+  }
+
+  /**
+   * The one connection, with a write outside a transaction made a transaction of its own: taken
+   * with `BEGIN IMMEDIATE` through `WriteLock`, then committed. Run on its own, the statement would
+   * wait for the lock in SQLite's busy handler, asleep on the event loop for up to
+   * BUSY_TIMEOUT_MS: while another connection held the lock, each of the embedded log's membership
+   * heartbeats (an upsert of `consumer_members`) stopped the whole service for 5 s, and under load
+   * no request was answered, not even refused, for minutes (test/storage/sqlite-write-lock.test.ts).
+   */
+  override async acquireConnection(): Promise<DatabaseConnection> {
+    const connection = await super.acquireConnection();
+    this.connection ??= {
+      executeQuery: async <R>(query: CompiledQuery): Promise<QueryResult<R>> => {
+        if (!this.autocommitWrite(query.sql)) return connection.executeQuery<R>(query);
+        await this.beginTransaction(connection);
+        try {
+          const result = await connection.executeQuery<R>(query);
+          await this.commitTransaction(connection);
+          return result;
+        } catch (error) {
+          await this.rollbackTransaction(connection);
+          throw error;
+        }
+      },
+      streamQuery: (query, chunkSize) => connection.streamQuery(query, chunkSize),
+    };
+    return this.connection;
   }
 
   override async beginTransaction(connection: DatabaseConnection, settings?: TransactionSettings): Promise<void> {
@@ -218,16 +253,20 @@ class SqliteWriterDriver extends SqliteDriver {
   }
 }
 
+/** The statements `SqliteWriterDriver` may make a transaction of: data changes, not schema or pragmas. */
+const AUTOCOMMIT_WRITE = /^\s*(insert|update|delete|replace|with)\b/i;
+
 class SqliteWriterDialect extends SqliteDialect {
   constructor(
     private readonly writerConfig: SqliteDialectConfig,
     private readonly lock: WriteLock,
+    private readonly autocommitWrite: (sql: string) => boolean,
   ) {
     super(writerConfig);
   }
 
   override createDriver(): SqliteDriver {
-    return new SqliteWriterDriver(this.writerConfig, this.lock);
+    return new SqliteWriterDriver(this.writerConfig, this.lock, this.autocommitWrite);
   }
 }
 
@@ -254,7 +293,10 @@ const STATEMENT_CACHE_SIZE = 1024;
  * primary-key lookup. This keeps the most recently used prepared statements and hands them out
  * again (better-sqlite3 statements are reusable; Kysely runs one at a time per connection).
  */
-function withStatementCache(connection: SQLite.Database): SqliteDatabase {
+/** Kysely's view of a SQLite database, with better-sqlite3's statements (their `readonly` told). */
+type StatementCache = Omit<SqliteDatabase, 'prepare'> & { prepare(sql: string): SQLite.Statement };
+
+function withStatementCache(connection: SQLite.Database): StatementCache {
   const statements = new Map<string, SQLite.Statement>();
   return {
     close: () => connection.close(),
