@@ -6,10 +6,11 @@
  */
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
+import SQLite from 'better-sqlite3';
 import { type Generated, type Kysely, sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/adapters/storage/database.js';
-import { sqlite, testConfig, useTestDatabase } from '../helpers/backends.js';
+import { sqlite, type TestDatabase, testConfig, useTestDatabase } from '../helpers/backends.js';
 
 interface Tables {
   rows: { id: Generated<number>; body: string };
@@ -40,29 +41,54 @@ async function holdLock(path: string, holdMs: number): Promise<{ readonly exited
   return { exited };
 }
 
+/** The test's database opened as the service opens it: its file, the database, and its tables' view. */
+function open(file: TestDatabase) {
+  const database = openDatabase(testConfig(file.databaseUrl).database);
+  return { path: file.databaseUrl.slice('sqlite:'.length), database, db: database.db as unknown as Kysely<Tables> };
+}
+
+/** The event loop's turns while `work` runs: while it waits in SQLite's busy handler there are none. */
+async function turnsWhile(work: () => Promise<unknown>): Promise<number> {
+  let turns = 0;
+  const ticking = setInterval(() => turns++, 5);
+  try {
+    await work();
+  } finally {
+    clearInterval(ticking);
+  }
+  return turns;
+}
+
+/** Whether another connection can take the write lock at once: no connection holds a transaction open. */
+function lockIsFree(path: string): boolean {
+  const other = new SQLite(path, { timeout: 0 });
+  try {
+    other.exec('BEGIN IMMEDIATE');
+    other.exec('ROLLBACK');
+    return true;
+  } catch (error) {
+    if ((error as { code?: string }).code?.startsWith('SQLITE_BUSY')) return false;
+    throw error;
+  } finally {
+    other.close();
+  }
+}
+
 describe('SQLite write lock held by another connection', () => {
   const file = useTestDatabase(sqlite);
 
   it('a transaction waits for it on timers, not in the busy handler, and then commits', async () => {
-    const path = file.databaseUrl.slice('sqlite:'.length);
-    const database = openDatabase(testConfig(file.databaseUrl).database);
-    const db = database.db as unknown as Kysely<Tables>;
+    const { path, database, db } = open(file);
     try {
       await sql`CREATE TABLE rows (id INTEGER PRIMARY KEY, body TEXT NOT NULL)`.execute(db);
       const { exited } = await holdLock(path, 400);
-
-      // The event loop's turns while the transaction waits: in SQLite's busy handler there are none.
-      let turns = 0;
-      const ticking = setInterval(() => turns++, 5);
-      try {
-        await db.transaction().execute(async (trx) => {
+      const turns = await turnsWhile(() =>
+        db.transaction().execute(async (trx) => {
           // Begun after the other connection committed and let the lock go.
           expect((await trx.selectFrom('rows').select('body').execute()).map((row) => row.body)).toEqual(['held']);
           await trx.insertInto('rows').values({ body: 'after' }).execute();
-        });
-      } finally {
-        clearInterval(ticking);
-      }
+        }),
+      );
       await exited;
       expect(turns).toBeGreaterThanOrEqual(10);
       const bodies = await db.selectFrom('rows').select('body').orderBy('id').execute();
@@ -73,22 +99,14 @@ describe('SQLite write lock held by another connection', () => {
   });
 
   it('a write outside a transaction waits for it on timers too, and is committed after it', async () => {
-    const path = file.databaseUrl.slice('sqlite:'.length);
-    const database = openDatabase(testConfig(file.databaseUrl).database);
-    const db = database.db as unknown as Kysely<Tables>;
+    const { path, database, db } = open(file);
     try {
       const { exited } = await holdLock(path, 400);
-      let turns = 0;
-      const ticking = setInterval(() => turns++, 5);
-      try {
-        // On its own, as the embedded log's membership heartbeat runs its upsert.
-        await db.insertInto('rows').values({ body: 'alone' }).execute();
-      } finally {
-        clearInterval(ticking);
-      }
+      // On its own, as the embedded log's membership heartbeat runs its upsert.
+      const turns = await turnsWhile(() => db.insertInto('rows').values({ body: 'alone' }).execute());
       await exited;
       expect(turns).toBeGreaterThanOrEqual(10);
-      expect(database.db.isTransaction).toBe(false);
+      expect(lockIsFree(path)).toBe(true);
       const bodies = await db.selectFrom('rows').select('body').orderBy('id').execute();
       expect(bodies.map((row) => row.body)).toEqual(['held', 'after', 'held', 'alone']);
       // A failing one leaves no transaction open behind it.
@@ -98,6 +116,7 @@ describe('SQLite write lock held by another connection', () => {
           .values({ body: null as unknown as string })
           .execute(),
       ).rejects.toThrow(/NOT NULL/);
+      expect(lockIsFree(path)).toBe(true);
       expect((await db.selectFrom('rows').select('body').execute()).length).toBe(4);
       await db.insertInto('rows').values({ body: 'next' }).execute();
     } finally {
@@ -106,9 +125,7 @@ describe('SQLite write lock held by another connection', () => {
   });
 
   it('a transaction that says it only reads does not take the lock, and reads what is committed', async () => {
-    const path = file.databaseUrl.slice('sqlite:'.length);
-    const database = openDatabase(testConfig(file.databaseUrl).database);
-    const db = database.db as unknown as Kysely<Tables>;
+    const { path, database, db } = open(file);
     try {
       const { exited } = await holdLock(path, 400);
       const count = await db
