@@ -9,7 +9,6 @@ import {
   type DatabaseIntrospector,
   type DatabaseMetadataOptions,
   DEFAULT_MIGRATION_LOCK_TABLE,
-  type QueryResult,
   DEFAULT_MIGRATION_TABLE,
   Kysely,
   type KyselyConfig,
@@ -17,6 +16,7 @@ import {
   PostgresAdapter,
   PostgresDialect,
   PostgresIntrospector,
+  type QueryResult,
   sql,
   type TableMetadata,
   type SqliteDatabase,
@@ -288,14 +288,14 @@ function openReader(file: string): SQLite.Database {
 /** Enough for the batch inserts' statements (`PreparedRows`: one for each batch size up to 100, for each of a few tables) and the rest. */
 const STATEMENT_CACHE_SIZE = 1024;
 
+/** Kysely's view of a SQLite database, with better-sqlite3's statements (their `readonly` told). */
+type StatementCache = Omit<SqliteDatabase, 'prepare'> & { prepare(sql: string): SQLite.Statement };
+
 /**
  * Kysely's SQLite driver prepares every statement it runs; preparing costs more than running a
  * primary-key lookup. This keeps the most recently used prepared statements and hands them out
  * again (better-sqlite3 statements are reusable; Kysely runs one at a time per connection).
  */
-/** Kysely's view of a SQLite database, with better-sqlite3's statements (their `readonly` told). */
-type StatementCache = Omit<SqliteDatabase, 'prepare'> & { prepare(sql: string): SQLite.Statement };
-
 function withStatementCache(connection: SQLite.Database): StatementCache {
   const statements = new Map<string, SQLite.Statement>();
   return {
