@@ -78,21 +78,23 @@ function main(): void {
   const all = samples(readFileSync(file, 'utf8'));
   const byCategory = new Map<string, number>();
   const byDetail = new Map<string, number>();
+  const count = (map: Map<string, number>, key: string) => map.set(key, (map.get(key) ?? 0) + 1);
   for (const sample of all) {
     const [category, detail] = categorize(sample);
-    byCategory.set(category, (byCategory.get(category) ?? 0) + 1);
-    if (detail !== undefined) byDetail.set(`${category}  ${detail}`, (byDetail.get(`${category}  ${detail}`) ?? 0) + 1);
+    count(byCategory, category);
+    if (detail !== undefined) count(byDetail, `${category}  ${detail}`);
   }
   const us = (n: number) => ((n / HZ / requests) * 1e6).toFixed(2).padStart(7);
-  const share = (n: number) => `${((100 * n) / all.length).toFixed(1).padStart(5)} %`;
+  /** The rows of `counts`, most samples first: µs a request, share of all samples, name. */
+  const print = (counts: Map<string, number>, top = counts.size) => {
+    for (const [name, n] of [...counts].sort((a, b) => b[1] - a[1]).slice(0, top)) {
+      console.log(`${us(n)} µs  ${((100 * n) / all.length).toFixed(1).padStart(5)} %  ${name}`);
+    }
+  };
   console.log(`${all.length} samples, ${us(all.length)} µs a request in all (${requests} requests)`);
-  for (const [category, n] of [...byCategory].sort((a, b) => b[1] - a[1])) {
-    console.log(`${us(n)} µs  ${share(n)}  ${category}`);
-  }
+  print(byCategory);
   console.log('\nby the JavaScript that ran it:');
-  for (const [detail, n] of [...byDetail].sort((a, b) => b[1] - a[1]).slice(0, Number(topArg ?? 15))) {
-    console.log(`${us(n)} µs  ${share(n)}  ${detail}`);
-  }
+  print(byDetail, Number(topArg ?? 15));
 }
 
 main();
