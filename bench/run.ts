@@ -47,7 +47,12 @@ async function backends(settings: BenchSettings, notes: string[]): Promise<Stora
 
 function groupSpecs(scenario: Scenario, variants: readonly ServiceVariant[]): TargetSpec[] {
   const ceiling: TargetSpec = { name: 'ceiling', kind: 'ceiling' };
-  if (scenario.group === 'main') return [ceiling, { name: 'baseline', kind: 'baseline' }, ...serviceSpecs(variants)];
+  // Two copies of the baseline: a ratio holds only while they agree (`baselineTwins`).
+  const baselines: TargetSpec[] = [
+    { name: 'baseline', kind: 'baseline' },
+    { name: 'baseline-2', kind: 'baseline' },
+  ];
+  if (scenario.group === 'main') return [ceiling, ...baselines, ...serviceSpecs(variants)];
   const [reference] = variants;
   const workers = (n: number): ServiceVariant => ({
     name: `workers-${n}`,
@@ -62,8 +67,8 @@ function printPlan(
   settings: BenchSettings,
   tools: Tools,
 ): void {
-  // Main groups: the ceiling, the baseline and every variant; "workers": the ceiling and 1 and 2 processes.
-  const targets = (s: Scenario) => (s.group === 'main' ? variants.length + 2 : 3);
+  // Main groups: the ceiling, the two baselines and every variant; "workers": the ceiling and 1 and 2 processes.
+  const targets = (s: Scenario) => (s.group === 'main' ? variants.length + 3 : 3);
   const perTarget = settings.warmupS + settings.rounds * settings.durationS;
   const seconds = scenarios.reduce((sum, s) => sum + targets(s) * perTarget, 0);
   for (const note of tools.notes) say(note);
@@ -75,7 +80,7 @@ function printPlan(
   );
   say(`${scenarios.length} scenario(s): ${scenarios.map((s) => s.id).join(', ')}`);
   say(
-    `targets: ceiling, baseline, ${variants.map((v) => v.name).join(', ')}; ${settings.rounds} round(s) of ${settings.durationS} s ` +
+    `targets: ceiling, baseline, baseline-2, ${variants.map((v) => v.name).join(', ')}; ${settings.rounds} round(s) of ${settings.durationS} s ` +
       `after ${settings.warmupS} s of warm-up; ${settings.connections} connections; about ${(seconds / 60).toFixed(1)} min of load plus loading and start-up`,
   );
 }

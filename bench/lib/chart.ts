@@ -19,6 +19,7 @@ export interface ChartScenario {
 const PALETTE: Readonly<Record<string, string>> = {
   ceiling: '#9e9e9e',
   baseline: '#1f4e79',
+  'baseline-2': '#5b8db8',
   default: '#e67e22',
   tracing: '#27ae60',
   'no-rate-limit': '#8e44ad',

@@ -5,7 +5,8 @@
  *   without the feature) reaches 85% of the generator's ceiling in the same scenario: the
  *   generator, not the target, may be what limits it, so the ratio says nothing;
  * - INVALID when either side had socket errors or wrong statuses, or answered a probe wrongly, or
- *   when the ceiling itself was disturbed in most rounds (`disturbedCeilingRounds`);
+ *   when the ceiling itself was disturbed in most rounds (`disturbedCeilingRounds`), or, for a
+ *   ratio to the baseline, when the two baseline processes disagree (`baselineTwins`);
  * - otherwise PASS or FAIL.
  */
 import type { ScenarioResult, TargetResult } from './scenarios.js';
@@ -16,6 +17,9 @@ export type Verdict = 'PASS' | 'FAIL' | 'GENERATOR-BOUND' | 'INVALID';
 
 /** A reference figure at or above this fraction of the ceiling is generator-bound. */
 export const GENERATOR_BOUND_FRACTION = 0.85;
+
+/** Two baseline processes further apart than this (median of their round ratios) leave no yardstick. */
+export const BASELINE_TWINS_TOLERANCE = 0.1;
 
 export interface Check {
   readonly scenario: string;
@@ -146,10 +150,37 @@ function cpuNote(a: TargetResult, b: TargetResult): string | undefined {
   return r === undefined ? undefined : `CPU/req ${r.median.toFixed(2)}x (${r.min.toFixed(2)}-${r.max.toFixed(2)})`;
 }
 
+/**
+ * The second baseline process against the first, round by round. Both are the same server on the
+ * same cores, so they should measure the same; the bench has seen one copy run at 0.70 of the
+ * other's req/s (and at 1.3 times its CPU a request) through a whole scenario while the services
+ * measured as usual, for no cause found (bench/PROFILE.md). Every ratio to such a baseline is
+ * wrong by as much, and nothing else in a run shows it: hence two. `agree` is false when their
+ * median ratio is more than `BASELINE_TWINS_TOLERANCE` from 1; undefined without a second baseline.
+ */
+export function baselineTwins(result: ScenarioResult): { readonly agree: boolean; readonly text: string } | undefined {
+  const [first, second] = result.targets.filter((t) => t.kind === 'baseline');
+  if (first === undefined || second === undefined) return undefined;
+  const rounds = roundRatios(second, first, 'rps');
+  const ratio = rounds?.median ?? second.rps / first.rps;
+  const agree = Math.abs(ratio - 1) <= BASELINE_TWINS_TOLERANCE;
+  const spread = rounds === undefined || rounds.n < 2 ? '' : `, ${rounds.min.toFixed(2)}-${rounds.max.toFixed(2)}`;
+  // Shown, never judged: how far apart two identical servers' p99s are is the p99 budget's own noise.
+  const p99 = roundRatios(second, first, 'p99Ms')?.median ?? second.p99Ms / first.p99Ms;
+  const text =
+    `${second.name} = ${ratio.toFixed(2)} x ${first.name} req/s (${roundsText(rounds) ?? 'medians'}${spread}), ` +
+    `p99 ${p99.toFixed(2)} x: ` +
+    (agree
+      ? 'the two baseline processes agree'
+      : `the two baseline processes disagree by more than ${BASELINE_TWINS_TOLERANCE * 100}%, so no ratio to the baseline holds`);
+  return { agree, text };
+}
+
 function baselineChecks(result: ScenarioResult): Check[] {
   const service = find(result, 'service');
   const baseline = find(result, 'baseline');
   if (result.group !== 'main' || service === undefined || baseline === undefined) return [];
+  const twins = baselineTwins(result);
   return BASELINE_BUDGETS.filter(
     (budget) => budget.kind === result.kind && (budget.backends?.includes(result.backend) ?? true),
   ).map((budget) => {
@@ -157,7 +188,11 @@ function baselineChecks(result: ScenarioResult): Check[] {
     const rounds = roundRatios(service, baseline, figure);
     // The median of the rounds' own ratios when there are rounds, else the ratio of the medians.
     const value = rounds?.median ?? budget.value(service, baseline);
-    const { verdict, note } = verdictOf(result, baseline, [service, baseline], passes(value, budget.op, budget.limit));
+    const judged = verdictOf(result, baseline, [service, baseline], passes(value, budget.op, budget.limit));
+    const { verdict, note } =
+      twins?.agree === false && judged.verdict !== 'INVALID'
+        ? { verdict: 'INVALID' as const, note: joinNotes(twins.text, judged.note) }
+        : judged;
     return {
       scenario: result.id,
       target: service.name,

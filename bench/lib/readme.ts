@@ -66,7 +66,7 @@ export function chartOf(run: RunJson): string {
 function targetLine(r: ScenarioResult, t: TargetResult): string {
   const baseline = r.targets.find((x) => x.kind === 'baseline');
   const ceiling = r.targets.find((x) => x.kind === 'ceiling');
-  const vs = baseline !== undefined && t.kind === 'service';
+  const vs = baseline !== undefined && t.kind !== 'ceiling' && t !== baseline;
   const cells = [
     r.id,
     t.kind === 'ceiling' ? `ceiling (${r.ceilingServer})` : t.name,

@@ -2,7 +2,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
 import { dirname } from 'node:path';
-import { type Check, disturbedCeilingRounds, featureChecks, workersInfo } from './checks.js';
+import { baselineTwins, type Check, disturbedCeilingRounds, featureChecks, workersInfo } from './checks.js';
 import type { ScenarioResult, TargetResult } from './scenarios.js';
 import { integer } from './stats.js';
 import type { BenchSettings } from './settings.js';
@@ -46,7 +46,8 @@ export function cpuText(t: TargetResult, format: (n: number) => string): string 
 export function targetRow(target: TargetResult, result: ScenarioResult): string[] {
   const baseline = result.targets.find((t) => t.kind === 'baseline');
   const ceiling = result.targets.find((t) => t.kind === 'ceiling');
-  const vsBaseline = baseline !== undefined && target.kind === 'service';
+  // The services, and the second baseline: its ratio to the first is the yardstick's own check.
+  const vsBaseline = baseline !== undefined && target.kind !== 'ceiling' && target !== baseline;
   return [
     target.kind === 'ceiling' ? `ceiling (${result.ceilingServer})` : target.name,
     integer(target.rps),
@@ -92,6 +93,8 @@ export function printScenario(result: ScenarioResult, variants: readonly Service
   const out = process.stdout;
   const rows = result.targets.map((t) => targetRow(t, result));
   out.write(`${formatTable(TARGET_HEADER, rows, TARGET_ALIGN).replace(/^/gm, '  ')}\n`);
+  const twins = baselineTwins(result);
+  if (twins !== undefined) out.write(`  ${twins.agree ? '' : 'WARNING '}${twins.text}\n`);
   for (const c of featureChecks(result, variants)) out.write(`  ${checkLine(c, true)}\n`);
   const info = workersInfo(result);
   if (info !== undefined) out.write(`  ${info}\n`);

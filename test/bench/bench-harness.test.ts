@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { renderChart } from '../../bench/lib/chart.js';
-import { evaluate, GENERATOR_BOUND_FRACTION } from '../../bench/lib/checks.js';
+import { baselineTwins, evaluate, GENERATOR_BOUND_FRACTION } from '../../bench/lib/checks.js';
 import { createdPrefix, seedCodeOfKey, seedKeysSorted, seedMapping, shortenTag } from '../../bench/lib/codes.js';
 import {
   allScenarios,
@@ -212,6 +212,42 @@ describe('budget verdicts', () => {
       expect(run([200_000, 200_000, 210_000]).map((c) => c.note ?? '')).not.toContainEqual(
         expect.stringContaining('disturbed'),
       );
+    });
+  });
+
+  describe('two baseline processes, the ratios taken to the first', () => {
+    const run = (secondRounds: number[]) => {
+      const result = scenario('redirect', [
+        measured('ceiling', 'ceiling', [200_000, 200_000, 200_000], [5, 5, 5]),
+        measured('baseline', 'baseline', [80_000, 80_000, 80_000], [10, 10, 10]),
+        measured('baseline-2', 'baseline', secondRounds, [10, 10, 10]),
+        measured('default', 'service', [76_000, 76_000, 76_000], [11, 11, 11]),
+      ]);
+      return { checks: evaluate([result], SERVICE_VARIANTS.slice(0, 1)), twins: baselineTwins(result) };
+    };
+
+    it('agreeing within 10%: the verdicts stand', () => {
+      const { checks, twins } = run([78_000, 84_000, 80_400]);
+      expect(checks.map((c) => c.verdict)).toEqual(['PASS', 'PASS']);
+      expect(checks[0]!.value).toBeCloseTo(0.95, 5);
+      expect(twins).toEqual({
+        agree: true,
+        text: 'baseline-2 = 1.00 x baseline req/s (median of 3 rounds, 0.97-1.05), p99 1.00 x: the two baseline processes agree',
+      });
+    });
+
+    it('one at 0.70 of the other: every ratio to the baseline INVALID, the note says why', () => {
+      const { checks, twins } = run([56_000, 57_600, 55_200]);
+      expect(checks.map((c) => c.verdict)).toEqual(['INVALID', 'INVALID']);
+      expect(twins?.agree).toBe(false);
+      expect(checks[0]!.note).toContain(
+        'baseline-2 = 0.70 x baseline req/s (median of 3 rounds, 0.69-0.72), p99 1.00 x: the two baseline processes disagree by more than 10%',
+      );
+    });
+
+    it('a run with one baseline has no such check', () => {
+      const result = scenario('redirect', [target('ceiling', 'ceiling', 200_000), target('baseline', 'baseline', 1)]);
+      expect(baselineTwins(result)).toBeUndefined();
     });
   });
 
