@@ -9,6 +9,12 @@
  * parses and checks the JSON body, refuses a taken code and answers 201 from memory. The process
  * exits when its standard input closes, so it cannot outlive the bench.
  *
+ * Like the service (`src/server.ts`), it first keeps two of `process.nextTick`'s queue entries
+ * alive (`retainTickShapes`): without that, a full collection while it idles (V8's memory reducer,
+ * between the bench's runs) can leave `nextTick`'s literal megamorphic for the rest of the
+ * process's life, and the baseline then answers 25–30 % slower, user time up 2.6 µs a request
+ * (bench/PROFILE.md, "A baseline process that ran 30 % slow"): a yardstick that shrinks at random.
+ *
  * `BASELINE_RATE_LIMIT_HEADERS=true` (never in the bench's baseline; bench/ab.ts, as a variant):
  * each redirect also takes a token from its client's bucket and carries the two rate-limit
  * headers the design asks of every answer on a limited route, the strings the service writes
@@ -17,6 +23,7 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import { parseArgs } from 'node:util';
+import { retainTickShapes } from '../src/support/tick-shapes.js';
 import { type Mapping, seedMapping } from './lib/codes.js';
 
 const CACHE_CONTROL = 'private, max-age=0';
@@ -117,6 +124,7 @@ function handle(req: IncomingMessage, res: ServerResponse): void {
 }
 
 function main(): void {
+  retainTickShapes();
   const { values } = parseArgs({ options: { mappings: { type: 'string', default: '0' } } });
   const count = Number(values.mappings);
   if (!Number.isSafeInteger(count) || count < 0) throw new Error(`--mappings must be a count, got ${values.mappings}`);

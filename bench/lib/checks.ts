@@ -152,11 +152,13 @@ function cpuNote(a: TargetResult, b: TargetResult): string | undefined {
 
 /**
  * The second baseline process against the first, round by round. Both are the same server on the
- * same cores, so they should measure the same; the bench has seen one copy run at 0.70 of the
- * other's req/s (and at 1.3 times its CPU a request) through a whole scenario while the services
- * measured as usual, for no cause found (bench/PROFILE.md). Every ratio to such a baseline is
- * wrong by as much, and nothing else in a run shows it: hence two. `agree` is false when their
- * median ratio is more than `BASELINE_TWINS_TOLERANCE` from 1; undefined without a second baseline.
+ * same cores, so they should measure the same. A baseline process has run at 0.70 of its usual
+ * req/s through a whole scenario while the services measured as usual: V8 had left
+ * `process.nextTick`'s literal megamorphic in it (fixed: baseline-server.ts keeps the tick shapes
+ * alive, as the service does; bench/PROFILE.md). Every ratio to such a baseline is wrong by as
+ * much, and nothing else in a run shows it; the next such accident of one process shows here.
+ * `agree` is false when their median ratio is more than `BASELINE_TWINS_TOLERANCE` from 1;
+ * undefined without a second baseline.
  */
 export function baselineTwins(result: ScenarioResult): { readonly agree: boolean; readonly text: string } | undefined {
   const [first, second] = result.targets.filter((t) => t.kind === 'baseline');
