@@ -15,10 +15,11 @@ function noop(): void {}
  * makes a new one. After a few of those, the literal's inline cache in `nextTick` has seen too
  * many maps and stays megamorphic: every entry is then made by V8's runtime
  * (`Runtime_DefineKeyedOwnPropertyInLiteral`, with map migrations), about 0.25 µs instead of
- * 0.015. The bare node:http baseline rarely collects its old generation and never got there; the
- * service, whose visits and clicks live for a flush interval, did in about half of its processes,
- * at about 2.5 µs of CPU a redirect (bench/PROFILE.md, "nextTick"). An entry kept alive keeps its
- * map, and the transitions to it, alive: the cache stays monomorphic.
+ * 0.015. The service, whose visits and clicks live for a flush interval, got there in about half
+ * of its processes, at about 2.5 µs of CPU a redirect (bench/PROFILE.md, "nextTick"); the bench's
+ * bare node:http baseline got there too, once it idled between runs (V8's memory reducer collects
+ * an idle heap), and now calls this as well. An entry kept alive keeps its map, and the
+ * transitions to it, alive: the cache stays monomorphic.
  *
  * The entries are caught as they are made, through an `init` hook enabled for those two calls
  * only (no hook is left enabled). Call once, early, in a serving process.
