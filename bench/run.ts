@@ -67,10 +67,11 @@ function printPlan(
   settings: BenchSettings,
   tools: Tools,
 ): void {
-  // Main groups: the ceiling, the two baselines and every variant; "workers": the ceiling and 1 and 2 processes.
-  const targets = (s: Scenario) => (s.group === 'main' ? variants.length + 3 : 3);
   const perTarget = settings.warmupS + settings.rounds * settings.durationS;
-  const seconds = scenarios.reduce((sum, s) => sum + targets(s) * perTarget, 0);
+  const seconds = scenarios.reduce((sum, s) => sum + groupSpecs(s, variants).length * perTarget, 0);
+  // A main group's targets when there is one, else the workers group's.
+  const shown = scenarios.find((s) => s.group === 'main') ?? scenarios[0];
+  const targets = (shown === undefined ? [] : groupSpecs(shown, variants)).map((spec) => spec.name).join(', ');
   for (const note of tools.notes) say(note);
   say(
     settings.generatorCores.length > 0
@@ -80,7 +81,7 @@ function printPlan(
   );
   say(`${scenarios.length} scenario(s): ${scenarios.map((s) => s.id).join(', ')}`);
   say(
-    `targets: ceiling, baseline, baseline-2, ${variants.map((v) => v.name).join(', ')}; ${settings.rounds} round(s) of ${settings.durationS} s ` +
+    `targets: ${targets}; ${settings.rounds} round(s) of ${settings.durationS} s ` +
       `after ${settings.warmupS} s of warm-up; ${settings.connections} connections; about ${(seconds / 60).toFixed(1)} min of load plus loading and start-up`,
   );
 }

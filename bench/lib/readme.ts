@@ -9,7 +9,7 @@ import type { Check } from './checks.js';
 import { ROOT } from './processes.js';
 import type { ScenarioResult, TargetResult } from './scenarios.js';
 import { phaseList } from './phases.js';
-import { cpuText, type DatasetRecord } from './report.js';
+import { comparedBaseline, cpuText, type DatasetRecord } from './report.js';
 
 const README = join(ROOT, 'bench', 'README.md');
 const START = '<!-- bench-results:start (written by bench/run.ts or bench/readme.ts from results/latest.json) -->';
@@ -64,9 +64,8 @@ export function chartOf(run: RunJson): string {
 }
 
 function targetLine(r: ScenarioResult, t: TargetResult): string {
-  const baseline = r.targets.find((x) => x.kind === 'baseline');
+  const baseline = comparedBaseline(t, r);
   const ceiling = r.targets.find((x) => x.kind === 'ceiling');
-  const vs = baseline !== undefined && t.kind !== 'ceiling' && t !== baseline;
   const cells = [
     r.id,
     t.kind === 'ceiling' ? `ceiling (${r.ceilingServer})` : t.name,
@@ -74,8 +73,8 @@ function targetLine(r: ScenarioResult, t: TargetResult): string {
     num(t.p50Ms),
     num(t.p99Ms),
     cpuText(t, (n) => num(n, 1)),
-    vs ? num(t.rps / baseline.rps) : '',
-    vs ? num(t.p99Ms / baseline.p99Ms) : '',
+    baseline ? num(t.rps / baseline.rps) : '',
+    baseline ? num(t.p99Ms / baseline.p99Ms) : '',
     ceiling !== undefined && t !== ceiling ? `${num((t.rps / ceiling.rps) * 100, 0)}%` : '',
     t.rssBytes == null ? '-' : num(t.rssBytes / 2 ** 20, 0),
     int(t.unexpected),

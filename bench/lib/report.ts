@@ -43,19 +43,27 @@ export function cpuText(t: TargetResult, format: (n: number) => string): string 
   return db === undefined ? format(t.cpuUsPerRequest) : `${format(t.cpuUsPerRequest)} + ${format(db)} db`;
 }
 
-export function targetRow(target: TargetResult, result: ScenarioResult): string[] {
+/**
+ * The baseline `target` is shown against in the tables (× baseline, p99 × baseline): the first
+ * baseline, for the services and for the second baseline (its ratio to the first is the
+ * yardstick's own check); none for the ceiling and the first baseline itself.
+ */
+export function comparedBaseline(target: TargetResult, result: ScenarioResult): TargetResult | undefined {
   const baseline = result.targets.find((t) => t.kind === 'baseline');
+  return target.kind === 'ceiling' || target === baseline ? undefined : baseline;
+}
+
+export function targetRow(target: TargetResult, result: ScenarioResult): string[] {
+  const baseline = comparedBaseline(target, result);
   const ceiling = result.targets.find((t) => t.kind === 'ceiling');
-  // The services, and the second baseline: its ratio to the first is the yardstick's own check.
-  const vsBaseline = baseline !== undefined && target.kind !== 'ceiling' && target !== baseline;
   return [
     target.kind === 'ceiling' ? `ceiling (${result.ceilingServer})` : target.name,
     integer(target.rps),
     decimal(target.p50Ms, 2),
     decimal(target.p99Ms, 2),
     cpuText(target, (n) => decimal(n, 1)),
-    vsBaseline ? decimal(target.rps / baseline.rps) : '',
-    vsBaseline ? decimal(target.p99Ms / baseline.p99Ms) : '',
+    baseline ? decimal(target.rps / baseline.rps) : '',
+    baseline ? decimal(target.p99Ms / baseline.p99Ms) : '',
     ceiling !== undefined && target !== ceiling ? `${decimal((target.rps / ceiling.rps) * 100, 0)}%` : '',
     mebibytes(target.rssBytes),
     integer(target.unexpected),
