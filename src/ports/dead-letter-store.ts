@@ -13,6 +13,17 @@ export interface NewDeadLetter {
   readonly error: string;
   readonly attempts: number;
   readonly status: DeadLetterStatus;
+  /** A `retrying` letter's: when its automatic re-publication is due (ms since the epoch). */
+  readonly retry_at?: number;
+  /** A `retrying` letter's: the trace context its re-publication continues (the deciding span's headers). */
+  readonly retry_context?: MessageHeaders;
+}
+
+/** A `retrying` letter taken for its automatic re-publication, with the context to publish it in. */
+export interface ClaimedRetry {
+  readonly letter: DeadLetter;
+  /** The deciding span's headers; absent for letters recorded before they were kept. */
+  readonly context: MessageHeaders | undefined;
 }
 
 /**
@@ -24,6 +35,11 @@ export interface NewDeadLetter {
  *   const id = await store.record({ dlq_event_id, topic, partition, group, headers, envelope, error, attempts, status: 'parked' }, now);
  *   await store.setStatus(id, 'discarded', now);
  *   await store.list({ status: 'parked', limit: 100 }); // oldest first
+ *
+ * A `retrying` letter's re-publication is due at its `retry_at`: any instance may take it
+ * (`claimRetry`, which moves `retry_at` on to the end of its claim, so a claimant that dies leaves
+ * it due again), and only while it is still `retrying`: an admin's decision in the meantime
+ * (discarded, retried by hand) stands.
  */
 export interface DeadLetterStore {
   /** Oldest first; `after` is the id the previous page ended with. */
@@ -36,4 +52,15 @@ export interface DeadLetterStore {
   /** Records it at `now`; returns its id. A second record of one `dlq_event_id` is refused. */
   record(letter: NewDeadLetter, now: number): Promise<number>;
   setStatus(id: number, status: DeadLetterStatus, now: number): Promise<void>;
+  /** Sets `to` only if the letter is still `from`; whether it was. */
+  changeStatus(id: number, from: DeadLetterStatus, to: DeadLetterStatus, now: number): Promise<boolean>;
+  /** Ids of `retrying` letters due at `now` (`retry_at` passed, or none recorded), the longest due first. */
+  due(now: number, limit: number): Promise<number[]>;
+  /**
+   * Takes letter `id` for its re-publication if it is `retrying` and due at `now`: its `retry_at`
+   * becomes `until`. Undefined when it is not (another instance took it, or an admin decided).
+   */
+  claimRetry(id: number, now: number, until: number): Promise<ClaimedRetry | undefined>;
+  /** Moves a `retrying` letter's re-publication to `at` (one that failed is tried again then). */
+  reschedule(id: number, at: number): Promise<void>;
 }

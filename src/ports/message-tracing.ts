@@ -22,6 +22,12 @@ export interface MessageTracing {
   /** Runs `work` in a new span `name`, a child of the context `headers` carry; the span ends with it. */
   continueTrace<T>(name: string, headers: MessageHeaders, work: () => Promise<T>): Promise<T>;
   /**
+   * Runs `work` in the context `headers` carry, with no span of its own: what it publishes is a
+   * child of the span that made those headers, even one that ended long ago (a dead letter's
+   * retry, published when it comes due, belongs under the `dlq.consume` that decided it).
+   */
+  resume<T>(headers: MessageHeaders, work: () => Promise<T>): Promise<T>;
+  /**
    * The headers of spec §6.1 for a message of `eventType` published now, with the active context
    * (`traceparent` and `tracestate` only when there is one).
    */

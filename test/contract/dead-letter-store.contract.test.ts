@@ -109,4 +109,61 @@ describe.each(BACKENDS)('DeadLetterStore on $name', (backend) => {
     expect(all).toHaveLength(3);
     expect(all.map((l) => l.id)).toEqual([...all.map((l) => l.id)].sort((a, b) => a - b));
   });
+
+  it.skipIf(!backend.available)('changes a status only from the one expected', async () => {
+    const id = await store.record(newLetter({ status: 'retrying', retry_at: AT }), AT);
+    expect(await store.changeStatus(id, 'parked', 'retried', AT + 1)).toBe(false);
+    expect((await store.get(id))!.status).toBe('retrying');
+    expect(await store.changeStatus(id, 'retrying', 'retried', AT + 1_000)).toBe(true);
+    expect(await store.get(id)).toMatchObject({ status: 'retried', updated_at: '2024-05-06T07:08:10.123Z' });
+    expect(await store.changeStatus(id, 'retrying', 'retried', AT + 2_000)).toBe(false);
+    expect(await store.changeStatus(id + 1000, 'retrying', 'retried', AT)).toBe(false);
+  });
+
+  it.skipIf(!backend.available)(
+    'lists the retrying letters due, takes one for its retry once, and gives it back later',
+    async () => {
+      const context = {
+        event_type: 'url.created',
+        service: 'urlshortener',
+        traceparent: `00-${'a'.repeat(32)}-${'b'.repeat(16)}-01`,
+      };
+      const soon = await store.record(
+        newLetter({ status: 'retrying', retry_at: AT + 1_000, retry_context: context }),
+        AT,
+      );
+      const later = await store.record(newLetter({ status: 'retrying', retry_at: AT + 5_000 }), AT);
+      const parked = await store.record(newLetter({ status: 'parked', retry_at: AT }), AT);
+      // Recorded before retry times were kept (or by an older version): due at once.
+      const untimed = await store.record(newLetter({ status: 'retrying' }), AT);
+      const mine = (ids: number[]) => ids.filter((id) => [soon, later, parked, untimed].includes(id));
+
+      expect(mine(await store.due(AT + 500, 1_000))).toEqual([untimed]);
+      expect(mine(await store.due(AT + 1_000, 1_000)).sort((a, b) => a - b)).toEqual(
+        [soon, untimed].sort((a, b) => a - b),
+      );
+      expect(await store.claimRetry(later, AT + 1_000, AT + 31_000)).toBeUndefined(); // not due yet
+      expect(await store.claimRetry(parked, AT + 1_000, AT + 31_000)).toBeUndefined(); // not retrying
+
+      const claimed = await store.claimRetry(soon, AT + 1_000, AT + 31_000);
+      expect(claimed?.letter).toMatchObject({ id: soon, status: 'retrying', event_type: 'url.created' });
+      expect(claimed?.context).toEqual(context);
+      // Taken: no longer due, and a second claim (another instance) gets nothing, until the claim runs out.
+      expect(await store.claimRetry(soon, AT + 1_000, AT + 31_000)).toBeUndefined();
+      expect(mine(await store.due(AT + 30_000, 1_000))).toEqual(expect.not.arrayContaining([soon]));
+      expect(mine(await store.due(AT + 31_000, 1_000))).toContain(soon);
+
+      // Given back for later (its publication failed): due again then, and only while retrying.
+      await store.reschedule(soon, AT + 40_000);
+      expect(mine(await store.due(AT + 39_999, 1_000))).not.toContain(soon);
+      expect(mine(await store.due(AT + 40_000, 1_000))).toContain(soon);
+      await store.setStatus(soon, 'discarded', AT + 40_001);
+      expect(mine(await store.due(AT + 50_000, 1_000))).not.toContain(soon);
+      expect(await store.claimRetry(soon, AT + 50_000, AT + 80_000)).toBeUndefined();
+
+      const untimedClaim = await store.claimRetry(untimed, AT, AT + 30_000);
+      expect(untimedClaim?.context).toBeUndefined();
+      expect(mine(await store.due(AT + 10, 2))).toHaveLength(0);
+    },
+  );
 });

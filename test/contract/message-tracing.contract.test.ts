@@ -47,6 +47,8 @@ describe.each([
       expect(await tracing.continueTrace('work', headers, async () => 42)).toBe(42);
       const failure = new Error('boom');
       await expect(tracing.continueTrace('work', headers, () => Promise.reject(failure))).rejects.toBe(failure);
+      expect(await tracing.resume(headers, async () => 43)).toBe(43);
+      await expect(tracing.resume(headers, () => Promise.reject(failure))).rejects.toBe(failure);
     });
   });
 
@@ -92,6 +94,19 @@ describe.each([
       });
       expect(producer!.spanContext().traceId).toBe(traceId);
       expect(TRACEPARENT.exec(headers.traceparent!)?.slice(1)).toEqual([traceId, producer!.spanContext().spanId]);
+    });
+
+    it('resumes the context the headers carry with no span of its own: a publish inside is its child', async () => {
+      const message = { topic: 'url_events', eventId: 'e3', eventType: 'url.created' };
+      const { headers, traceId, spanId } = publishedInSpan(); // that span has ended long before
+      const finished = exporter.getFinishedSpans().length;
+      const published = await tracing.resume(headers, () => tracing.publish(message, 'urlshortener', async (h) => h));
+      const added = exporter.getFinishedSpans().slice(finished);
+      expect(added.map((s) => s.name)).toEqual(['publish url_events']);
+      const [producer] = added;
+      expect(producer!.spanContext().traceId).toBe(traceId);
+      expect(producer!.parentSpanContext?.spanId).toBe(spanId);
+      expect(TRACEPARENT.exec(published.traceparent!)?.slice(1)).toEqual([traceId, producer!.spanContext().spanId]);
     });
 
     it('ends the span also when the work fails, and passes the error on', async () => {

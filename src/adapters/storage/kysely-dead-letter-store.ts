@@ -1,7 +1,7 @@
 import type { Kysely, Selectable } from 'kysely';
 import type { DeadLetter, DeadLetterStatus } from '../../domain/dead-letter.js';
 import type { EventEnvelope, MessageHeaders } from '../../domain/events.js';
-import type { DeadLetterStore, NewDeadLetter } from '../../ports/dead-letter-store.js';
+import type { ClaimedRetry, DeadLetterStore, NewDeadLetter } from '../../ports/dead-letter-store.js';
 import type { DatabaseSchema, EventTables } from './schema.js';
 
 type Row = EventTables['dead_letters'];
@@ -63,6 +63,8 @@ export class KyselyDeadLetterStore implements DeadLetterStore {
         status: letter.status,
         created_at: now,
         updated_at: now,
+        retry_at: letter.retry_at ?? null,
+        retry_context: letter.retry_context ? JSON.stringify(letter.retry_context) : null,
       })
       .returning('id')
       .executeTakeFirstOrThrow();
@@ -71,6 +73,54 @@ export class KyselyDeadLetterStore implements DeadLetterStore {
 
   async setStatus(id: number, status: DeadLetterStatus, now: number): Promise<void> {
     await this.db.updateTable('dead_letters').set({ status, updated_at: now }).where('id', '=', id).execute();
+  }
+
+  async changeStatus(id: number, from: DeadLetterStatus, to: DeadLetterStatus, now: number): Promise<boolean> {
+    const result = await this.db
+      .updateTable('dead_letters')
+      .set({ status: to, updated_at: now })
+      .where('id', '=', id)
+      .where('status', '=', from)
+      .executeTakeFirst();
+    return Number(result.numUpdatedRows) > 0;
+  }
+
+  async due(now: number, limit: number): Promise<number[]> {
+    const rows = await this.db
+      .selectFrom('dead_letters')
+      .select('id')
+      .where('status', '=', 'retrying')
+      .where((eb) => eb.or([eb('retry_at', 'is', null), eb('retry_at', '<=', now)]))
+      .orderBy('retry_at')
+      .orderBy('id')
+      .limit(limit)
+      .execute();
+    return rows.map((row) => Number(row.id));
+  }
+
+  async claimRetry(id: number, now: number, until: number): Promise<ClaimedRetry | undefined> {
+    const row = await this.db
+      .updateTable('dead_letters')
+      .set({ retry_at: until })
+      .where('id', '=', id)
+      .where('status', '=', 'retrying')
+      .where((eb) => eb.or([eb('retry_at', 'is', null), eb('retry_at', '<=', now)]))
+      .returningAll()
+      .executeTakeFirst();
+    if (!row) return undefined;
+    return {
+      letter: toDeadLetter(row),
+      context: row.retry_context === null ? undefined : (JSON.parse(row.retry_context) as MessageHeaders),
+    };
+  }
+
+  async reschedule(id: number, at: number): Promise<void> {
+    await this.db
+      .updateTable('dead_letters')
+      .set({ retry_at: at })
+      .where('id', '=', id)
+      .where('status', '=', 'retrying')
+      .execute();
   }
 }
 

@@ -257,6 +257,10 @@ export interface DeadLettersTable {
   status: 'retrying' | 'retried' | 'parked' | 'discarded';
   created_at: number;
   updated_at: number;
+  /** When a `retrying` letter's automatic re-publication is due (migration 0079; null before it). */
+  retry_at: number | null;
+  /** The trace context (headers) of the `dlq.consume` span that decided the retry, as JSON. */
+  retry_context: string | null;
 }
 
 // Executions and notifications

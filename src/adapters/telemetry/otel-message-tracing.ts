@@ -22,6 +22,7 @@ export function otelMessageTracing(system: string): MessageTracing {
         }
       });
     },
+    resume: (headers, work) => context.with(extractedContext(headers), work),
     headers: injectedHeaders,
     publish: (message, service, publish) => inProducerSpan(message, service, system, publish),
   };

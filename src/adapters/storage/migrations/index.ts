@@ -16,6 +16,7 @@ import { urlMappingSearch } from './0061-url-mapping-search.js';
 import { urlMappingCreatedOrder } from './0062-url-mapping-created-order.js';
 import { visitJournal } from './0077-visit-journal.js';
 import { visitJournalData } from './0078-visit-journal-data.js';
+import { deadLetterRetryAt } from './0079-dead-letter-retry-at.js';
 import { userDisabled } from './0065-user-disabled.js';
 import { apiKeys } from './0066-api-keys.js';
 import { userSessionsNotBefore } from './0067-user-sessions-not-before.js';
@@ -59,6 +60,7 @@ const MIGRATIONS: readonly SchemaMigration[] = [
   urlMappingCreatedOrder,
   visitJournal,
   visitJournalData,
+  deadLetterRetryAt,
 ];
 
 /** The migrations as Kysely's migrator takes them, by name, for one dialect. */
