@@ -322,7 +322,7 @@ export const SETTINGS = named({
   },
   DLQ_RETRY_DELAY_MS: {
     default: '30000',
-    description: 'Pause before the dead-letter manager re-publishes an event.',
+    description: 'Pause before the dead-letter manager re-publishes an event; an admin may decide meanwhile.',
     parse: integer(0, 86_400_000),
   },
   EVENT_RETENTION_DAYS: {

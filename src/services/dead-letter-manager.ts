@@ -1,12 +1,21 @@
 import type { Span } from '@opentelemetry/api';
 import type { DeadLetter, DeadLetterPayload, DeadLetterStatus } from '../domain/dead-letter.js';
 import { errors } from '../domain/errors.js';
-import { TOPICS } from '../domain/events.js';
+import { type MessageHeaders, TOPICS } from '../domain/events.js';
 import type { DeadLetterStore } from '../ports/dead-letter-store.js';
 import type { BusMessage, EventBus } from '../ports/event-bus.js';
 import type { EventMetrics } from '../ports/event-metrics.js';
 import type { MessageTracing } from '../ports/message-tracing.js';
 import type { ConsumerDefinition } from '../ports/event-consumer.js';
+
+/** Letters the sweep reads at a time. */
+const DUE_BATCH = 100;
+/**
+ * How long a claimed retry is this instance's (at least): one that dies while publishing leaves
+ * the letter due again after it.
+ */
+const CLAIM_MS = 30_000;
+const TIMER_SLACK_MS = 10;
 
 export interface DeadLetterManagerOptions {
   /** Automatic re-publications of one event for one group before it is parked. */
@@ -26,12 +35,17 @@ export interface DeadLetterManagerPorts {
 
 /**
  * Takes what consumers gave up on from `dead_letter_queue`: records it under a `dlq.consume`
- * span that continues the original trace, re-publishes it to its topic (with that context
- * injected) a few times, and parks it when it keeps coming back. Admins list, inspect, retry
- * and discard what is parked.
+ * span that continues the original trace, re-publishes it to its topic (with that span's context
+ * injected) DLQ_RETRY_DELAY_MS later, a few times, and parks it when it keeps coming back. Admins
+ * list, inspect, retry and discard letters, a `retrying` one too: their decision stands against
+ * the retry it was waiting for. The instances that consume the dead-letter queue run `retryDue`
+ * periodically, for retries whose process stopped before they came due.
  */
 export class DeadLetterManager {
   private readonly now: () => number;
+  /** This process's timers of letters it decided to retry, until they come due. */
+  private readonly timers = new Set<NodeJS.Timeout>();
+  private stopped = false;
 
   constructor(
     private readonly ports: DeadLetterManagerPorts,
@@ -84,6 +98,13 @@ export class DeadLetterManager {
     return this.setStatus(id, 'discarded');
   }
 
+  /**
+   * Records a dead-letter message under `dlq.consume` and decides: re-published after
+   * DLQ_RETRY_DELAY_MS (`retrying`, due then), or parked. The message is acknowledged at once: the
+   * re-publication waits in the table, not in this handler, so letters behind it in the partition
+   * are recorded meanwhile, the bus never hands the message to another member for having been
+   * held past its ack wait, and an admin can decide before it comes due (`retryIfDue`).
+   */
   private async receive(message: BusMessage, span: Span): Promise<void> {
     const { store } = this.ports;
     const payload = message.envelope.payload as DeadLetterPayload;
@@ -95,21 +116,92 @@ export class DeadLetterManager {
       'dlq.original.event_type': original.event_type,
       'dlq.attempts': payload.attempts,
     });
-    const seen = await store.findByMessage(message.envelope.event_id);
-    if (seen && seen.status !== 'retrying') return; // a redelivery of something already handled
+    // A redelivery of one recorded already: its retry, if any, is due in the table.
+    if (await store.findByMessage(message.envelope.event_id)) return;
 
     const earlier = await store.countOthers(original.event_id, payload.group, message.envelope.event_id);
     const retrying = earlier < this.options.maxRetries;
     span.setAttribute('dlq.decision', retrying ? 'retry' : 'park');
-    const id = seen?.id ?? (await this.record(message, payload, retrying ? 'retrying' : 'parked'));
-    if (!retrying) return;
-    await new Promise((resolve) => setTimeout(resolve, this.options.retryDelayMs));
-    // Inside dlq.consume: the re-published message carries this span's context.
-    await this.republish(await this.get(id));
-    await this.setStatus(id, 'retried');
+    const due = this.now() + this.options.retryDelayMs;
+    // The re-publication continues this span (dlq.consume): its context, kept with the letter.
+    const context = retrying ? this.ports.tracing.headers(original.event_type, this.service) : undefined;
+    const id = await this.record(message, payload, retrying ? { at: due, context } : undefined);
+    if (retrying) this.schedule(id, due);
   }
 
-  private record(message: BusMessage, payload: DeadLetterPayload, status: DeadLetterStatus): Promise<number> {
+  /** Letter `id`'s retry, in this process, when it comes due (the sweep, `retryDue`, is the fallback). */
+  private schedule(id: number, due: number): void {
+    if (this.stopped) return;
+    // A timer may fire a little before the clock reads its time (the event loop's time is the
+    // turn's start): a little after, so that the letter is due when it looks.
+    const timer = setTimeout(
+      () => {
+        this.timers.delete(timer);
+        // A failure leaves the letter due (or rescheduled): the sweep takes it then.
+        this.retryIfDue(id).catch(() => undefined);
+      },
+      due - this.now() + TIMER_SLACK_MS,
+    );
+    timer.unref();
+    this.timers.add(timer);
+  }
+
+  /**
+   * Re-publishes every `retrying` letter that is due (a batch at a time): those whose process
+   * stopped or died before their time, or whose re-publication failed. Run periodically by the
+   * instances that consume the dead-letter queue; how many it re-published.
+   */
+  async retryDue(): Promise<number> {
+    let retried = 0;
+    for (;;) {
+      const ids = await this.ports.store.due(this.now(), DUE_BATCH);
+      for (const id of ids) if (await this.retryIfDue(id)) retried++;
+      if (ids.length < DUE_BATCH || this.stopped) return retried;
+    }
+  }
+
+  /**
+   * Re-publishes letter `id` if it is still `retrying` and due, continuing the trace of the
+   * `dlq.consume` that decided it, and marks it `retried` unless an admin decided meanwhile.
+   * Whether this call re-published it. Taking it first (`claimRetry`) keeps two instances from
+   * both publishing it, and an admin's discard or retry made before it came due from being
+   * undone; one made in the moment between the claim and the publication still stands as the
+   * letter's status, after one more re-publication (which consumers, idempotent by event id,
+   * take as a redelivery).
+   */
+  async retryIfDue(id: number): Promise<boolean> {
+    const { store } = this.ports;
+    const now = this.now();
+    const claimed = await store.claimRetry(id, now, now + Math.max(this.options.retryDelayMs, CLAIM_MS));
+    if (!claimed) return false;
+    const { letter, context } = claimed;
+    try {
+      await this.ports.tracing.resume(context ?? letter.headers, () => this.republish(letter));
+    } catch (error) {
+      // One the bus can never take (too large for the broker, say) is parked for an admin.
+      if ((error as { permanent?: unknown }).permanent === true) {
+        await store.changeStatus(id, 'retrying', 'parked', this.now());
+        return false;
+      }
+      await store.reschedule(id, this.now() + this.options.retryDelayMs);
+      throw error;
+    }
+    await store.changeStatus(id, 'retrying', 'retried', this.now());
+    return true;
+  }
+
+  /** Stops scheduling retries in this process; the letters stay due in the table for any instance. */
+  stop(): void {
+    this.stopped = true;
+    for (const timer of this.timers) clearTimeout(timer);
+    this.timers.clear();
+  }
+
+  private record(
+    message: BusMessage,
+    payload: DeadLetterPayload,
+    retry: { at: number; context: MessageHeaders | undefined } | undefined,
+  ): Promise<number> {
     const letter = {
       dlq_event_id: message.envelope.event_id,
       topic: payload.topic,
@@ -120,7 +212,8 @@ export class DeadLetterManager {
       envelope: payload.original,
       error: `${payload.error.name}: ${payload.error.message}`,
       attempts: payload.attempts,
-      status,
+      status: retry ? ('retrying' as const) : ('parked' as const),
+      ...(retry ? { retry_at: retry.at, ...(retry.context ? { retry_context: retry.context } : {}) } : {}),
     };
     return this.ports.store.record(letter, this.now());
   }

@@ -1,0 +1,100 @@
+/**
+ * The dead-letter manager's retries when the bus refuses the re-publication: one that fails for
+ * now is given back to the table for one more delay (not lost, not retried in a tight loop), one
+ * the bus can never take is parked for an admin. The letters live in the real `dead_letters`
+ * table on both databases; the bus is a stand-in whose `publish` fails on demand (a real bus that
+ * refuses one message and takes the next cannot be arranged from a test; the outage tests of the
+ * buses themselves cover real failures).
+ */
+import { randomUUID } from 'node:crypto';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { KyselyDeadLetterStore } from '../../src/adapters/storage/kysely-dead-letter-store.js';
+import { otelMessageTracing } from '../../src/adapters/telemetry/otel-message-tracing.js';
+import { createEvent } from '../../src/domain/events.js';
+import type { EventBus } from '../../src/ports/event-bus.js';
+import { DeadLetterManager } from '../../src/services/dead-letter-manager.js';
+import { BACKENDS } from '../helpers/backends.js';
+import { useOpenDatabase } from '../helpers/storage.js';
+
+const DELAY_MS = 60_000;
+
+describe.each(BACKENDS)('dead-letter retries the bus refuses, on $name', (backend) => {
+  const { database } = useOpenDatabase(backend);
+  let store: KyselyDeadLetterStore;
+  let clock = Date.parse('2024-05-06T07:08:09.123Z');
+  /** What publish does next: succeed, fail for now, or fail for good. */
+  let outcome: 'ok' | 'transient' | 'permanent' = 'ok';
+  const published: string[] = [];
+  const bus = {
+    system: 'test',
+    publish: async (topic: string, _key: string, _headers: unknown, envelope: { event_id: string }) => {
+      if (outcome === 'transient') throw new Error('bus unreachable');
+      if (outcome === 'permanent') throw Object.assign(new Error('larger than the broker takes'), { permanent: true });
+      published.push(`${topic}/${envelope.event_id}`);
+      return { partition: 0, offset: published.length };
+    },
+  } as unknown as EventBus;
+  let manager: DeadLetterManager;
+
+  beforeAll(() => {
+    if (!backend.available) return;
+    store = new KyselyDeadLetterStore(database.db);
+    manager = new DeadLetterManager(
+      { store, bus, metrics: { retried: () => undefined }, tracing: otelMessageTracing('test') },
+      { maxRetries: 3, retryDelayMs: DELAY_MS, clock: () => clock },
+      'urlshortener',
+    );
+  });
+
+  /** A `retrying` letter due now. */
+  async function dueLetter(): Promise<{ id: number; eventId: string }> {
+    const { envelope } = createEvent(
+      'url.created',
+      { code: 'abcdef' },
+      { service: 'urlshortener', topic: 'url_events', key: 'abcdef' },
+    );
+    const id = await store.record(
+      {
+        dlq_event_id: randomUUID(),
+        topic: 'url_events',
+        partition: 1,
+        group: 'notifier',
+        headers: { event_type: 'url.created', service: 'urlshortener' },
+        envelope,
+        error: 'Error: boom',
+        attempts: 5,
+        status: 'retrying',
+        retry_at: clock,
+      },
+      clock,
+    );
+    return { id, eventId: envelope.event_id };
+  }
+
+  it.skipIf(!backend.available)('a re-publication that fails for now is tried again one delay later', async () => {
+    const { id, eventId } = await dueLetter();
+    outcome = 'transient';
+    await expect(manager.retryIfDue(id)).rejects.toThrow('bus unreachable');
+    expect((await store.get(id))!.status).toBe('retrying');
+    expect(await store.due(clock + DELAY_MS - 1, 1_000)).not.toContain(id);
+    expect(published).not.toContain(`url_events/${eventId}`);
+
+    outcome = 'ok';
+    clock += DELAY_MS;
+    expect(await manager.retryDue()).toBeGreaterThanOrEqual(1);
+    expect((await store.get(id))!.status).toBe('retried');
+    expect(published.filter((p) => p === `url_events/${eventId}`)).toHaveLength(1);
+    expect(await manager.retryIfDue(id)).toBe(false);
+  });
+
+  it.skipIf(!backend.available)('one the bus can never take is parked for an admin', async () => {
+    const { id, eventId } = await dueLetter();
+    outcome = 'permanent';
+    expect(await manager.retryIfDue(id)).toBe(false);
+    expect((await store.get(id))!.status).toBe('parked');
+    outcome = 'ok';
+    clock += DELAY_MS;
+    await manager.retryDue();
+    expect(published).not.toContain(`url_events/${eventId}`);
+  });
+});
