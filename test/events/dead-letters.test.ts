@@ -9,11 +9,10 @@ import type { Kysely } from 'kysely';
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { EventTables } from '../../src/adapters/storage/schema.js';
 import { TOPICS } from '../../src/domain/events.js';
-import type { BusMessage } from '../../src/ports/event-bus.js';
 import type { DeadLetter } from '../../src/domain/dead-letter.js';
 import { useTestApp } from '../helpers/app.js';
 import { metricValue } from '../helpers/auth.js';
-import { useTestConsumer } from '../helpers/consumers.js';
+import { useRefusingConsumer } from '../helpers/refusing-consumer.js';
 import { busVariants } from '../helpers/event-buses.js';
 import { eventually } from '../helpers/eventually.js';
 import { codeMaker, createMapping, expectError, newMapping } from '../helpers/http.js';
@@ -49,28 +48,11 @@ describe.each(VARIANTS)('dead letters on $name', (variant) => {
   let db: Kysely<EventTables>;
   const nextCode = codeMaker(variant.nats ? 'dlqn' : variant.backend.name === 'sqlite' ? 'dlqs' : 'dlqp');
   /** Codes whose url.created the flaky consumer refuses; every delivery it sees, by event id. */
-  const failing = new Set<string>();
-  const deliveries: BusMessage[] = [];
+  const { failing, deliveries } = useRefusingConsumer(t, GROUP, { attempts: ATTEMPTS, startAt: 'latest' });
 
   beforeAll(() => {
     if (t.running) db = t.service.database.db as unknown as Kysely<EventTables>;
   });
-  useTestConsumer(
-    t,
-    { attempts: ATTEMPTS, backoffMs: 20, maxBackoffMs: 40 },
-    {
-      group: GROUP,
-      topics: [TOPICS.url],
-      startAt: 'latest',
-      handle: async (message) => {
-        deliveries.push(message);
-        const code = (message.envelope.payload as { code?: string }).code;
-        if (message.envelope.event_type === 'url.created' && code && failing.has(code)) {
-          throw new Error(`refusing ${code}`);
-        }
-      },
-    },
-  );
 
   const lettersOf = (eventId: string) =>
     db.selectFrom('dead_letters').selectAll().where('event_id', '=', eventId).orderBy('id').execute();
