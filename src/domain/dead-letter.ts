@@ -35,4 +35,6 @@ export interface DeadLetter {
   readonly envelope: EventEnvelope;
   readonly created_at: string;
   readonly updated_at: string;
+  /** While `retrying`: when it is re-published unless an admin decides first (RFC 3339); else null. */
+  readonly retry_at: string | null;
 }

@@ -122,10 +122,11 @@ export class DeadLetterManager {
     const earlier = await store.countOthers(original.event_id, payload.group, message.envelope.event_id);
     const retrying = earlier < this.options.maxRetries;
     span.setAttribute('dlq.decision', retrying ? 'retry' : 'park');
-    const due = this.now() + this.options.retryDelayMs;
+    const now = this.now();
+    const due = now + this.options.retryDelayMs;
     // The re-publication continues this span (dlq.consume): its context, kept with the letter.
     const context = retrying ? this.ports.tracing.headers(original.event_type, this.service) : undefined;
-    const id = await this.record(message, payload, retrying ? { at: due, context } : undefined);
+    const id = await this.record(message, payload, now, retrying ? { at: due, context } : undefined);
     if (retrying) this.schedule(id, due);
   }
 
@@ -200,6 +201,7 @@ export class DeadLetterManager {
   private record(
     message: BusMessage,
     payload: DeadLetterPayload,
+    now: number,
     retry: { at: number; context: MessageHeaders | undefined } | undefined,
   ): Promise<number> {
     const letter = {
@@ -215,7 +217,7 @@ export class DeadLetterManager {
       status: retry ? ('retrying' as const) : ('parked' as const),
       ...(retry ? { retry_at: retry.at, ...(retry.context ? { retry_context: retry.context } : {}) } : {}),
     };
-    return this.ports.store.record(letter, this.now());
+    return this.ports.store.record(letter, now);
   }
 
   private async republish(letter: DeadLetter): Promise<void> {

@@ -58,6 +58,7 @@ describe.each(BACKENDS)('DeadLetterStore on $name', (backend) => {
       envelope: letter.envelope,
       created_at: '2024-05-06T07:08:09.123Z',
       updated_at: '2024-05-06T07:08:09.123Z',
+      retry_at: null,
     });
     expect(await store.get(id + 1000)).toBeUndefined();
   });
@@ -145,7 +146,10 @@ describe.each(BACKENDS)('DeadLetterStore on $name', (backend) => {
       expect(await store.claimRetry(later, AT + 1_000, AT + 31_000)).toBeUndefined(); // not due yet
       expect(await store.claimRetry(parked, AT + 1_000, AT + 31_000)).toBeUndefined(); // not retrying
 
+      // As the admin API shows it: when it goes out; the claim then moves it on to the claim's end.
+      expect(await store.get(soon)).toMatchObject({ retry_at: '2024-05-06T07:08:10.123Z' });
       const claimed = await store.claimRetry(soon, AT + 1_000, AT + 31_000);
+      expect(await store.get(soon)).toMatchObject({ retry_at: '2024-05-06T07:08:40.123Z' });
       expect(claimed?.letter).toMatchObject({ id: soon, status: 'retrying', event_type: 'url.created' });
       expect(claimed?.context).toEqual(context);
       // Taken: no longer due, and a second claim (another instance) gets nothing, until the claim runs out.

@@ -74,6 +74,8 @@ export const isGone = (locator: Locator) => eventually(async () => expect(await 
 export interface ServerAndChromium {
   server: ServerProcess;
   browser: Browser;
+  /** The server's SQLite file (tests may write rows a page must show, as another process would). */
+  databaseFile: string;
 }
 
 /**
@@ -91,12 +93,13 @@ export function useServerAndChromium(
   beforeAll(async () => {
     requireBuiltClient();
     dataDir = mkdtempSync(join(tmpdir(), `urlshortener-e2e-${name}-`));
+    held.databaseFile = join(dataDir, 'e2e.db');
     held.server = await startServer({
       NODE_ENV: 'test',
       BCRYPT_ROUNDS: '4',
       RATE_LIMIT_ENABLED: 'false',
       OTEL_SDK_DISABLED: 'true',
-      DATABASE_URL: `sqlite:${join(dataDir, 'e2e.db')}`,
+      DATABASE_URL: `sqlite:${held.databaseFile}`,
       ADMIN_USERNAME: admin.username,
       ADMIN_EMAIL: admin.email,
       ADMIN_PASSWORD: admin.password,

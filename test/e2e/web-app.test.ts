@@ -1,3 +1,5 @@
+import Database from 'better-sqlite3';
+import { randomUUID } from 'node:crypto';
 import type { BrowserContext, Page } from 'playwright-core';
 import { beforeEach, describe, expect, it } from 'vitest';
 import {
@@ -355,5 +357,54 @@ describe.skipIf(!available)('web client in Chromium', () => {
     await page.waitForURL(at('/app/login'));
     await logInHere(username, 'twelve-chars');
     await page.waitForURL(at('/app/links'));
+  });
+
+  it('an admin sees when a dead letter waiting for its retry goes out, and discards it first', async () => {
+    // A letter as the dead-letter manager leaves one it will re-publish in an hour.
+    const eventId = randomUUID();
+    const recordedAt = Date.now();
+    const sqlite = new Database(e2e.databaseFile);
+    sqlite.pragma('busy_timeout = 5000');
+    sqlite
+      .prepare(
+        `INSERT INTO dead_letters (dlq_event_id, event_id, event_type, topic, partition_no, group_name, headers,
+           envelope, error, attempts, status, created_at, updated_at, retry_at)
+         VALUES (?, ?, 'url.created', 'url_events', 0, 'notifier', ?, ?, 'Error: refused', 5, 'retrying', ?, ?, ?)`,
+      )
+      .run(
+        randomUUID(),
+        eventId,
+        JSON.stringify({ event_type: 'url.created', service: 'urlshortener' }),
+        JSON.stringify({
+          event_id: eventId,
+          event_type: 'url.created',
+          event_version: 1,
+          occurred_at: new Date(recordedAt).toISOString(),
+          service: 'urlshortener',
+          payload: { code: 'dlqe2e1' },
+        }),
+        recordedAt,
+        recordedAt,
+        recordedAt + 3_600_000,
+      );
+    sqlite.close();
+
+    await page.goto(at('/app/admin/dead-letters'));
+    await page.waitForURL(/\/app\/login\?next=/);
+    await logInHere(ADMIN.username, ADMIN.password);
+    await page.waitForURL(at('/app/admin/dead-letters'));
+    await page.getByLabel('Status').selectOption('retrying');
+    const card = page.getByRole('listitem').filter({ hasText: 'Being retried' }).filter({ hasText: 'notifier' });
+    await containsText(card, 'Sent again at');
+    await containsText(card, 'unless you decide first');
+    await screenshot(page, 'admin-dead-letter-retrying');
+
+    await card.getByRole('button', { name: 'Discard' }).click();
+    await page.getByRole('dialog').getByRole('button', { name: 'Discard' }).click();
+    await isGone(page.getByRole('dialog'));
+    await page.getByRole('status').filter({ hasText: 'Discarded: url.created' }).waitFor();
+    await isGone(card);
+    await page.getByLabel('Status').selectOption('discarded');
+    await containsText(page.getByRole('listitem').filter({ hasText: 'notifier' }), 'Discarded');
   });
 });

@@ -99,12 +99,22 @@ describe.each(VARIANTS)('an admin decides on a dead letter waiting for its retry
       const retriedBefore = await metricValue(t.app, 'events_retried_total', { topic: 'url_events' });
       const [discarded, retried] = [await waitingLetter(), await waitingLetter()];
       const decidedAt = Date.now();
+      // The admin sees when each goes out unless decided first: one delay after it was recorded.
+      const shown = await t.app.inject({
+        method: 'GET',
+        url: `/api/v1/admin/dlq/${discarded.letterId}`,
+        headers: admin.headers,
+      });
+      expect(shown.statusCode, shown.body).toBe(200);
+      const waiting = shown.json<DeadLetter>();
+      expect(waiting.status).toBe('retrying');
+      expect(Date.parse(waiting.retry_at!) - Date.parse(waiting.created_at)).toBe(RETRY_DELAY_MS);
 
       // The second one's consumer is fixed before the admin re-publishes it.
       failing.delete(retried.code);
       const discard = await dlq(`/${discarded.letterId}/discard`);
       expect(discard.statusCode, discard.body).toBe(200);
-      expect(discard.json<DeadLetter>().status).toBe('discarded');
+      expect(discard.json<DeadLetter>()).toMatchObject({ status: 'discarded', retry_at: null });
       const retry = await dlq(`/${retried.letterId}/retry`);
       expect(retry.statusCode, retry.body).toBe(200);
       expect(retry.json<DeadLetter>().status).toBe('retried');

@@ -139,5 +139,6 @@ function toDeadLetter(row: Selectable<Row>): DeadLetter {
     envelope: JSON.parse(row.envelope) as EventEnvelope,
     created_at: new Date(Number(row.created_at)).toISOString(),
     updated_at: new Date(Number(row.updated_at)).toISOString(),
+    retry_at: row.status === 'retrying' && row.retry_at !== null ? new Date(Number(row.retry_at)).toISOString() : null,
   };
 }

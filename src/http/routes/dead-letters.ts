@@ -19,6 +19,10 @@ const DeadLetter = Type.Object({
   envelope: Type.Unknown(),
   created_at: Type.String({ format: 'date-time' }),
   updated_at: Type.String({ format: 'date-time' }),
+  retry_at: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], {
+    description:
+      'While `retrying`: when it is re-published to its topic, unless an admin retries or discards it first; otherwise null.',
+  }),
 });
 
 const tags = ['dead_letters'];

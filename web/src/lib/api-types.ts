@@ -2608,6 +2608,8 @@ export interface operations {
                         created_at: string;
                         /** Format: date-time */
                         updated_at: string;
+                        /** @description While `retrying`: when it is re-published to its topic, unless an admin retries or discards it first; otherwise null. */
+                        retry_at: string | null;
                     }[];
                 };
             };
@@ -2677,6 +2679,8 @@ export interface operations {
                         created_at: string;
                         /** Format: date-time */
                         updated_at: string;
+                        /** @description While `retrying`: when it is re-published to its topic, unless an admin retries or discards it first; otherwise null. */
+                        retry_at: string | null;
                     };
                 };
             };
@@ -2755,6 +2759,8 @@ export interface operations {
                         created_at: string;
                         /** Format: date-time */
                         updated_at: string;
+                        /** @description While `retrying`: when it is re-published to its topic, unless an admin retries or discards it first; otherwise null. */
+                        retry_at: string | null;
                     };
                 };
             };
@@ -2842,6 +2848,8 @@ export interface operations {
                         created_at: string;
                         /** Format: date-time */
                         updated_at: string;
+                        /** @description While `retrying`: when it is re-published to its topic, unless an admin retries or discards it first; otherwise null. */
+                        retry_at: string | null;
                     };
                 };
             };
