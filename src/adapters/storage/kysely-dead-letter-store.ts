@@ -1,10 +1,14 @@
-import type { Kysely, Selectable } from 'kysely';
+import type { ExpressionBuilder, Kysely, Selectable } from 'kysely';
 import type { DeadLetter, DeadLetterStatus } from '../../domain/dead-letter.js';
 import type { EventEnvelope, MessageHeaders } from '../../domain/events.js';
 import type { ClaimedRetry, DeadLetterStore, NewDeadLetter } from '../../ports/dead-letter-store.js';
 import type { DatabaseSchema, EventTables } from './schema.js';
 
 type Row = EventTables['dead_letters'];
+
+/** A `retrying` letter whose re-publication is due at `now` (one with no time recorded is due at once). */
+const dueAt = (now: number) => (eb: ExpressionBuilder<DatabaseSchema, 'dead_letters'>) =>
+  eb.and([eb('status', '=', 'retrying'), eb.or([eb('retry_at', 'is', null), eb('retry_at', '<=', now)])]);
 
 /** `dead_letters` in the service's database (SQLite or PostgreSQL). */
 export class KyselyDeadLetterStore implements DeadLetterStore {
@@ -89,8 +93,7 @@ export class KyselyDeadLetterStore implements DeadLetterStore {
     const rows = await this.db
       .selectFrom('dead_letters')
       .select('id')
-      .where('status', '=', 'retrying')
-      .where((eb) => eb.or([eb('retry_at', 'is', null), eb('retry_at', '<=', now)]))
+      .where(dueAt(now))
       .orderBy('retry_at')
       .orderBy('id')
       .limit(limit)
@@ -103,8 +106,7 @@ export class KyselyDeadLetterStore implements DeadLetterStore {
       .updateTable('dead_letters')
       .set({ retry_at: until })
       .where('id', '=', id)
-      .where('status', '=', 'retrying')
-      .where((eb) => eb.or([eb('retry_at', 'is', null), eb('retry_at', '<=', now)]))
+      .where(dueAt(now))
       .returningAll()
       .executeTakeFirst();
     if (!row) return undefined;
