@@ -34,8 +34,7 @@ export function workerConsumers(
   const retries = new PeriodicTask('dead-letter retries', DEAD_LETTER_SWEEP_MS, () => deadLetters.retryDue(), logger);
   retries.start();
   stack.defer('dead-letter retries', async () => {
-    deadLetters.stop();
-    await retries.stop();
+    await Promise.all([deadLetters.stop(), retries.stop()]);
   });
   return [
     // A worker that dies hands on its event-store batches as fast as its executions.

@@ -45,6 +45,8 @@ export class DeadLetterManager {
   private readonly now: () => number;
   /** This process's timers of letters it decided to retry, until they come due. */
   private readonly timers = new Set<NodeJS.Timeout>();
+  /** Retries under way (claimed, being published), which `stop` waits for. */
+  private readonly inFlight = new Set<Promise<boolean>>();
   private stopped = false;
 
   constructor(
@@ -156,8 +158,11 @@ export class DeadLetterManager {
     let retried = 0;
     for (;;) {
       const ids = await this.ports.store.due(this.now(), DUE_BATCH);
-      for (const id of ids) if (await this.retryIfDue(id)) retried++;
-      if (ids.length < DUE_BATCH || this.stopped) return retried;
+      for (const id of ids) {
+        if (this.stopped) return retried;
+        if (await this.retryIfDue(id)) retried++;
+      }
+      if (ids.length < DUE_BATCH) return retried;
     }
   }
 
@@ -168,9 +173,21 @@ export class DeadLetterManager {
    * both publishing it, and an admin's discard or retry made before it came due from being
    * undone; one made in the moment between the claim and the publication still stands as the
    * letter's status, after one more re-publication (which consumers, idempotent by event id,
-   * take as a redelivery).
+   * take as a redelivery). A stopped manager starts none: the letter stays due for another
+   * instance.
    */
   async retryIfDue(id: number): Promise<boolean> {
+    if (this.stopped) return false;
+    const retry = this.claimAndRepublish(id);
+    this.inFlight.add(retry);
+    try {
+      return await retry;
+    } finally {
+      this.inFlight.delete(retry);
+    }
+  }
+
+  private async claimAndRepublish(id: number): Promise<boolean> {
     const { store } = this.ports;
     const now = this.now();
     const claimed = await store.claimRetry(id, now, now + Math.max(this.options.retryDelayMs, CLAIM_MS));
@@ -191,11 +208,16 @@ export class DeadLetterManager {
     return true;
   }
 
-  /** Stops scheduling retries in this process; the letters stay due in the table for any instance. */
-  stop(): void {
+  /**
+   * Stops retrying in this process, once the retries under way have ended (published and marked,
+   * or given back to the table), so that a graceful stop leaves no letter claimed by a process that
+   * is gone; the letters not yet due stay in the table for any instance.
+   */
+  async stop(): Promise<void> {
     this.stopped = true;
     for (const timer of this.timers) clearTimeout(timer);
     this.timers.clear();
+    await Promise.allSettled([...this.inFlight]);
   }
 
   private record(

@@ -4,7 +4,8 @@
  * the bus can never take is parked for an admin. The letters live in the real `dead_letters`
  * table on both databases; the bus is a stand-in whose `publish` fails on demand (a real bus that
  * refuses one message and takes the next cannot be arranged from a test; the outage tests of the
- * buses themselves cover real failures).
+ * buses themselves cover real failures). A graceful stop waits for a re-publication under way and
+ * starts no other.
  */
 import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -14,6 +15,7 @@ import { createEvent } from '../../src/domain/events.js';
 import type { EventBus } from '../../src/ports/event-bus.js';
 import { DeadLetterManager } from '../../src/services/dead-letter-manager.js';
 import { BACKENDS } from '../helpers/backends.js';
+import { gate } from '../helpers/gate.js';
 import { useOpenDatabase } from '../helpers/storage.js';
 
 const DELAY_MS = 60_000;
@@ -24,10 +26,16 @@ describe.each(BACKENDS)('dead-letter retries the bus refuses, on $name', (backen
   let clock = Date.parse('2024-05-06T07:08:09.123Z');
   /** What publish does next: succeed, fail for now, or fail for good. */
   let outcome: 'ok' | 'transient' | 'permanent' = 'ok';
+  /** When set, a publication reaches the bus (`reached`) and waits there until `released`. */
+  let held: { reached: () => void; released: Promise<void> } | undefined;
   const published: string[] = [];
   const bus = {
     system: 'test',
     publish: async (topic: string, _key: string, _headers: unknown, envelope: { event_id: string }) => {
+      if (held) {
+        held.reached();
+        await held.released;
+      }
       if (outcome === 'transient') throw new Error('bus unreachable');
       if (outcome === 'permanent') throw Object.assign(new Error('larger than the broker takes'), { permanent: true });
       published.push(`${topic}/${envelope.event_id}`);
@@ -35,15 +43,17 @@ describe.each(BACKENDS)('dead-letter retries the bus refuses, on $name', (backen
     },
   } as unknown as EventBus;
   let manager: DeadLetterManager;
-
-  beforeAll(() => {
-    if (!backend.available) return;
-    store = new KyselyDeadLetterStore(database.db);
-    manager = new DeadLetterManager(
+  const newManager = () =>
+    new DeadLetterManager(
       { store, bus, metrics: { retried: () => undefined }, tracing: otelMessageTracing('test') },
       { maxRetries: 3, retryDelayMs: DELAY_MS, clock: () => clock },
       'urlshortener',
     );
+
+  beforeAll(() => {
+    if (!backend.available) return;
+    store = new KyselyDeadLetterStore(database.db);
+    manager = newManager();
   });
 
   /** A `retrying` letter due now. */
@@ -97,4 +107,37 @@ describe.each(BACKENDS)('dead-letter retries the bus refuses, on $name', (backen
     await manager.retryDue();
     expect(published).not.toContain(`url_events/${eventId}`);
   });
+
+  it.skipIf(!backend.available)(
+    'a graceful stop waits for the re-publication under way, and starts no other',
+    async () => {
+      const stopping = newManager();
+      const [underWay, next] = [await dueLetter(), await dueLetter()];
+      const [reached, released] = [gate(), gate()];
+      held = { reached: reached.open, released: released.opened };
+      try {
+        const retry = stopping.retryIfDue(underWay.id);
+        await reached.opened; // claimed, and at the bus
+        let stopped = false;
+        const stop = stopping.stop().then(() => (stopped = true));
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        expect(stopped).toBe(false);
+        released.open();
+        await stop;
+        expect(await retry).toBe(true);
+      } finally {
+        held = undefined;
+      }
+      // Published and marked before the process would go: no claim is left to wait out.
+      expect((await store.get(underWay.id))!.status).toBe('retried');
+      expect(published.filter((p) => p === `url_events/${underWay.eventId}`)).toHaveLength(1);
+      // A stopped manager leaves the next due letter to another instance.
+      expect(await stopping.retryIfDue(next.id)).toBe(false);
+      expect(await stopping.retryDue()).toBe(0);
+      const waiting = (await store.get(next.id))!;
+      expect(waiting.status).toBe('retrying');
+      expect(await store.due(clock, 1_000)).toContain(next.id);
+      expect(await manager.retryIfDue(next.id)).toBe(true);
+    },
+  );
 });
