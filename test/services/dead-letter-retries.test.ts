@@ -43,9 +43,9 @@ describe.each(BACKENDS)('dead-letter retries the bus refuses, on $name', (backen
     },
   } as unknown as EventBus;
   let manager: DeadLetterManager;
-  const newManager = () =>
+  const newManager = (letters: KyselyDeadLetterStore = store) =>
     new DeadLetterManager(
-      { store, bus, metrics: { retried: () => undefined }, tracing: otelMessageTracing('test') },
+      { store: letters, bus, metrics: { retried: () => undefined }, tracing: otelMessageTracing('test') },
       { maxRetries: 3, retryDelayMs: DELAY_MS, clock: () => clock },
       'urlshortener',
     );
@@ -138,6 +138,26 @@ describe.each(BACKENDS)('dead-letter retries the bus refuses, on $name', (backen
       expect(waiting.status).toBe('retrying');
       expect(await store.due(clock, 1_000)).toContain(next.id);
       expect(await manager.retryIfDue(next.id)).toBe(true);
+    },
+  );
+
+  it.skipIf(!backend.available)(
+    'a status the database refuses for a moment after the publication is written again, not published twice',
+    async () => {
+      const { id, eventId } = await dueLetter();
+      let refusals = 2;
+      const flaky = Object.create(store) as KyselyDeadLetterStore;
+      flaky.changeStatus = async (...args) => {
+        if (refusals-- > 0) throw new Error('Connection terminated unexpectedly');
+        return store.changeStatus(...args);
+      };
+      expect(await newManager(flaky).retryIfDue(id)).toBe(true);
+      expect(refusals).toBe(-1);
+      expect((await store.get(id))!.status).toBe('retried');
+      // Long after the claim would have run out: nothing goes out again.
+      clock += 10 * DELAY_MS;
+      await manager.retryDue();
+      expect(published.filter((p) => p === `url_events/${eventId}`)).toHaveLength(1);
     },
   );
 });
