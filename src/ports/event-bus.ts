@@ -26,7 +26,11 @@ export interface SubscribeOptions {
   readonly group: string;
   readonly topic: string;
   readonly handler: MessageHandler;
-  /** Where a group that has never consumed starts: the whole log (default) or only what comes next. */
+  /**
+   * Where a group that has never consumed starts: the whole log (default) or only what comes next,
+   * that is, everything published once `subscribe` returns, even while the bus is still connecting
+   * (on NATS, whose clock may differ from this process's, from a second before).
+   */
   readonly startAt?: 'earliest' | 'latest';
   /**
    * False when the handler does not need a partition's messages one after the other (the event

@@ -46,6 +46,12 @@ export interface NatsEventBusOptions {
 const codec = JSONCodec<EventEnvelope>();
 /** Consumer groups that only follow what comes next are forgotten by the server after this idle time. */
 const LATEST_GROUP_IDLE_MS = 60 * 60 * 1000;
+/**
+ * How far the broker's clock may be behind this process's: a group that follows only what comes
+ * next, whose consumer is made after it subscribed, starts this much earlier than the moment it
+ * last knew it was following (a few messages twice rather than one missed).
+ */
+const CLOCK_SKEW_MS = 1000;
 
 /**
  * The distributed event bus: one JetStream stream per topic, one subject per partition, and per
@@ -178,7 +184,11 @@ export class NatsEventBus implements EventBus {
       await this.ensureStream(options.topic);
       for (const p of partitions) await this.ensureConsumer(options, p);
     }
-    const loops = partitions.map((p) => this.consume(options, p, state));
+    // Until when each partition's consumer is known to have been there: a consumer made later
+    // (the broker answered only after this call, or forgot the consumer) starts from that moment,
+    // so that a group that follows what comes next misses nothing published since it subscribed.
+    const subscribedAt = Date.now();
+    const loops = partitions.map((p) => this.consume(options, p, state, subscribedAt));
     const subscription: Subscription = {
       close: async () => {
         state.running = false;
@@ -274,7 +284,11 @@ export class NatsEventBus implements EventBus {
     };
   }
 
-  private async ensureConsumer(options: SubscribeOptions, partition: number): Promise<string> {
+  /**
+   * The group's consumer of `partition`, made if it is not there: from the start of the stream, or
+   * for a group that follows what comes next, from now (`since` absent) or from `since`.
+   */
+  private async ensureConsumer(options: SubscribeOptions, partition: number, since?: number): Promise<string> {
     const stream = this.stream(options.topic);
     const durable = this.durable(options.group, partition);
     const { jsm } = await this.connected();
@@ -293,9 +307,17 @@ export class NatsEventBus implements EventBus {
       }
     } else {
       const latest = options.startAt === 'latest';
+      const start = !latest
+        ? { deliver_policy: DeliverPolicy.All }
+        : since === undefined
+          ? { deliver_policy: DeliverPolicy.New }
+          : {
+              deliver_policy: DeliverPolicy.StartTime,
+              opt_start_time: new Date(since - CLOCK_SKEW_MS).toISOString(),
+            };
       await jsm.consumers.add(stream, {
         ...this.consumerConfig(options.topic, partition, durable, ackWaitMs, maxAckPending(options)),
-        deliver_policy: latest ? DeliverPolicy.New : DeliverPolicy.All,
+        ...start,
         ...(latest ? { inactive_threshold: nanos(LATEST_GROUP_IDLE_MS) } : {}),
       });
     }
@@ -306,15 +328,19 @@ export class NatsEventBus implements EventBus {
     options: SubscribeOptions,
     partition: number,
     state: { running: boolean; window: InFlightWindow | undefined },
+    subscribedAt: number,
   ): Promise<void> {
     const stream = this.stream(options.topic);
+    let followedAt = subscribedAt;
     while (state.running) {
       try {
         const { js } = await this.connected(CONSUMER_WAIT_MS);
         await this.ensureStream(options.topic);
-        const durable = await this.ensureConsumer(options, partition);
+        const durable = await this.ensureConsumer(options, partition, followedAt);
         const consumer = await js.consumers.get(stream, durable);
         while (state.running) {
+          // A pull the broker answered: the consumer was there, and holds what came since.
+          const pulledAt = Date.now();
           if (state.window) {
             // A message as soon as the window has room; handled alongside those in flight.
             if (!(await state.window.acquire())) break;
@@ -334,6 +360,7 @@ export class NatsEventBus implements EventBus {
             const message = await consumer.next({ expires: CONSUMER_WAIT_MS });
             if (message) await this.deliver(options, message);
           }
+          followedAt = pulledAt;
         }
       } catch {
         // Disconnected, or the consumer was replaced (seek): get it again after a pause.
