@@ -2,7 +2,9 @@
  * The serving connection waits for another connection's write lock (the checkpointer thread
  * starting the WAL over, another process of `--workers`) off the event loop: requests are served
  * while a transaction, or a write outside one, waits to begin, and it begins once the lock is let
- * go.
+ * go. Writers queued for the connection behind a lock that is kept are all refused about one busy
+ * timeout after they came, not one busy timeout after another; so are the group commit's units,
+ * whose group is refused at once when its transaction cannot begin (not tried a second time).
  */
 import { createRequire } from 'node:module';
 import { Worker } from 'node:worker_threads';
@@ -10,6 +12,7 @@ import SQLite from 'better-sqlite3';
 import { type Generated, type Kysely, sql } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/adapters/storage/database.js';
+import { GroupCommit } from '../../src/adapters/storage/group-commit.js';
 import { sqlite, type TestDatabase, testConfig, useTestDatabase } from '../helpers/backends.js';
 
 interface Tables {
@@ -139,4 +142,82 @@ describe('SQLite write lock held by another connection', () => {
       await database.close();
     }
   });
+
+  it('writers queued behind a lock that is kept are all refused within the busy timeout, not one after another', async () => {
+    const { path, database, db } = open(file);
+    try {
+      // Held past one busy timeout (5 s), short of two: counted per writer from its turn, the
+      // first was refused at 5 s, the second would have been at 10 s, and so began after the
+      // holder let go at 8 s, as did every writer behind it.
+      const { exited } = await holdLock(path, 8_000);
+      const writers = Array.from({ length: 6 }, (_, n) =>
+        db
+          .transaction()
+          .execute((trx) =>
+            trx
+              .insertInto('rows')
+              .values({ body: `queued ${n}` })
+              .execute(),
+          )
+          .then(
+            () => 'committed',
+            (error: { code?: string }) => error.code ?? String(error),
+          ),
+      );
+      const outcomes = await Promise.race([
+        Promise.all(writers),
+        exited.then(() => Promise.all(writers)).then((all) => ['after the holder let go:', ...all]),
+      ]);
+      expect(outcomes).toEqual(Array.from({ length: 6 }, () => 'SQLITE_BUSY'));
+      await exited;
+      const queued = await db.selectFrom('rows').select('body').where('body', 'like', 'queued%').execute();
+      expect(queued).toEqual([]);
+      // And the next writer, once the lock is free, commits.
+      await db.insertInto('rows').values({ body: 'free again' }).execute();
+    } finally {
+      await database.close();
+    }
+  }, 30_000);
+
+  it('group commits behind a lock that is kept are refused within the busy timeout of their arrival', async () => {
+    const { path, database, db } = open(file);
+    try {
+      const writes = new GroupCommit(db);
+      // Held past one busy timeout (5 s), short of two: a group refused, then tried again with
+      // savepoints, began after the holder let go; and so did the group queued behind it.
+      const { exited } = await holdLock(path, 8_000);
+      const units = (label: string) =>
+        Array.from({ length: 10 }, (_, n) =>
+          writes
+            .run((trx) =>
+              trx
+                .insertInto('rows')
+                .values({ body: `${label} ${n}` })
+                .execute(),
+            )
+            .then(
+              () => 'committed',
+              (error: { code?: string }) => error.code ?? String(error),
+            ),
+        );
+      const first = units('grouped');
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      const behind = units('behind');
+      const outcomes = await Promise.race([
+        Promise.all([...first, ...behind]),
+        exited.then(() => Promise.all([...first, ...behind])).then((all) => ['after the holder let go:', ...all]),
+      ]);
+      expect(outcomes).toEqual(Array.from({ length: 20 }, () => 'SQLITE_BUSY'));
+      await exited;
+      const rows = await db
+        .selectFrom('rows')
+        .select('body')
+        .where((eb) => eb.or([eb('body', 'like', 'grouped%'), eb('body', 'like', 'behind%')]))
+        .execute();
+      expect(rows).toEqual([]);
+      await writes.run((trx) => trx.insertInto('rows').values({ body: 'grouped after' }).execute());
+    } finally {
+      await database.close();
+    }
+  }, 30_000);
 });

@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -148,6 +149,18 @@ const BUSY_TIMEOUT_MS = 5_000;
 /** The longest pause between two attempts at the write lock (see `WriteLock`). */
 const MAX_LOCK_PAUSE_MS = 16;
 
+/** When the writes of the work under way were asked for, where it is earlier than its transaction. */
+const writesAskedAt = new AsyncLocalStorage<number>();
+
+/**
+ * Runs `work`, whose transactions wait for SQLite's write lock (see `WriteLock`) as if asked for at
+ * `since` (`performance.now()`): for a group of writes that waited in a queue of their own before
+ * their transaction asked for the connection (GroupCommit), the oldest one's arrival.
+ */
+export function writesAskedSince<T>(since: number, work: () => Promise<T>): Promise<T> {
+  return writesAskedAt.run(since, work);
+}
+
 /**
  * Takes the write lock for a transaction without SQLite's busy handler, which waits for a lock
  * another connection holds by sleeping on the calling thread (1, 2, 5, 10, 15, 20 ms ... until
@@ -159,6 +172,15 @@ const MAX_LOCK_PAUSE_MS = 16;
  * tried again after a pause on a timer (1, 2, 4 ... 16 ms) until BUSY_TIMEOUT_MS have passed:
  * requests are served in the pauses. A write outside a transaction (an insert, update or delete
  * run on its own) is made one of its own, so that it waits the same way (`SqliteWriterDriver`).
+ *
+ * The BUSY_TIMEOUT_MS count from when the transaction asked for the connection, not from when it
+ * got it, and the connection is given back during each pause: it runs one statement or
+ * transaction at a time, and while the lock is another process's, every other use of it would
+ * otherwise queue behind the one waiting. That way the writers queued behind a lock that another
+ * process kept were refused one busy timeout after another (the 30th after 150 s, long after its
+ * client gave up), and every read of the connection waited with them; now each writer is refused
+ * about one busy timeout after it asked (one whose time is up when its turn comes tries once, and
+ * takes the lock if it was let go meanwhile), and the reads go on.
  */
 class WriteLock {
   /**
@@ -170,11 +192,15 @@ class WriteLock {
     private readonly yieldTo: () => boolean,
   ) {}
 
-  async begin(begin: () => Promise<unknown>): Promise<void> {
-    const deadline = performance.now() + BUSY_TIMEOUT_MS;
-    for (let pause = 1; ; pause = Math.min(2 * pause, MAX_LOCK_PAUSE_MS)) {
-      if (this.yieldTo() && performance.now() + pause <= deadline) {
-        await sleep(pause);
+  /**
+   * @param since when the transaction asked for the connection (`performance.now()`)
+   * @param pause waits so long with the connection given back meanwhile (it has it again after)
+   */
+  async begin(begin: () => Promise<unknown>, since: number, pause: (ms: number) => Promise<void>): Promise<void> {
+    const deadline = since + BUSY_TIMEOUT_MS;
+    for (let ms = 1; ; ms = Math.min(2 * ms, MAX_LOCK_PAUSE_MS)) {
+      if (this.yieldTo() && performance.now() + ms <= deadline) {
+        await pause(ms);
         continue;
       }
       // Each time anew: SQLite sets the timeout when it prepares the PRAGMA, not when it runs it.
@@ -183,11 +209,11 @@ class WriteLock {
         await begin();
         return;
       } catch (error) {
-        if (!isBusy(error) || performance.now() + pause > deadline) throw error;
+        if (!isBusy(error) || performance.now() + ms > deadline) throw error;
       } finally {
         this.connection.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
       }
-      await sleep(pause);
+      await pause(ms);
     }
   }
 }
@@ -209,6 +235,8 @@ function isBusy(error: unknown): boolean {
  */
 class SqliteWriterDriver extends SqliteDriver {
   private connection: DatabaseConnection | undefined;
+  /** When the connection's current holder asked for it (it goes to one caller at a time). */
+  private askedAt = 0;
 
   /** @param autocommitWrite whether a statement is a write that would run outside any transaction */
   constructor(
@@ -228,7 +256,9 @@ class SqliteWriterDriver extends SqliteDriver {
    * no request was answered, not even refused, for minutes (test/storage/sqlite-write-lock.test.ts).
    */
   override async acquireConnection(): Promise<DatabaseConnection> {
+    const askedAt = writesAskedAt.getStore() ?? performance.now();
     const connection = await super.acquireConnection();
+    this.askedAt = askedAt;
     this.connection ??= {
       executeQuery: async <R>(query: CompiledQuery): Promise<QueryResult<R>> => {
         if (!this.autocommitWrite(query.sql)) return connection.executeQuery<R>(query);
@@ -249,9 +279,26 @@ class SqliteWriterDriver extends SqliteDriver {
 
   override async beginTransaction(connection: DatabaseConnection, settings?: TransactionSettings): Promise<void> {
     if (settings?.accessMode === 'read only') await connection.executeQuery(CompiledQuery.raw('begin'));
-    else await this.lock.begin(() => connection.executeQuery(CompiledQuery.raw('begin immediate')));
+    else {
+      await this.lock.begin(
+        () => connection.executeQuery(BEGIN_IMMEDIATE),
+        this.askedAt,
+        async (ms) => {
+          // Not held while it waits: the reads, and the other writers' tries (each until its own
+          // time is up), go on meanwhile, instead of queueing behind this one's wait.
+          await super.releaseConnection();
+          try {
+            await sleep(ms);
+          } finally {
+            await super.acquireConnection();
+          }
+        },
+      );
+    }
   }
 }
+
+const BEGIN_IMMEDIATE = CompiledQuery.raw('begin immediate');
 
 /** The statements `SqliteWriterDriver` may make a transaction of: data changes, not schema or pragmas. */
 const AUTOCOMMIT_WRITE = /^\s*(insert|update|delete|replace|with)\b/i;

@@ -1,5 +1,6 @@
 import { type Context, context } from '@opentelemetry/api';
 import { CompiledQuery, type Kysely } from 'kysely';
+import { writesAskedSince } from './database.js';
 
 /** A unit of work of one write transaction: everything it writes commits together, or nothing does. */
 export type TransactionWork<DB, T> = (trx: Kysely<DB>) => Promise<T>;
@@ -8,6 +9,8 @@ interface Unit<DB> {
   readonly work: TransactionWork<DB, unknown>;
   /** The caller's trace context: the unit's statements and events belong to its request. */
   readonly context: Context;
+  /** When it was handed in (`performance.now()`). */
+  readonly arrivedAt: number;
   readonly resolve: (value: unknown) => void;
   readonly reject: (error: unknown) => void;
 }
@@ -43,7 +46,13 @@ export class GroupCommit<DB> {
 
   run<T>(work: TransactionWork<DB, T>): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.queue.push({ work, context: context.active(), resolve: resolve as (value: unknown) => void, reject });
+      this.queue.push({
+        work,
+        context: context.active(),
+        arrivedAt: performance.now(),
+        resolve: resolve as (value: unknown) => void,
+        reject,
+      });
       if (!this.draining) {
         this.draining = true;
         // After this turn's other requests have queued theirs.
@@ -63,7 +72,7 @@ export class GroupCommit<DB> {
 
   private async commitOne(unit: Unit<DB>): Promise<void> {
     try {
-      unit.resolve(await this.db.transaction().execute((trx) => runIn(unit, trx)));
+      unit.resolve(await this.transaction([unit], (trx) => runIn(unit, trx)));
     } catch (error) {
       unit.reject(error);
     }
@@ -72,20 +81,36 @@ export class GroupCommit<DB> {
   /**
    * The group in one transaction, optimistically without savepoints (they cost two statements a
    * unit); when a unit fails, the whole attempt is rolled back and the group runs again with a
-   * savepoint around each unit, so the failure stays its own.
+   * savepoint around each unit, so the failure stays its own. When the transaction could not even
+   * begin (the database locked by another process past the busy timeout, or away), no unit failed
+   * on its own: all are refused at once, not made to wait a second time.
    */
   private async commitGroup(units: readonly Unit<DB>[]): Promise<void> {
     let values: unknown[];
+    let began = false;
     try {
-      values = await this.db.transaction().execute(async (trx) => {
+      values = await this.transaction(units, async (trx) => {
+        began = true;
         const results: unknown[] = [];
         for (const unit of units) results.push(await runIn(unit, trx));
         return results;
       });
-    } catch {
+    } catch (error) {
+      if (!began) {
+        for (const unit of units) unit.reject(error);
+        return;
+      }
       return this.commitWithSavepoints(units);
     }
     units.forEach((unit, i) => unit.resolve(values[i]));
+  }
+
+  /**
+   * A transaction for `units`, waiting for the write lock as long as the oldest of them may: from
+   * its arrival, not from when the group got its turn (behind a group that waited itself).
+   */
+  private transaction<T>(units: readonly Unit<DB>[], work: TransactionWork<DB, T>): Promise<T> {
+    return writesAskedSince(units[0]!.arrivedAt, () => this.db.transaction().execute(work));
   }
 
   private async commitWithSavepoints(units: readonly Unit<DB>[]): Promise<void> {
