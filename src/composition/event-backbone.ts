@@ -10,7 +10,7 @@ import {
   type TransactionRunner,
 } from '../adapters/event-bus/outbox.js';
 import { OutboxRelay } from '../adapters/event-bus/outbox-relay.js';
-import { isDatabaseUnavailable } from '../adapters/storage/connection-errors.js';
+import { isDatabaseAway } from '../adapters/storage/connection-errors.js';
 import type { Database } from '../adapters/storage/database.js';
 import { GroupCommit } from '../adapters/storage/group-commit.js';
 import { KyselyDeadLetterStore } from '../adapters/storage/kysely-dead-letter-store.js';
@@ -172,8 +172,9 @@ export function composeEventBackbone(context: CompositionContext, database: Data
     attempts: events.handlerAttempts,
     backoffMs: events.retryBackoffMs,
     maxBackoffMs: events.retryMaxBackoffMs,
-    // A consumer whose database is away waits for it rather than dead-lettering what it could not store.
-    transient: isDatabaseUnavailable,
+    // A consumer whose database is away (or locked past the busy timeout) waits for it rather than
+    // dead-lettering what it could not store.
+    transient: isDatabaseAway,
   };
   const runner = new ConsumerRunner(bus, retry, metrics, logger, serviceName);
   stack.defer('event consumers', () => runner.stop());

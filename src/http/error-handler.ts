@@ -1,6 +1,6 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { NOSNIFF } from './plugins/security-headers.js';
-import { isDatabaseUnavailable } from '../adapters/storage/connection-errors.js';
+import { isDatabaseAway } from '../adapters/storage/connection-errors.js';
 import { AppError, type Backend, BackendUnavailableError, errors } from '../domain/errors.js';
 import { hasEmptyPathParameter } from './route-table.js';
 import { describeValidationError } from './validation.js';
@@ -47,7 +47,7 @@ export function toAppError(error: FastifyError | AppError | Error, context: Erro
 /** The backend an error says is away (503, worth a retry), if any. */
 function unavailableBackend(error: Error): Backend | undefined {
   if (error instanceof BackendUnavailableError) return error.backend;
-  return isDatabaseUnavailable(error) ? 'database' : undefined;
+  return isDatabaseAway(error) ? 'database' : undefined;
 }
 
 function answer(reply: FastifyReply, error: AppError): void {

@@ -61,3 +61,14 @@ export function isSqliteFileFailure(error: unknown): boolean {
   const { code } = error as { code: unknown };
   return typeof code === 'string' && SQLITE_FILE_FAILURE.test(code);
 }
+
+/**
+ * Whether an error means the database cannot take the request now, whichever it is: PostgreSQL
+ * unreachable (`isDatabaseUnavailable`) or the SQLite file unable to take a write
+ * (`isSqliteFileFailure`: another process holding its lock past the busy timeout, say). Answered
+ * 503 `Database unavailable` and worth a retry; a consumer that meets it waits rather than
+ * counting an attempt.
+ */
+export function isDatabaseAway(error: unknown): boolean {
+  return isDatabaseUnavailable(error) || isSqliteFileFailure(error);
+}
