@@ -3,6 +3,7 @@ import { type NotificationRequested, notificationRequested, NOTIFICATION_REQUEST
 import type { NotificationRepository } from '../ports/notification-repository.js';
 import type { NotificationSender } from '../ports/notification-sender.js';
 import type { ConsumerDefinition } from '../ports/event-consumer.js';
+import { recordSideEffect } from '../support/after-side-effect.js';
 
 const FINAL_EVENTS: ReadonlySet<string> = new Set([
   EVENT_TYPES.executionCompleted,
@@ -66,7 +67,8 @@ export function notificationSender(repository: NotificationRepository, sender: N
       const channel = await repository.getChannel(request.channel_id);
       if (!channel) return; // deleted since: nothing to send
       await sender.send(channel, request);
-      await repository.markDelivered(request.notification_id, channel.id);
+      // Written again if the database refuses it for a moment: unrecorded, it would be sent twice.
+      await recordSideEffect(() => repository.markDelivered(request.notification_id, channel.id));
     },
   };
 }

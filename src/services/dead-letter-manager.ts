@@ -7,6 +7,7 @@ import type { BusMessage, EventBus } from '../ports/event-bus.js';
 import type { EventMetrics } from '../ports/event-metrics.js';
 import type { MessageTracing } from '../ports/message-tracing.js';
 import type { ConsumerDefinition } from '../ports/event-consumer.js';
+import { recordSideEffect } from '../support/after-side-effect.js';
 
 /** Letters the sweep reads at a time. */
 const DUE_BATCH = 100;
@@ -16,9 +17,6 @@ const DUE_BATCH = 100;
  */
 const CLAIM_MS = 30_000;
 const TIMER_SLACK_MS = 10;
-/** Tries at the status a re-publication leaves, a little further apart each (1 s in all). */
-const MARK_ATTEMPTS = 5;
-const MARK_PAUSE_MS = 100;
 
 export interface DeadLetterManagerOptions {
   /** Automatic re-publications of one event for one group before it is parked. */
@@ -207,25 +205,10 @@ export class DeadLetterManager {
       await store.reschedule(id, this.now() + this.options.retryDelayMs);
       throw error;
     }
-    await this.markRetried(id);
+    // Written again if the database refuses it for a moment: a letter left `retrying` would go
+    // out once more when its claim runs out.
+    await recordSideEffect(() => store.changeStatus(id, 'retrying', 'retried', this.now()));
     return true;
-  }
-
-  /**
-   * `retried`, once the bus took the re-publication; written again when the database failed for a
-   * moment (a dropped connection), since a letter left `retrying` goes out once more when its claim
-   * runs out.
-   */
-  private async markRetried(id: number): Promise<void> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await this.ports.store.changeStatus(id, 'retrying', 'retried', this.now());
-        return;
-      } catch (error) {
-        if (attempt === MARK_ATTEMPTS) throw error;
-        await new Promise((resolve) => setTimeout(resolve, MARK_PAUSE_MS * attempt));
-      }
-    }
   }
 
   /**

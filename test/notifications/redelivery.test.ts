@@ -5,7 +5,9 @@
  * it to another instance while the first still works on it. Real databases and a real HTTP
  * receiver; the deliveries are the consumers' handlers called as the consumer runner calls them,
  * from two instances (on PostgreSQL two pools; on SQLite one connection, see useOtherInstance) at
- * once, so the checker counts what each event caused against what it should have caused.
+ * once, so the checker counts what each event caused against what it should have caused. A
+ * delivery the database refuses to record for a moment after the webhook went out is recorded
+ * again, not sent again.
  */
 import { randomUUID } from 'node:crypto';
 import { trace } from '@opentelemetry/api';
@@ -139,6 +141,49 @@ describe.each(BACKENDS)('notification consumers given an event again, on $name',
       expect(received.map((r) => r.headers['webhook-id']).sort()).toEqual(
         requests.map((e) => (e.envelope.payload as { notification_id: string }).notification_id).sort(),
       );
+    },
+  );
+
+  it.skipIf(!backend.available)(
+    'a delivery the database refuses to record for a moment after the send is recorded again, not sent twice',
+    async () => {
+      const { repository } = instance(opened.database);
+      const channel = await repository.createChannel({
+        id: randomUUID(),
+        user_id: 2,
+        type: 'webhook',
+        name: 'recorded after a refusal',
+        url: `${receiver.url}/recorded-again`,
+        secret: null,
+      });
+      // The connection dropped as the delivery was being recorded, twice (what the two-process
+      // test with PostgreSQL's connections dropped saw send a notification twice).
+      let refusals = 2;
+      const flaky = Object.create(repository) as KyselyNotificationRepository;
+      flaky.markDelivered = async (...args) => {
+        if (refusals-- > 0) throw new Error('Connection terminated unexpectedly');
+        return repository.markDelivered(...args);
+      };
+      const sender = notificationSender(flaky, new HttpNotificationSender({ allowPrivate: true, timeoutMs: 5000 }));
+      const notificationId = randomUUID();
+      const request = createEvent(
+        'notification.requested',
+        {
+          notification_id: notificationId,
+          channel_id: channel.id,
+          channel_type: 'webhook',
+          user_id: 2,
+          execution_id: randomUUID(),
+          cause: { event_id: randomUUID(), event_type: EVENT_TYPES.executionCompleted, payload: {} },
+        },
+        { service: SERVICE, topic: TOPICS.notification, key: channel.id },
+      );
+      await sender.handle(delivered(request.envelope, TOPICS.notification), span);
+      expect(refusals).toBe(-1);
+      expect(await repository.wasDelivered(notificationId)).toBe(true);
+      // Handed over again (its acknowledgement lost as well): nothing more is sent.
+      await sender.handle(delivered(request.envelope, TOPICS.notification), span);
+      expect(receiver.requests.filter((r) => r.path === '/recorded-again')).toHaveLength(1);
     },
   );
 });
