@@ -17,7 +17,6 @@
  * again: at least once, which consumers idempotent by event id take as a redelivery); how many is
  * printed. On the embedded bus (SQLite, PostgreSQL) and on NATS JetStream (with PostgreSQL).
  */
-import SQLite from 'better-sqlite3';
 import type { Kysely } from 'kysely';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -27,14 +26,14 @@ import type { EventTables } from '../../src/adapters/storage/schema.js';
 import type { DeadLetterPayload } from '../../src/domain/dead-letter.js';
 import { createEvent, EVENT_TYPES, type EventEnvelope, type MessageHeaders, TOPICS } from '../../src/domain/events.js';
 import type { EventBus, Subscription } from '../../src/ports/event-bus.js';
-import { postgres, type TestDatabase, testConfig } from '../helpers/backends.js';
+import { adminEnv } from '../helpers/app.js';
+import { postgres, testConfig } from '../helpers/backends.js';
 import { busVariants, FAST_BUS } from '../helpers/event-buses.js';
 import { eventually } from '../helpers/eventually.js';
 import { fetchShorten } from '../helpers/http.js';
 import { type BrowserSession, send, sessionOf } from '../helpers/http-client.js';
-import { connectTestNatsBus, deleteNatsStreams, uniqueNatsPrefix } from '../helpers/nats.js';
-import { terminateConnections } from '../helpers/outbox-census.js';
-import { type ServerProcess, startServer } from '../helpers/server-process.js';
+import { type Fleet, startFleet } from '../helpers/fleet.js';
+import { connectTestNatsBus } from '../helpers/nats.js';
 import { NATS_URL, natsAvailable } from '../helpers/services.js';
 
 const ADMIN = { username: 'dlq_procs_admin', email: 'dlq_procs_admin@example.com', password: 'admin password 1' };
@@ -57,11 +56,7 @@ interface Original {
 
 describe.each(VARIANTS)('dead letters across processes, the database failing, on $name', (variant) => {
   const test = it.skipIf(!variant.available);
-  const applicationName = `dlqp_${randomBytes(4).toString('hex')}`;
-  const natsPrefix = uniqueNatsPrefix('dlqp');
-  let database: TestDatabase;
-  let api: ServerProcess;
-  let workers: ServerProcess[] = [];
+  let fleet: Fleet | undefined;
   /** This test's own: two publishers (as two processes would be) and its reading of the tables. */
   let buses: EventBus[] = [];
   const opened: Database[] = [];
@@ -70,27 +65,18 @@ describe.each(VARIANTS)('dead letters across processes, the database failing, on
 
   beforeAll(async () => {
     if (!variant.available) return;
-    database = await variant.backend.create();
-    const url = new URL(database.databaseUrl);
-    if (variant.backend.name === 'postgres') url.searchParams.set('application_name', applicationName);
-    const env: Record<string, string> = {
-      DATABASE_URL: url.toString(),
+    fleet = await startFleet(variant, {
       RATE_LIMIT_ENABLED: 'false',
       DLQ_RETRY_DELAY_MS: String(RETRY_DELAY_MS),
       DLQ_MAX_RETRIES: '3',
       EVENT_LEASE_MS: '1000',
       EVENT_POLL_MS: '50',
       NATS_ACK_WAIT_MS: '3000',
-      ADMIN_USERNAME: ADMIN.username,
-      ADMIN_EMAIL: ADMIN.email,
-      ADMIN_PASSWORD: ADMIN.password,
-      ...(variant.nats ? { NATS_URL, NATS_PREFIX: natsPrefix } : {}),
-    };
-    // One after the other: the first creates the administrator (and the schema), the others find them.
-    api = await startServer(env, ['serve', '--role', 'api']);
-    for (let i = 0; i < 2; i++) workers.push(await startServer(env, ['serve', '--role', 'worker']));
+      ...adminEnv(ADMIN),
+    });
+    const { database, natsPrefix } = fleet;
     const connect = async (): Promise<EventBus> => {
-      if (variant.nats) return connectTestNatsBus(NATS_URL, natsPrefix, 3_000);
+      if (natsPrefix) return connectTestNatsBus(NATS_URL, natsPrefix, 3_000);
       const own = openDatabase(testConfig(database.databaseUrl).database);
       opened.push(own);
       return new EmbeddedLogEventBus(own.db, FAST_BUS);
@@ -103,15 +89,13 @@ describe.each(VARIANTS)('dead letters across processes, the database failing, on
 
   afterAll(async () => {
     await counting?.close();
-    for (const server of [api, ...workers]) await server?.stop('SIGKILL');
-    workers = [];
     for (const bus of buses) await bus.close();
     for (const own of opened) await own.close();
-    if (variant.nats && variant.available) await deleteNatsStreams(natsPrefix);
-    await database?.drop();
+    await fleet?.destroy();
   });
 
   test('each acknowledged letter recorded once, discards before the due time stand, every other letter re-published', async () => {
+    const { api, workers } = fleet!;
     // The originals: url.created events of mappings made through the API, as a group of this
     // test reads them (from the earliest); what it is handed again later is a re-publication.
     const prefix = `dp${variant.nats ? 'n' : variant.backend.name === 'sqlite' ? 's' : 'p'}${randomBytes(2).toString('hex')}`;
@@ -151,7 +135,7 @@ describe.each(VARIANTS)('dead letters across processes, the database failing, on
     expect(admin, login.text).toBeDefined();
 
     // The database fails under the service from now on, for a while.
-    const faults = injectFaults();
+    const faults = fleet!.failDatabase();
 
     // The burst: every original's dead letter, from two publishers at once.
     const acknowledged = new Map<string, string>(); // dead letter's event id -> original's code
@@ -299,27 +283,4 @@ describe.each(VARIANTS)('dead letters across processes, the database failing, on
     expect(await workers[0]!.stop()).toBe(0);
     expect(await api.stop()).toBe(0);
   }, 240_000);
-
-  /** Makes the database fail under the service for a few seconds; what it did. */
-  async function injectFaults(): Promise<string> {
-    if (variant.backend.name === 'sqlite') {
-      await sleep(300);
-      // Past the busy timeout (5 s): the writes that wait for it fail, and are made again.
-      const holder = new SQLite(new URL(database.databaseUrl.replace(/^sqlite:/, 'file://')).pathname);
-      holder.exec('BEGIN IMMEDIATE');
-      await sleep(6_000);
-      holder.exec('ROLLBACK');
-      holder.close();
-      await sleep(4_000);
-      return 'another process held the write lock for 6 s';
-    }
-    const ended: number[] = [];
-    // While the letters are recorded and discarded, and as they come due (ms apart).
-    for (const pause of [300, 400, 800, 1_500, 2_200, 800, 1_000]) {
-      await sleep(pause);
-      ended.push(await terminateConnections(applicationName));
-    }
-    expect(ended.reduce((a, b) => a + b, 0)).toBeGreaterThan(3);
-    return `pg_terminate_backend x${ended.length} (${ended.join('+')} connections)`;
-  }
 });

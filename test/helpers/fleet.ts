@@ -1,0 +1,89 @@
+import SQLite from 'better-sqlite3';
+import { randomBytes } from 'node:crypto';
+import type { TestDatabase } from './backends.js';
+import type { BusVariant } from './event-buses.js';
+import { deleteNatsStreams, uniqueNatsPrefix } from './nats.js';
+import { terminateConnections } from './outbox-census.js';
+import { type ServerProcess, startServer } from './server-process.js';
+import { NATS_URL } from './services.js';
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/** Pauses between the dropping of the fleet's PostgreSQL connections (7 drops over 7 s). */
+const DROPS_MS = [300, 400, 800, 1_500, 2_200, 800, 1_000];
+
+/**
+ * The built service as the distributed mode runs it, on one database and bus: an API process
+ * (`serve --role api`) and worker processes (`serve --role worker`), for tests that count what
+ * was acknowledged against what arrived while the database fails under them.
+ */
+export interface Fleet {
+  readonly database: TestDatabase;
+  readonly api: ServerProcess;
+  readonly workers: ServerProcess[];
+  /** The bus's NATS stream prefix, when the variant is on NATS. */
+  readonly natsPrefix: string | undefined;
+  /**
+   * Makes the database fail under the fleet for a few seconds (PostgreSQL: every connection of
+   * the fleet dropped, seven times over 7 s; SQLite: another process holds the write lock 6 s, past
+   * the busy timeout, then 4 s to recover); what it did.
+   */
+  failDatabase(): Promise<string>;
+  /** Kills what is left of the fleet and removes its database and streams. */
+  destroy(): Promise<void>;
+}
+
+/** Starts an API process and `workers` worker processes on a new database of `variant`, with `env`. */
+export async function startFleet(variant: BusVariant, env: Record<string, string>, workers = 2): Promise<Fleet> {
+  const database = await variant.backend.create();
+  const applicationName = `fleet_${randomBytes(4).toString('hex')}`;
+  const natsPrefix = variant.nats ? uniqueNatsPrefix('fleet') : undefined;
+  const url = new URL(database.databaseUrl);
+  // The fleet's connections only: the test's own and other tests' are never dropped.
+  if (variant.backend.name === 'postgres') url.searchParams.set('application_name', applicationName);
+  const fleetEnv = {
+    ...env,
+    DATABASE_URL: url.toString(),
+    ...(natsPrefix ? { NATS_URL, NATS_PREFIX: natsPrefix } : {}),
+  };
+  const started: ServerProcess[] = [];
+  const destroy = async () => {
+    for (const server of started) await server.stop('SIGKILL');
+    if (natsPrefix) await deleteNatsStreams(natsPrefix);
+    await database.drop();
+  };
+  try {
+    // One after the other: the first makes the schema (and an administrator from the env).
+    started.push(await startServer(fleetEnv, ['serve', '--role', 'api']));
+    for (let i = 0; i < workers; i++) started.push(await startServer(fleetEnv, ['serve', '--role', 'worker']));
+  } catch (error) {
+    await destroy();
+    throw error;
+  }
+  return {
+    database,
+    api: started[0]!,
+    workers: started.slice(1),
+    natsPrefix,
+    destroy,
+    async failDatabase() {
+      if (variant.backend.name === 'sqlite') {
+        await sleep(300);
+        const holder = new SQLite(new URL(database.databaseUrl.replace(/^sqlite:/, 'file://')).pathname);
+        holder.exec('BEGIN IMMEDIATE');
+        await sleep(6_000);
+        holder.exec('ROLLBACK');
+        holder.close();
+        await sleep(4_000);
+        return 'another process held the write lock for 6 s';
+      }
+      const ended: number[] = [];
+      for (const pause of DROPS_MS) {
+        await sleep(pause);
+        ended.push(await terminateConnections(applicationName));
+      }
+      if (ended.reduce((a, b) => a + b, 0) <= 3)
+        throw new Error(`the fleet had no connections to drop: ${ended.join('+')}`);
+      return `pg_terminate_backend x${ended.length} (${ended.join('+')} connections)`;
+    },
+  };
+}
