@@ -1,4 +1,3 @@
-import { AsyncLocalStorage } from 'node:async_hooks';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -149,16 +148,25 @@ const BUSY_TIMEOUT_MS = 5_000;
 /** The longest pause between two attempts at the write lock (see `WriteLock`). */
 const MAX_LOCK_PAUSE_MS = 16;
 
-/** When the writes of the work under way were asked for, where it is earlier than its transaction. */
-const writesAskedAt = new AsyncLocalStorage<number>();
+/** When the next transaction to ask for the serving connection was asked for (see `writesAskedSince`). */
+let nextAskedAt: number | undefined;
 
 /**
- * Runs `work`, whose transactions wait for SQLite's write lock (see `WriteLock`) as if asked for at
- * `since` (`performance.now()`): for a group of writes that waited in a queue of their own before
- * their transaction asked for the connection (GroupCommit), the oldest one's arrival.
+ * Starts `work`, whose transaction waits for SQLite's write lock (see `WriteLock`) as if asked for
+ * at `since` (`performance.now()`): for a group of writes that waited in a queue of their own
+ * before their transaction asked for the connection (GroupCommit), the oldest one's arrival.
+ * `work` must ask for the connection before it first awaits (`db.transaction().execute()` does:
+ * Kysely calls the driver's `acquireConnection` at once); otherwise its transaction counts from
+ * when it asks. Not AsyncLocalStorage: on Node 20 its first use costs every request of the
+ * process an async_hooks hook (promise-context-manager.ts).
  */
 export function writesAskedSince<T>(since: number, work: () => Promise<T>): Promise<T> {
-  return writesAskedAt.run(since, work);
+  nextAskedAt = since;
+  try {
+    return work();
+  } finally {
+    nextAskedAt = undefined;
+  }
 }
 
 /**
@@ -256,7 +264,8 @@ class SqliteWriterDriver extends SqliteDriver {
    * no request was answered, not even refused, for minutes (test/storage/sqlite-write-lock.test.ts).
    */
   override async acquireConnection(): Promise<DatabaseConnection> {
-    const askedAt = writesAskedAt.getStore() ?? performance.now();
+    const askedAt = nextAskedAt ?? performance.now();
+    nextAskedAt = undefined;
     const connection = await super.acquireConnection();
     this.askedAt = askedAt;
     this.connection ??= {
