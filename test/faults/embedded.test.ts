@@ -32,6 +32,17 @@ const FLUSH_INTERVAL_MS = 500;
  */
 const WRITTEN_WITHIN_MS = FLUSH_INTERVAL_MS + 250;
 
+/** `npm start`'s defaults but for the file and rate limits high enough for the load. */
+function embeddedEnv(databaseUrl: string): Record<string, string> {
+  return {
+    DATABASE_URL: databaseUrl,
+    RATE_LIMIT_AUTH_LIMIT: UNLIMITED,
+    RATE_LIMIT_WRITES_LIMIT: UNLIMITED,
+    RATE_LIMIT_REDIRECTS_LIMIT: UNLIMITED,
+    RATE_LIMIT_DEFAULT_LIMIT: UNLIMITED,
+  };
+}
+
 /** Each mapping's stored clicks: the folded count plus the deltas not folded yet. */
 function storedClicks(file: string): Map<string, number> {
   const db = new Database(file, { readonly: true, fileMustExist: true });
@@ -113,14 +124,7 @@ describe('the embedded mode killed mid-load', () => {
   it('f. kill -9 under load: acknowledged mappings and their events survive; clicks lost at most one flush interval', async () => {
     database = await sqlite.create();
     const file = database.databaseUrl.slice('sqlite:'.length);
-    // `npm start`'s defaults but for the file and rate limits high enough for the load.
-    const env = {
-      DATABASE_URL: database.databaseUrl,
-      RATE_LIMIT_AUTH_LIMIT: UNLIMITED,
-      RATE_LIMIT_WRITES_LIMIT: UNLIMITED,
-      RATE_LIMIT_REDIRECTS_LIMIT: UNLIMITED,
-      RATE_LIMIT_DEFAULT_LIMIT: UNLIMITED,
-    };
+    const env = embeddedEnv(database.databaseUrl);
     const server = await startServer(env);
     servers.push(server);
     const load = new Load({
@@ -182,14 +186,7 @@ describe('the embedded mode in two processes, the database locked by another und
   it('g. the write lock held until requests are refused, twice: 503s, no exits, nothing lost or doubled', async () => {
     database = await sqlite.create();
     const file = database.databaseUrl.slice('sqlite:'.length);
-    const env = {
-      DATABASE_URL: database.databaseUrl,
-      RATE_LIMIT_AUTH_LIMIT: UNLIMITED,
-      RATE_LIMIT_WRITES_LIMIT: UNLIMITED,
-      RATE_LIMIT_REDIRECTS_LIMIT: UNLIMITED,
-      RATE_LIMIT_DEFAULT_LIMIT: UNLIMITED,
-      EVENT_LEASE_MS: '2000',
-    };
+    const env = { ...embeddedEnv(database.databaseUrl), EVENT_LEASE_MS: '2000' };
     // One after the other: the first makes the schema.
     for (let i = 0; i < 2; i++) servers.push(await startServer(env));
     const targets = servers.map((s) => s.url);

@@ -33,6 +33,22 @@ function delivered(envelope: EventEnvelope, topic: string): BusMessage {
   return { topic, partition: 0, offset: 0, headers: {}, envelope, deliveryCount: 1, inProgress: () => {} };
 }
 
+/** The fan-out's event for one webhook notification of a completed execution. */
+function notificationRequested(notificationId: string, channelId: string, userId: number) {
+  return createEvent(
+    'notification.requested',
+    {
+      notification_id: notificationId,
+      channel_id: channelId,
+      channel_type: 'webhook',
+      user_id: userId,
+      execution_id: randomUUID(),
+      cause: { event_id: randomUUID(), event_type: EVENT_TYPES.executionCompleted, payload: {} },
+    },
+    { service: SERVICE, topic: TOPICS.notification, key: channelId },
+  );
+}
+
 describe.each(BACKENDS)('notification consumers given an event again, on $name', (backend) => {
   const opened = useOpenDatabase(backend);
   const other = useOtherInstance(backend, opened);
@@ -119,20 +135,7 @@ describe.each(BACKENDS)('notification consumers given an event again, on $name',
         url: `${receiver.url}/sent-once`,
         secret: 'whsec_' + Buffer.from('a secret of the test, long enough').toString('base64'),
       });
-      const requests = Array.from({ length: 8 }, () =>
-        createEvent(
-          'notification.requested',
-          {
-            notification_id: randomUUID(),
-            channel_id: channel.id,
-            channel_type: 'webhook',
-            user_id: 1,
-            execution_id: randomUUID(),
-            cause: { event_id: randomUUID(), event_type: EVENT_TYPES.executionCompleted, payload: {} },
-          },
-          { service: SERVICE, topic: TOPICS.notification, key: channel.id },
-        ),
-      );
+      const requests = Array.from({ length: 8 }, () => notificationRequested(randomUUID(), channel.id, 1));
       const messages = requests.map((event) => delivered(event.envelope, TOPICS.notification));
       await deliverAll([a.sender], messages, 1); // the first delivery: sent, and recorded as delivered
       // Delivered again (an acknowledgement that was lost), to both instances, at once.
@@ -166,18 +169,7 @@ describe.each(BACKENDS)('notification consumers given an event again, on $name',
       };
       const sender = notificationSender(flaky, new HttpNotificationSender({ allowPrivate: true, timeoutMs: 5000 }));
       const notificationId = randomUUID();
-      const request = createEvent(
-        'notification.requested',
-        {
-          notification_id: notificationId,
-          channel_id: channel.id,
-          channel_type: 'webhook',
-          user_id: 2,
-          execution_id: randomUUID(),
-          cause: { event_id: randomUUID(), event_type: EVENT_TYPES.executionCompleted, payload: {} },
-        },
-        { service: SERVICE, topic: TOPICS.notification, key: channel.id },
-      );
+      const request = notificationRequested(notificationId, channel.id, 2);
       await sender.handle(delivered(request.envelope, TOPICS.notification), span);
       expect(refusals).toBe(-1);
       expect(await repository.wasDelivered(notificationId)).toBe(true);
