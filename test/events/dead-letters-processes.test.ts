@@ -39,7 +39,7 @@ import { NATS_URL, natsAvailable } from '../helpers/services.js';
 const ADMIN = { username: 'dlq_procs_admin', email: 'dlq_procs_admin@example.com', password: 'admin password 1' };
 /** Long enough for a discard to land before it even while the database fails. */
 const RETRY_DELAY_MS = 5_000;
-const LETTERS = 90;
+const LETTERS = 60;
 /** The consumer group that "gave up" on the events (in another process). */
 const GROUP = 'gave-up-in-another-process';
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -27,7 +27,7 @@ import { Receiver, verifyStandardWebhook } from './receiver.js';
 
 const USERS = 3;
 /** Per user; each user's executions go one after another (at most EXECUTION_MAX_PENDING_PER_USER queued). */
-const EXECUTIONS = 15;
+const EXECUTIONS = 10;
 const FINAL = new Set(['completed', 'failed', 'timed_out']);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
