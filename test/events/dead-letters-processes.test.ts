@@ -27,14 +27,14 @@ import type { DeadLetterPayload } from '../../src/domain/dead-letter.js';
 import { createEvent, EVENT_TYPES, type EventEnvelope, type MessageHeaders, TOPICS } from '../../src/domain/events.js';
 import type { EventBus, Subscription } from '../../src/ports/event-bus.js';
 import { adminEnv } from '../helpers/app.js';
-import { postgres, testConfig } from '../helpers/backends.js';
-import { busVariants, FAST_BUS } from '../helpers/event-buses.js';
+import { testConfig } from '../helpers/backends.js';
+import { FAST_BUS } from '../helpers/event-buses.js';
 import { eventually } from '../helpers/eventually.js';
 import { fetchShorten } from '../helpers/http.js';
 import { type BrowserSession, send, sessionOf } from '../helpers/http-client.js';
-import { type Fleet, startFleet } from '../helpers/fleet.js';
+import { FLEET_VARIANTS, type Fleet, startFleet } from '../helpers/fleet.js';
 import { connectTestNatsBus } from '../helpers/nats.js';
-import { NATS_URL, natsAvailable } from '../helpers/services.js';
+import { NATS_URL } from '../helpers/services.js';
 
 const ADMIN = { username: 'dlq_procs_admin', email: 'dlq_procs_admin@example.com', password: 'admin password 1' };
 /** Long enough for a discard to land before it even while the database fails. */
@@ -44,8 +44,6 @@ const LETTERS = 60;
 const GROUP = 'gave-up-in-another-process';
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-const VARIANTS = busVariants(await natsAvailable(), 'NATS JetStream, on postgres', postgres);
-
 interface Original {
   readonly code: string;
   readonly envelope: EventEnvelope;
@@ -54,7 +52,7 @@ interface Original {
   readonly offset: number;
 }
 
-describe.each(VARIANTS)('dead letters across processes, the database failing, on $name', (variant) => {
+describe.each(FLEET_VARIANTS)('dead letters across processes, the database failing, on $name', (variant) => {
   const test = it.skipIf(!variant.available);
   let fleet: Fleet | undefined;
   /** This test's own: two publishers (as two processes would be) and its reading of the tables. */

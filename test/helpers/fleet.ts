@@ -1,15 +1,18 @@
 import SQLite from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
-import type { TestDatabase } from './backends.js';
-import type { BusVariant } from './event-buses.js';
+import { postgres, type TestDatabase } from './backends.js';
+import { type BusVariant, busVariants } from './event-buses.js';
 import { deleteNatsStreams, uniqueNatsPrefix } from './nats.js';
 import { terminateConnections } from './outbox-census.js';
 import { type ServerProcess, startServer } from './server-process.js';
-import { NATS_URL } from './services.js';
+import { NATS_URL, natsAvailable } from './services.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** Pauses between the dropping of the fleet's PostgreSQL connections (7 drops over 7 s). */
 const DROPS_MS = [300, 400, 800, 1_500, 2_200, 800, 1_000];
+
+/** Where a fleet runs: the embedded bus on SQLite and on PostgreSQL, and NATS JetStream with PostgreSQL. */
+export const FLEET_VARIANTS = busVariants(await natsAvailable(), 'NATS JetStream, on postgres', postgres);
 
 /**
  * The built service as the distributed mode runs it, on one database and bus: an API process

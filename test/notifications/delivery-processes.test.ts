@@ -17,12 +17,10 @@ import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
 import type { DatabaseSchema } from '../../src/adapters/storage/schema.js';
-import { postgres, testConfig } from '../helpers/backends.js';
-import { busVariants } from '../helpers/event-buses.js';
+import { testConfig } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
-import { type Fleet, startFleet } from '../helpers/fleet.js';
+import { FLEET_VARIANTS, type Fleet, startFleet } from '../helpers/fleet.js';
 import { type BrowserSession, newAccount, send, sessionOf } from '../helpers/http-client.js';
-import { natsAvailable } from '../helpers/services.js';
 import { Receiver, verifyStandardWebhook } from './receiver.js';
 
 const USERS = 3;
@@ -31,15 +29,13 @@ const EXECUTIONS = 10;
 const FINAL = new Set(['completed', 'failed', 'timed_out']);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-const VARIANTS = busVariants(await natsAvailable(), 'NATS JetStream, on postgres', postgres);
-
 interface Subscriber {
   readonly session: BrowserSession;
   readonly path: string;
   readonly secret: string;
 }
 
-describe.each(VARIANTS)('notifications across processes, the database failing, on $name', (variant) => {
+describe.each(FLEET_VARIANTS)('notifications across processes, the database failing, on $name', (variant) => {
   const test = it.skipIf(!variant.available);
   const receiver = new Receiver();
   let fleet: Fleet | undefined;

@@ -1,10 +1,10 @@
 import { type Context, context } from '@opentelemetry/api';
 import { type Kysely, sql } from 'kysely';
-import { BackendUnavailableError, errors } from '../../domain/errors.js';
+import { errors } from '../../domain/errors.js';
 import type { EventsFor } from '../../domain/events.js';
 import { type NewUrlMapping, storedInstant, type UrlMapping } from '../../domain/url-mapping.js';
 import type { EncodedMessage, TransactionalOutbox } from '../event-bus/outbox.js';
-import { isDatabaseUnavailable, isSqliteFileFailure } from './connection-errors.js';
+import { isDatabaseAway } from './connection-errors.js';
 import type { Dialect } from './database.js';
 import { PreparedQuery } from './prepared-query.js';
 import type { DatabaseSchema } from './schema.js';
@@ -127,9 +127,7 @@ export class BatchedCreates {
   }
 
   private createAlone(p: PendingCreate): Promise<void> {
-    return context
-      .with(p.context, () => this.createOne(p.mapping, p.events))
-      .then(p.resolve, (error: unknown) => p.reject(unavailable(error) ?? error));
+    return context.with(p.context, () => this.createOne(p.mapping, p.events)).then(p.resolve, p.reject);
   }
 
   private async commitBatch(batch: readonly PendingCreate[]): Promise<void> {
@@ -141,9 +139,8 @@ export class BatchedCreates {
     } catch (error) {
       // The database away: every create of the batch answers so at once (503), none retried
       // (the transaction did not commit, so none of them was written).
-      const away = unavailable(error);
-      if (away) {
-        for (const p of batch) p.reject(away);
+      if (isDatabaseAway(error)) {
+        for (const p of batch) p.reject(error);
         return;
       }
       // Each on its own: the one whose error it was sees it, the others commit.
@@ -197,13 +194,4 @@ function asWritten(mapping: NewUrlMapping, id: number): UrlMapping {
     expires_at,
     max_visits: mapping.maxVisits ?? null,
   };
-}
-
-/**
- * The error to answer when `error` says the database cannot take writes now (503): PostgreSQL's
- * lost connections as they are, an SQLite file that cannot be written as BACKEND_UNAVAILABLE.
- */
-function unavailable(error: unknown): unknown {
-  if (isDatabaseUnavailable(error)) return error;
-  return isSqliteFileFailure(error) ? new BackendUnavailableError('database', { cause: error }) : undefined;
 }

@@ -53,8 +53,7 @@ const SQLITE_FILE_FAILURE = /^SQLITE_(BUSY|LOCKED|FULL|IOERR|READONLY|CANTOPEN|P
 
 /**
  * Whether an SQLite error is the file's rather than the statement's: locked by another process
- * past the busy timeout, the disk full or failing, the file read-only or gone. The write path of
- * `POST /shorten` answers these 503 (worth a retry) for every create of the failed transaction.
+ * past the busy timeout, the disk full or failing, the file read-only or gone (see `isDatabaseAway`).
  */
 export function isSqliteFileFailure(error: unknown): boolean {
   if (typeof error !== 'object' || error === null || !('code' in error)) return false;
