@@ -38,7 +38,7 @@ import { NATS_URL } from '../helpers/services.js';
 
 const ADMIN = { username: 'dlq_procs_admin', email: 'dlq_procs_admin@example.com', password: 'admin password 1' };
 /** Long enough for a discard to land before it even while the database fails. */
-const RETRY_DELAY_MS = 5_000;
+const RETRY_DELAY_MS = 8_000;
 const LETTERS = 60;
 /** The consumer group that "gave up" on the events (in another process). */
 const GROUP = 'gave-up-in-another-process';
