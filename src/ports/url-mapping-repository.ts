@@ -57,6 +57,14 @@ export interface CompactOptions {
   readonly limit: number;
 }
 
+/** Which write of clicks this is: its writer (one a process start) and its place in that writer's order. */
+export interface ClickChunk {
+  readonly writer: string;
+  readonly seq: number;
+  /** When it is written, ms since the epoch (how long its writer is remembered counts from it). */
+  readonly at: number;
+}
+
 export interface ClickCompaction {
   /** Mappings whose deltas were folded (or dropped, when the mapping is gone). */
   readonly folded: number;
@@ -110,11 +118,20 @@ export interface UrlMappingRepository {
   /**
    * Adds click deltas, `[id, delta]`, in one transaction; unknown ids are ignored. Every read
    * counts them at once; they may be kept apart from the mappings until `compactClicks`.
+   *
+   * With `chunk`, the write is added once: false (nothing added, no events) when its writer has
+   * already written that `seq` or a later one. A writer writes its chunks one at a time, in `seq`
+   * order, and writes one that failed again before any later one; so a chunk whose commit went
+   * through but whose answer was lost is not counted twice. Writers not heard of for a while are
+   * forgotten (`forgetClickWriters`).
    */
   addClicks(
     deltas: ReadonlyArray<readonly [id: number, delta: number]>,
     events?: EventsFor<ReadonlyArray<readonly [id: number, delta: number]>>,
-  ): Promise<void>;
+    chunk?: ClickChunk,
+  ): Promise<boolean>;
+  /** Forgets the click writers (see `addClicks`) whose last chunk was written before `before` (ms since the epoch). */
+  forgetClickWriters(before: number): Promise<number>;
   /**
    * Folds pending click deltas into the mappings' stored counts, one chunk in id order per call
    * and transaction; no read sees a count change. Each delta is folded once, even when several

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { OutgoingEvent } from '../domain/events.js';
 import type { UrlMappingRepository } from '../ports/url-mapping-repository.js';
 
@@ -14,6 +15,12 @@ const COMPACT_CHUNK = 500;
  * the rows waiting to be folded (one per mapping), so that the pages a flush writes stay few.
  */
 const COMPACT_AFTER_MAPPINGS = 100_000;
+/**
+ * How long the database remembers a click writer (see `UrlMappingRepository.addClicks`): a chunk
+ * whose answer was lost is written again at the first flush the database answers, so this only
+ * has to outlast an outage; a week of one row per process start.
+ */
+const WRITER_MEMORY_MS = 7 * 24 * 60 * 60 * 1000;
 
 export interface ClickBufferLogger {
   error(object: unknown, message: string): void;
@@ -36,6 +43,12 @@ export interface CountReader {
   readCounts<T, R>(read: () => Promise<T>, add: (value: T, pending: PendingClicks) => R): Promise<R>;
 }
 
+/** A chunk of clicks asked to be written, under its place in this buffer's order of writes. */
+interface Chunk {
+  readonly seq: number;
+  readonly clicks: Map<number, number>;
+}
+
 /** A promise and the function that settles it. */
 function signal(): { promise: Promise<void>; settle(): void } {
   let settle!: () => void;
@@ -48,10 +61,20 @@ function signal(): { promise: Promise<void>; settle(): void } {
  * path never waits on a write. `readCounts` reads stored counts and adds the clicks not yet
  * visible in the database, so that reads on this instance see every click at once. Now and then
  * it has the repository fold the written clicks into the stored counts, in chunks.
+ *
+ * Each chunk is written under this buffer's writer id and a sequence number, and a chunk whose
+ * write failed is written again, as it is, before anything else: the database adds a chunk once
+ * (`addClicks`), so a chunk whose commit went through but whose answer was lost (a connection
+ * dropped during COMMIT) is not counted twice.
  */
 export class ClickBuffer implements CountReader {
   private buffered = new Map<number, number>();
+  /** Taken by the flush under way and not yet put in a chunk. */
   private inFlight = new Map<number, number>();
+  /** Chunks being written or whose write failed, oldest first: each is written again, as it is, until it is in. */
+  private unconfirmed: Chunk[] = [];
+  private readonly writer = randomUUID();
+  private seq = 0;
   private flushing: Promise<void> | undefined;
   private compacting: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
@@ -68,7 +91,7 @@ export class ClickBuffer implements CountReader {
   private chunkTurn: Promise<void> | undefined;
 
   constructor(
-    private readonly repository: Pick<UrlMappingRepository, 'addClicks' | 'compactClicks'>,
+    private readonly repository: Pick<UrlMappingRepository, 'addClicks' | 'compactClicks' | 'forgetClickWriters'>,
     private readonly options: ClickBufferOptions,
     /** The `url.clicked` batch event of a flush, recorded with it. */
     private readonly clickedEvent?: (clicks: ReadonlyArray<readonly [id: number, count: number]>) => OutgoingEvent,
@@ -97,9 +120,16 @@ export class ClickBuffer implements CountReader {
     this.buffered.set(id, (this.buffered.get(id) ?? 0) + 1);
   }
 
-  /** Clicks on `id` that the database does not show yet (what a chunk being written holds included). */
+  /**
+   * Clicks on `id` that the database does not show yet (what a chunk being written holds
+   * included). A chunk whose write failed counts until it is written again: if its commit had
+   * gone through unanswered, a read between the database's return and that write (the next
+   * flush) counts it twice.
+   */
   pending(id: number): number {
-    return (this.buffered.get(id) ?? 0) + (this.inFlight.get(id) ?? 0);
+    let n = (this.buffered.get(id) ?? 0) + (this.inFlight.get(id) ?? 0);
+    for (const chunk of this.unconfirmed) n += chunk.clicks.get(id) ?? 0;
+    return n;
   }
 
   /**
@@ -128,8 +158,13 @@ export class ClickBuffer implements CountReader {
    * of them already under way has finished, so that write cannot land on top of the new value.
    */
   async discard(id: number): Promise<void> {
-    if (this.inFlight.has(id) && this.flushing) await this.flushing;
+    const writing = this.inFlight.has(id) || this.unconfirmed.some((chunk) => chunk.clicks.has(id));
+    if (writing && this.flushing) await this.flushing;
     this.buffered.delete(id);
+    // A failed chunk is written again without them: if its first write went through, it did so
+    // before the new value, which replaces it.
+    for (const chunk of this.unconfirmed) chunk.clicks.delete(id);
+    this.unconfirmed = this.unconfirmed.filter((chunk) => chunk.clicks.size > 0);
   }
 
   /**
@@ -137,18 +172,20 @@ export class ClickBuffer implements CountReader {
    * chunks (SQLite writes block the event loop). Concurrent calls share the write under way.
    */
   flush(): Promise<void> {
-    if (this.flushing) return this.flushing.then(() => (this.buffered.size > 0 ? this.flush() : undefined));
-    if (this.buffered.size === 0) return Promise.resolve();
+    if (this.flushing) return this.flushing.then(() => (this.hasUnwritten() ? this.flush() : undefined));
+    if (!this.hasUnwritten()) return Promise.resolve();
     this.inFlight = this.buffered;
     this.buffered = new Map();
     this.flushing = this.writeInFlight()
       .catch((error: unknown) => {
-        // Keep what was not written for the next attempt rather than lose it; in the same turn
-        // as it leaves `inFlight`, so that no read sees it in both or in neither.
+        // The failed chunk stays in `unconfirmed`, to be written again as it is. What was not
+        // yet put in a chunk goes back to the buffer, in the same turn as it leaves `inFlight`,
+        // so that no read sees it in both or in neither.
         const unwritten = this.inFlight;
         this.inFlight = new Map();
         for (const [id, n] of unwritten) this.buffered.set(id, (this.buffered.get(id) ?? 0) + n);
-        this.logger.error({ err: error, mappings: unwritten.size }, 'click flush failed; will retry');
+        const mappings = unwritten.size + this.unconfirmed.reduce((sum, chunk) => sum + chunk.clicks.size, 0);
+        this.logger.error({ err: error, mappings }, 'click flush failed; will retry');
       })
       .finally(() => {
         this.inFlight = new Map();
@@ -177,9 +214,14 @@ export class ClickBuffer implements CountReader {
     if (due && !this.stopping) void this.compact();
   }
 
+  private hasUnwritten(): boolean {
+    return this.buffered.size > 0 || this.unconfirmed.length > 0;
+  }
+
   private async compactAll(): Promise<void> {
     this.written = new Set();
     this.lastCompaction = Date.now();
+    await this.repository.forgetClickWriters(this.lastCompaction - WRITER_MEMORY_MS);
     let after: number | undefined;
     do {
       ({ next: after } = await this.repository.compactClicks({ after, limit: COMPACT_CHUNK }));
@@ -187,34 +229,45 @@ export class ClickBuffer implements CountReader {
     } while (after !== undefined && !this.stopping);
   }
 
+  /** Writes the chunks that failed before, in order, then what the flush took, a chunk at a time. */
   private async writeInFlight(): Promise<void> {
-    const event = this.clickedEvent;
+    while (this.unconfirmed.length > 0) {
+      await this.writeChunk(this.unconfirmed[0]!);
+      await nextTurn();
+    }
     // In id order: each chunk's rows lie together in the deltas table, which is keyed by id.
     const deltas = [...this.inFlight].sort((a, b) => a[0] - b[0]);
     for (let start = 0; start < deltas.length; start += CHUNK) {
-      const chunk = deltas.slice(start, start + CHUNK);
-      await this.writeChunk(chunk, event && ((written) => [event(written)]));
+      // From `inFlight` to `unconfirmed` in one turn: a read sees these clicks pending throughout.
+      const chunk: Chunk = { seq: ++this.seq, clicks: new Map(deltas.slice(start, start + CHUNK)) };
+      for (const [id] of chunk.clicks) this.inFlight.delete(id);
+      this.unconfirmed.push(chunk);
+      await this.writeChunk(chunk);
       if (start + CHUNK < deltas.length) await nextTurn();
     }
   }
 
   /**
-   * Writes one chunk once no read of counts is under way (`readCounts`), and takes it out of
-   * `inFlight` in the turn its write ends.
+   * Writes the oldest unconfirmed chunk once no read of counts is under way (`readCounts`), and
+   * takes it out of `unconfirmed` in the turn its write ends (whether it was added now or had
+   * been before, unanswered).
    */
-  private async writeChunk(
-    chunk: ReadonlyArray<readonly [id: number, count: number]>,
-    events: ((written: typeof chunk) => readonly OutgoingEvent[]) | undefined,
-  ): Promise<void> {
+  private async writeChunk(chunk: Chunk): Promise<void> {
+    const event = this.clickedEvent;
     const turn = signal();
     this.chunkTurn = turn.promise;
     try {
       if (this.readers > 0) await (this.readsEnded ??= signal()).promise;
-      await this.repository.addClicks(chunk, events);
-      for (const [id] of chunk) {
-        this.inFlight.delete(id);
-        if (this.written.size < COMPACT_AFTER_MAPPINGS) this.written.add(id);
+      const clicks = [...chunk.clicks];
+      if (clicks.length > 0) {
+        await this.repository.addClicks(clicks, event && ((written) => [event(written)]), {
+          writer: this.writer,
+          seq: chunk.seq,
+          at: Date.now(),
+        });
       }
+      this.unconfirmed = this.unconfirmed.filter((other) => other !== chunk);
+      for (const [id] of clicks) if (this.written.size < COMPACT_AFTER_MAPPINGS) this.written.add(id);
     } finally {
       this.chunkTurn = undefined;
       turn.settle();

@@ -205,6 +205,36 @@ describe.each(BACKENDS)('UrlMappingRepository on $name', (backend) => {
       expect((await repo.findByCode(m.code))?.click_count).toBe(11);
     });
 
+    test('a chunk is added once: written again, or after a later one of its writer, it adds nothing', async () => {
+      const m = await repo.create(mapping());
+      const writer = `writer-${m.id}`;
+      const at = Date.now();
+      expect(await repo.addClicks([[m.id, 2]], undefined, { writer, seq: 1, at })).toBe(true);
+      expect(await repo.addClicks([[m.id, 2]], undefined, { writer, seq: 1, at })).toBe(false);
+      expect(await repo.addClicks([[m.id, 3]], undefined, { writer, seq: 2, at })).toBe(true);
+      expect(await repo.addClicks([[m.id, 2]], undefined, { writer, seq: 1, at })).toBe(false);
+      // Another writer has an order of its own; without a chunk a write is always added.
+      expect(await repo.addClicks([[m.id, 4]], undefined, { writer: `${writer}-b`, seq: 1, at })).toBe(true);
+      expect(await repo.addClicks([[m.id, 1]])).toBe(true);
+      expect((await repo.findByCode(m.code))?.click_count).toBe(10);
+      await compactAll();
+      expect((await repo.findByCode(m.code))?.click_count).toBe(10);
+    });
+
+    test('forgets the writers whose last chunk is older than asked, only those', async () => {
+      const m = await repo.create(mapping());
+      const writer = `forget-${m.id}`;
+      await repo.addClicks([[m.id, 1]], undefined, { writer: `${writer}-old`, seq: 5, at: 1_000 });
+      await repo.addClicks([[m.id, 1]], undefined, { writer: `${writer}-new`, seq: 5, at: 3_000 });
+      expect(await repo.forgetClickWriters(2_000)).toBeGreaterThanOrEqual(1);
+      const left = await database.db
+        .selectFrom('click_writers')
+        .select(['writer', 'last_seq'])
+        .where('writer', 'like', `${writer}-%`)
+        .execute();
+      expect(left).toEqual([{ writer: `${writer}-new`, last_seq: 5 }]);
+    });
+
     test('adds the deltas of one id given twice in one batch', async () => {
       const m = await repo.create(mapping());
       await repo.addClicks([

@@ -13,6 +13,8 @@ type Mode = 'pass' | 'refuse' | 'blackhole';
 export class TcpProxy {
   private readonly sockets = new Set<net.Socket>();
   private mode: Mode = 'pass';
+  /** Armed by `loseAnswerTo`: the request to deliver unanswered, and what to tell once it was. */
+  private unanswered: { pattern: RegExp; lost: () => void } | undefined;
 
   private constructor(
     private readonly target: { host: string; port: number },
@@ -45,6 +47,16 @@ export class TcpProxy {
     this.dropAll();
   }
 
+  /**
+   * The next request (a client's write) that matches `pattern` reaches the backend, and its
+   * connection is cut as the backend's answer arrives, before the client sees it: a PostgreSQL
+   * COMMIT (`/^Q.{4}commit/is`, a simple query) that went through unanswered. Resolves once it
+   * happened.
+   */
+  loseAnswerTo(pattern: RegExp): Promise<void> {
+    return new Promise((resolve) => (this.unanswered = { pattern, lost: resolve }));
+  }
+
   async close(): Promise<void> {
     this.mode = 'refuse';
     this.dropAll();
@@ -60,7 +72,21 @@ export class TcpProxy {
     if (this.mode === 'blackhole') return;
     const upstream = net.connect(this.target.port, this.target.host);
     this.track(upstream);
-    client.pipe(upstream).pipe(client);
+    let cutOnAnswer: (() => void) | undefined;
+    forward(client, upstream, (data) => {
+      const armed = this.unanswered;
+      if (armed && armed.pattern.test(data.toString('latin1'))) {
+        this.unanswered = undefined;
+        cutOnAnswer = armed.lost;
+      }
+    });
+    forward(upstream, client, () => {
+      if (!cutOnAnswer) return true;
+      client.destroy();
+      upstream.destroy();
+      cutOnAnswer();
+      return false;
+    });
     client.on('close', () => upstream.destroy());
     upstream.on('close', () => client.destroy());
   }
@@ -74,4 +100,17 @@ export class TcpProxy {
     this.sockets.add(socket);
     socket.on('error', () => undefined).on('close', () => this.sockets.delete(socket));
   }
+}
+
+/**
+ * Writes what `from` reads to `to`, pausing while `to` is full (what `pipe` does), after
+ * `inspect` has seen it; `inspect` answering false drops it.
+ */
+function forward(from: net.Socket, to: net.Socket, inspect: (data: Buffer) => boolean | void): void {
+  from.on('data', (data: Buffer) => {
+    if (inspect(data) === false || to.destroyed) return;
+    if (!to.write(data)) from.pause();
+  });
+  to.on('drain', () => from.resume());
+  from.on('end', () => to.end());
 }

@@ -1,28 +1,59 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { OutgoingEvent } from '../../src/domain/events.js';
 import { urlEvents } from '../../src/domain/url-events.js';
-import type { ClickCompaction, CompactOptions, UrlMappingRepository } from '../../src/ports/url-mapping-repository.js';
+import type {
+  ClickChunk,
+  ClickCompaction,
+  CompactOptions,
+  UrlMappingRepository,
+} from '../../src/ports/url-mapping-repository.js';
 import { ClickBuffer } from '../../src/support/click-buffer.js';
 import { gate } from '../helpers/gate.js';
 
 type Clicks = ReadonlyArray<readonly [id: number, count: number]>;
 
-/** What the buffer asks of its repository, recorded; `compactClicks` answers from `chunks`. */
-class FakeRepository implements Pick<UrlMappingRepository, 'addClicks' | 'compactClicks'> {
-  readonly writes: { clicks: Clicks; events: readonly OutgoingEvent[] }[] = [];
+/**
+ * What the buffer asks of its repository, recorded, adding a chunk once per writer and seq as the
+ * port says; `compactClicks` answers from `chunks`. (The real repositories' lost answers are in
+ * test/storage/click-lost-commit.test.ts.)
+ */
+class FakeRepository implements Pick<UrlMappingRepository, 'addClicks' | 'compactClicks' | 'forgetClickWriters'> {
+  readonly writes: { clicks: Clicks; events: readonly OutgoingEvent[]; chunk?: ClickChunk }[] = [];
   readonly compactions: CompactOptions[] = [];
+  readonly forgotten: number[] = [];
   failNextWrite = false;
+  /** The next write goes in, and then fails as if the answer to its COMMIT were lost. */
+  loseNextAnswer = false;
+  private readonly lastSeq = new Map<string, number>();
   /** The `next` of successive compaction chunks; one call past the end answers done. */
   chunks: (number | undefined)[] = [];
   /** When set, a compaction chunk waits for it. */
   gate: Promise<void> | undefined;
 
-  async addClicks(clicks: Clicks, events?: (written: Clicks) => readonly OutgoingEvent[]): Promise<void> {
+  async addClicks(
+    clicks: Clicks,
+    events?: (written: Clicks) => readonly OutgoingEvent[],
+    chunk?: ClickChunk,
+  ): Promise<boolean> {
     if (this.failNextWrite) {
       this.failNextWrite = false;
       throw new Error('database away');
     }
-    this.writes.push({ clicks, events: events ? events(clicks) : [] });
+    if (chunk) {
+      if ((this.lastSeq.get(chunk.writer) ?? 0) >= chunk.seq) return false;
+      this.lastSeq.set(chunk.writer, chunk.seq);
+    }
+    this.writes.push({ clicks, events: events ? events(clicks) : [], ...(chunk ? { chunk } : {}) });
+    if (this.loseNextAnswer) {
+      this.loseNextAnswer = false;
+      throw new Error('Connection terminated unexpectedly');
+    }
+    return true;
+  }
+
+  async forgetClickWriters(before: number): Promise<number> {
+    this.forgotten.push(before);
+    return 0;
   }
 
   async compactClicks(options: CompactOptions): Promise<ClickCompaction> {
@@ -117,23 +148,72 @@ describe('ClickBuffer', () => {
     expect(buffer.pending(1)).toBe(0);
   });
 
-  it('keeps the clicks of a failed write for the next flush', async () => {
+  it('writes the chunk of a failed write again, as it is and first, at the next flush', async () => {
     const repository = new FakeRepository();
     const buffer = new ClickBuffer(repository, { flushIntervalMs: 500, compactIntervalMs: 60_000 });
     buffer.record(1);
+    buffer.record(2);
     repository.failNextWrite = true;
     await buffer.flush();
-    expect(buffer.pending(1)).toBe(1);
+    expect([buffer.pending(1), buffer.pending(2)]).toEqual([1, 1]);
     buffer.record(1);
     await buffer.flush();
-    expect(repository.writes.map((w) => w.clicks)).toEqual([[[1, 2]]]);
+    expect(repository.writes.map((w) => [w.chunk?.seq, w.clicks])).toEqual([
+      [
+        1,
+        [
+          [1, 1],
+          [2, 1],
+        ],
+      ],
+      [2, [[1, 1]]],
+    ]);
+    expect(new Set(repository.writes.map((w) => w.chunk?.writer)).size).toBe(1);
+    expect([buffer.pending(1), buffer.pending(2)]).toEqual([0, 0]);
+  });
+
+  it('a chunk whose write went in but whose answer was lost is not counted twice, nor its event sent twice', async () => {
+    const repository = new FakeRepository();
+    const buffer = new ClickBuffer(repository, { flushIntervalMs: 500, compactIntervalMs: 60_000 }, clicked);
+    buffer.record(1);
+    buffer.record(1);
+    repository.loseNextAnswer = true;
+    await buffer.flush();
+    expect(buffer.pending(1)).toBe(2); // unknown: counted as pending until written again
+    buffer.record(1);
+    await buffer.flush();
+    // The first chunk was asked again and refused as in already; then the new click.
+    expect(repository.writes.map((w) => [w.chunk?.seq, w.clicks])).toEqual([
+      [1, [[1, 2]]],
+      [2, [[1, 1]]],
+    ]);
+    expect(repository.writes.flatMap((w) => w.events)).toHaveLength(2);
+    expect(buffer.pending(1)).toBe(0);
+  });
+
+  it('a chunk that failed is written again without the clicks of a mapping discarded meanwhile', async () => {
+    const repository = new FakeRepository();
+    const buffer = new ClickBuffer(repository, { flushIntervalMs: 500, compactIntervalMs: 60_000 });
+    buffer.record(1);
+    buffer.record(2);
+    repository.failNextWrite = true;
+    await buffer.flush();
+    await buffer.discard(2);
+    expect(buffer.pending(2)).toBe(0);
+    await buffer.flush();
+    expect(repository.writes.map((w) => w.clicks)).toEqual([[[1, 1]]]);
   });
 
   it('compacts chunk after chunk from where the last ended; calls meanwhile share the run', async () => {
     const repository = new FakeRepository();
     repository.chunks = [40, 90];
     const buffer = new ClickBuffer(repository, { flushIntervalMs: 500, compactIntervalMs: 60_000 });
+    const before = Date.now();
     await Promise.all([buffer.compact(), buffer.compact()]);
+    // Writers not heard of for a week are forgotten first, once a run.
+    expect(repository.forgotten).toHaveLength(1);
+    expect(repository.forgotten[0]).toBeGreaterThanOrEqual(before - 7 * 24 * 3_600_000);
+    expect(repository.forgotten[0]).toBeLessThanOrEqual(Date.now() - 7 * 24 * 3_600_000);
     expect(repository.compactions).toEqual([
       { after: undefined, limit: 500 },
       { after: 40, limit: 500 },

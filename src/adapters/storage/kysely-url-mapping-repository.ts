@@ -12,6 +12,7 @@ import {
 } from '../../domain/url-mapping.js';
 import type { EventsFor } from '../../domain/events.js';
 import type {
+  ClickChunk,
   ClickCompaction,
   CompactOptions,
   ExpiredEventFor,
@@ -342,30 +343,59 @@ export class KyselyUrlMappingRepository implements UrlMappingRepository {
   /**
    * One upsert of all the deltas, its SQL the same whatever their number (a JSON text or two
    * arrays as its parameters). Unknown ids are not looked up: no read shows their deltas (reads
-   * start from `url_mappings`, and ids are never reused), and compaction drops them.
+   * start from `url_mappings`, and ids are never reused), and compaction drops them. A `chunk`
+   * first moves its writer's `last_seq` forward in the same transaction; when it cannot (the chunk
+   * is in already), nothing is added.
    */
-  async addClicks(deltas: ClickDeltas, events?: EventsFor<ClickDeltas>): Promise<void> {
-    if (deltas.length === 0) return;
-    await this.write(events, async (db) => {
-      if (this.dialect === 'sqlite') {
-        // `WHERE true`: without it SQLite would read ON CONFLICT as a join constraint.
-        await sql`
-          INSERT INTO url_click_deltas (url_id, delta)
-          SELECT value ->> 0, value ->> 1 FROM json_each(${JSON.stringify(deltas)}) WHERE true
-          ON CONFLICT (url_id) DO UPDATE SET delta = delta + excluded.delta`.execute(db);
-      } else {
-        // Summed per id (one statement may not update a row twice), in id order (rows are
-        // locked in the same order by every instance).
-        const ids = deltas.map(([id]) => id);
-        const counts = deltas.map(([, n]) => n);
-        await sql`
-          INSERT INTO url_click_deltas (url_id, delta)
-          SELECT id, SUM(n) FROM unnest(CAST(${ids} AS BIGINT[]), CAST(${counts} AS BIGINT[])) AS t(id, n)
-          GROUP BY id ORDER BY id
-          ON CONFLICT (url_id) DO UPDATE SET delta = url_click_deltas.delta + EXCLUDED.delta`.execute(db);
-      }
-      return deltas;
-    });
+  async addClicks(deltas: ClickDeltas, events?: EventsFor<ClickDeltas>, chunk?: ClickChunk): Promise<boolean> {
+    if (deltas.length === 0) return true;
+    const written = await this.write(
+      events,
+      async (db) => {
+        if (chunk && !(await this.advanceClickWriter(db, chunk))) return undefined;
+        if (this.dialect === 'sqlite') {
+          // `WHERE true`: without it SQLite would read ON CONFLICT as a join constraint.
+          await sql`
+            INSERT INTO url_click_deltas (url_id, delta)
+            SELECT value ->> 0, value ->> 1 FROM json_each(${JSON.stringify(deltas)}) WHERE true
+            ON CONFLICT (url_id) DO UPDATE SET delta = delta + excluded.delta`.execute(db);
+        } else {
+          // Summed per id (one statement may not update a row twice), in id order (rows are
+          // locked in the same order by every instance).
+          const ids = deltas.map(([id]) => id);
+          const counts = deltas.map(([, n]) => n);
+          await sql`
+            INSERT INTO url_click_deltas (url_id, delta)
+            SELECT id, SUM(n) FROM unnest(CAST(${ids} AS BIGINT[]), CAST(${counts} AS BIGINT[])) AS t(id, n)
+            GROUP BY id ORDER BY id
+            ON CONFLICT (url_id) DO UPDATE SET delta = url_click_deltas.delta + EXCLUDED.delta`.execute(db);
+        }
+        return deltas;
+      },
+      chunk !== undefined,
+    );
+    return written !== undefined;
+  }
+
+  async forgetClickWriters(before: number): Promise<number> {
+    const result = await this.db.deleteFrom('click_writers').where('written_at', '<', before).executeTakeFirst();
+    return Number(result.numDeletedRows);
+  }
+
+  /** Records `chunk` as its writer's last; false when that writer has written it (or a later one) already. */
+  private async advanceClickWriter(db: Kysely<DatabaseSchema>, chunk: ClickChunk): Promise<boolean> {
+    const row = await db
+      .insertInto('click_writers')
+      .values({ writer: chunk.writer, last_seq: chunk.seq, written_at: chunk.at })
+      .onConflict((oc) =>
+        oc
+          .column('writer')
+          .doUpdateSet({ last_seq: chunk.seq, written_at: chunk.at })
+          .where('click_writers.last_seq', '<', chunk.seq),
+      )
+      .returning('writer')
+      .executeTakeFirst();
+    return row !== undefined;
   }
 
   async compactClicks(options: CompactOptions): Promise<ClickCompaction> {

@@ -39,6 +39,13 @@ export interface UrlClickDeltasTable {
   delta: number;
 }
 
+/** The last click chunk each click buffer wrote (migration 0080): a chunk written again is added once. */
+export interface ClickWritersTable {
+  writer: string;
+  last_seq: number;
+  written_at: number;
+}
+
 // Visits and their rollups (issue 15)
 
 /** One counted redirect, as derived from its request: never the address or the full User-Agent. */
@@ -312,6 +319,7 @@ export interface NotificationDeliveriesTable {
 export interface DatabaseSchema {
   url_mappings: UrlMappingsTable;
   url_click_deltas: UrlClickDeltasTable;
+  click_writers: ClickWritersTable;
   users: UsersTable;
   api_keys: ApiKeysTable;
   visit_segments: VisitSegmentsTable;

@@ -76,17 +76,18 @@ export function tracedEventStore(store: EventStore): EventStore {
   };
 }
 
-type ClickWrites = Pick<UrlMappingRepository, 'addClicks' | 'compactClicks'>;
+type ClickWrites = Pick<UrlMappingRepository, 'addClicks' | 'compactClicks' | 'forgetClickWriters'>;
 
 /** The click buffer's writes with a span each: the flush of buffered clicks, and each compaction chunk. */
 export function tracedClickWrites(repository: ClickWrites): ClickWrites {
   return {
-    addClicks: (deltas, events) =>
+    addClicks: (deltas, events, chunk) =>
       inBackgroundSpan(BACKGROUND_SPANS.clickFlush, { [BACKGROUND_SPAN_ATTRIBUTES.clickMappings]: deltas.length }, () =>
-        repository.addClicks(deltas, events),
+        repository.addClicks(deltas, events, chunk),
       ),
     compactClicks: (options) =>
       inBackgroundSpan(BACKGROUND_SPANS.clickCompaction, {}, () => repository.compactClicks(options)),
+    forgetClickWriters: (before) => repository.forgetClickWriters(before),
   };
 }
 

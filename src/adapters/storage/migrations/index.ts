@@ -17,6 +17,7 @@ import { urlMappingCreatedOrder } from './0062-url-mapping-created-order.js';
 import { visitJournal } from './0077-visit-journal.js';
 import { visitJournalData } from './0078-visit-journal-data.js';
 import { deadLetterRetryAt } from './0079-dead-letter-retry-at.js';
+import { clickWriters } from './0080-click-writers.js';
 import { userDisabled } from './0065-user-disabled.js';
 import { apiKeys } from './0066-api-keys.js';
 import { userSessionsNotBefore } from './0067-user-sessions-not-before.js';
@@ -61,6 +62,7 @@ const MIGRATIONS: readonly SchemaMigration[] = [
   visitJournal,
   visitJournalData,
   deadLetterRetryAt,
+  clickWriters,
 ];
 
 /** The migrations as Kysely's migrator takes them, by name, for one dialect. */
