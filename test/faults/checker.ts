@@ -124,6 +124,77 @@ export function complete(verdict: Verdict): boolean {
 
 const FOLLOWED = ['url.created', 'url.updated', 'url.deleted', 'execution.requested', ...FINAL];
 
+/**
+ * Clicks acknowledged (302) against clicks stored, per mapping never deleted. `lost`: acknowledged
+ * and not stored. `phantom`: stored beyond the 302s and the redirects that got no answer (which
+ * may have been counted), that is a click counted twice or never made. With `killedAt` (a
+ * `kill -9`), `tooOld` lists the mappings missing a click acknowledged more than `writtenWithinMs`
+ * before it, and `oldestLostAgeMs` says how old the oldest lost click must be.
+ */
+export function clickAccount(
+  records: readonly OpRecord[],
+  stored: ReadonlyMap<string, number>,
+  { killedAt = Number.POSITIVE_INFINITY, writtenWithinMs = 0 }: { killedAt?: number; writtenWithinMs?: number } = {},
+) {
+  const deleted = new Set(records.filter((r) => r.kind === 'delete').map((r) => r.code));
+  const perCode = new Map<
+    string,
+    { tried: number; acked: number; unanswered: number; ackedEarly: number; lastAck: number[] }
+  >();
+  for (const r of records) {
+    if (r.kind !== 'redirect' || deleted.has(r.code)) continue;
+    const entry = perCode.get(r.code!) ?? { tried: 0, acked: 0, unanswered: 0, ackedEarly: 0, lastAck: [] };
+    entry.tried++;
+    if (r.status === null) entry.unanswered++;
+    if (r.status === 302) {
+      entry.acked++;
+      entry.lastAck.push(r.endedAt);
+      if (r.endedAt < killedAt - writtenWithinMs) entry.ackedEarly++;
+    }
+    perCode.set(r.code!, entry);
+  }
+  let acked = 0;
+  let lost = 0;
+  let oldestLostAgeMs = 0;
+  const tooOld: string[] = [];
+  const phantom: string[] = [];
+  for (const [code, e] of perCode) {
+    const n = stored.get(code) ?? 0;
+    acked += e.acked;
+    const missing = e.acked - n;
+    if (missing > 0) {
+      lost += missing;
+      // The clicks lost are at best the latest ones: the age of the oldest that must be among them.
+      const latest = e.lastAck.sort((x, y) => x - y).slice(-missing);
+      if (Number.isFinite(killedAt)) oldestLostAgeMs = Math.max(oldestLostAgeMs, killedAt - latest[0]!);
+    }
+    if (n < e.ackedEarly)
+      tooOld.push(`${code}: ${e.ackedEarly} clicks acknowledged before the last interval, ${n} stored`);
+    if (n > e.acked + e.unanswered) {
+      phantom.push(
+        `${code}: ${e.acked} redirects answered 302 and ${e.unanswered} unanswered (of ${e.tried}), ${n} clicks stored`,
+      );
+    }
+  }
+  return { acked, lost, oldestLostAgeMs, tooOld, phantom };
+}
+
+/** Each mapping's stored clicks on PostgreSQL: the folded count plus the deltas not folded yet. */
+export async function postgresClicks(url: string): Promise<Map<string, number>> {
+  const client = new pg.Client({ connectionString: url });
+  client.on('error', () => undefined);
+  await client.connect();
+  try {
+    const { rows } = await client.query<{ code: string; clicks: string }>(
+      `SELECT m.code, m.click_count + COALESCE(d.delta, 0) AS clicks
+         FROM url_mappings m LEFT JOIN url_click_deltas d ON d.url_id = m.id`,
+    );
+    return new Map(rows.map((r) => [r.code, Number(r.clicks)]));
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+}
+
 /** What the worker's event store and the tables hold, on PostgreSQL. */
 export async function postgresState(url: string): Promise<StoredState> {
   const client = new pg.Client({ connectionString: url });

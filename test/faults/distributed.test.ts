@@ -3,12 +3,14 @@
  * `--role worker` on PostgreSQL, Redis and NATS JetStream), under concurrent writers, with the
  * faults an operator meets. The backends are the suite's own processes, on ports of their own,
  * so it can stop, pause and restart them. Each scenario checks every acknowledged change against
- * the worker's event store (exactly one event each, none lost) and what the database holds, and
+ * the worker's event store (exactly one event each, none lost) and what the database holds (and,
+ * where the load redirects, every 302's click stored exactly once after a graceful stop), and
  * records load, fault, acknowledged, lost, duplicated and recovery time in
  * test-results/faults-summary.json.
  */
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { clickAccount, postgresClicks } from './checker.js';
 import { FaultBackends, FaultCluster, faultSuiteAvailable, signUp } from './cluster.js';
 import { revokedAndLocked } from './accounts.js';
 import { Load, type LoadOptions, type OpRecord } from './load.js';
@@ -36,6 +38,13 @@ const PROMPT_MS = 3000;
 const NATS_ACK_WAIT_MS = 10_000;
 /** Every execution of a killed worker is finished by another within this of the kill. */
 const HANDOVER_MS = 20_000;
+
+/** Where `GET /{code}` on `base` redirects to (its cache answers when it holds the link). */
+async function locationOf(base: string, code: string): Promise<string | null> {
+  const response = await fetch(`${base}/${code}`, { redirect: 'manual' });
+  await response.arrayBuffer();
+  return response.headers.get('location');
+}
 
 /** Answers slower than `ms`, described. */
 function slowAnswers(records: readonly OpRecord[], ms: number): string[] {
@@ -119,7 +128,9 @@ describe.skipIf(!available)('the distributed deployment under load and faults', 
     const load = startLoad({
       targets: cluster.targets,
       concurrency: 32,
-      mix: MIX,
+      // Redirects too: their clicks are flushed through the same drops (a flush whose COMMIT
+      // answer is lost must not count twice).
+      mix: { ...MIX, redirect: 3 },
       executeEveryMs: EXECUTE_EVERY_MS,
       codePrefix: 'b',
       sessions: await sessions(cluster, 'database', 4),
@@ -139,7 +150,7 @@ describe.skipIf(!available)('the distributed deployment under load and faults', 
       cluster,
       load,
       scenario: 'b. database connections dropped, then restarted',
-      loadText: `${load.records.length} writes (5:3:1) and executions, concurrency 32, 2 api + 1 worker`,
+      loadText: `${load.records.length} writes and redirects (create/update/delete/redirect 5:3:1:3) and executions, concurrency 32, 2 api + 1 worker`,
       fault: `pg_terminate_backend on all ${terminated} connections at 2 s; PostgreSQL crashed (immediate) at 6 s, down 2 s`,
       clearedAt,
       notes: {
@@ -157,6 +168,16 @@ describe.skipIf(!available)('the distributed deployment under load and faults', 
       .toEqual([]);
     expect.soft(malformedErrors(load.records), 'error answers that are not {detail}').toEqual([]);
     expectSound(cluster, conclusion);
+
+    // A graceful stop writes the clicks each API process still holds: then every 302 is stored
+    // exactly once.
+    for (const api of cluster.apis) await cluster.kill(api, 'SIGTERM');
+    for (const api of cluster.apis) expect.soft(api.child.exitCode, `${api.url} stopped gracefully`).toBe(0);
+    const clicks = clickAccount(load.records, await postgresClicks(cluster.databaseUrl));
+    console.log(`b. clicks: ${clicks.acked} acknowledged, ${clicks.lost} lost, ${clicks.phantom.length} mappings over`);
+    expect.soft(clicks.acked, 'redirects answered 302').toBeGreaterThan(0);
+    expect.soft(clicks.lost, 'acknowledged clicks not stored after a graceful stop').toBe(0);
+    expect.soft(clicks.phantom, 'clicks stored twice or never made').toEqual([]);
   }, 120_000);
 
   it('c. Redis stopped, then frozen, under load: prompt answers, rate limits open, revocations and lockouts hold', async () => {
@@ -226,10 +247,42 @@ describe.skipIf(!available)('the distributed deployment under load and faults', 
     expectSound(cluster, conclusion);
   }, 120_000);
 
-  it('d. NATS restarted under load: writes stay acknowledged, every event arrives', async () => {
+  it('d. NATS restarted under load: writes stay acknowledged, every event arrives, caches follow', async () => {
     // Messages the broker was handing out when it stopped come again after the ack wait: 10 s
     // rather than the default 30 s keeps the scenario short (with 30 s, the last events arrived 21 to 34 s after the load).
-    cluster = await FaultCluster.start(backends, 'nats', { env: { NATS_ACK_WAIT_MS: String(NATS_ACK_WAIT_MS) } });
+    // The caches keep a link 10 minutes: only an invalidation through NATS can change what they serve.
+    cluster = await FaultCluster.start(backends, 'nats', {
+      env: { NATS_ACK_WAIT_MS: String(NATS_ACK_WAIT_MS), CACHE_TTL_MS: '600000' },
+    });
+    const [apiA, apiB] = cluster.targets as [string, string];
+    // Links cached on the second API process before the fault; the first changes them while NATS
+    // is down and just after it is back.
+    const cached = Array.from({ length: 6 }, (_, i) => `dcache${i}`);
+    const changed = new Map<string, string>();
+    for (const code of cached) {
+      const created = await fetch(`${apiA}/shorten`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          code,
+          url: `https://example.com/${code}/v1`,
+          created_at: '2024-01-01T00:00:00Z',
+          click_count: 0,
+        }),
+      });
+      expect(created.status).toBe(201);
+      expect(await locationOf(apiB, code)).toBe(`https://example.com/${code}/v1`);
+    }
+    const change = async (code: string) => {
+      const url = `https://example.com/${code}/v2`;
+      const patched = await fetch(`${apiA}/${code}`, {
+        method: 'PATCH',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ url }),
+      });
+      expect(patched.status, await patched.text()).toBe(200);
+      changed.set(code, url);
+    };
     const load = startLoad({
       targets: cluster.targets,
       concurrency: 32,
@@ -241,10 +294,26 @@ describe.skipIf(!available)('the distributed deployment under load and faults', 
     });
     await sleep(2000);
     await backends.stopNats();
-    await sleep(5000);
+    await sleep(1000);
+    for (const code of cached.slice(0, 3)) await change(code);
+    await sleep(4000);
     await backends.startNats();
     const clearedAt = Date.now();
-    await sleep(4000);
+    for (const code of cached.slice(3)) await change(code);
+    // Every cache follows the changes within seconds of NATS coming back, not after its TTL.
+    const followedMs = await eventually(
+      async () => {
+        for (const [code, url] of changed) expect(await locationOf(apiB, code), code).toBe(url);
+      },
+      { timeoutMs: 3 * NATS_ACK_WAIT_MS, intervalMs: 200 },
+    ).then(
+      () => Date.now() - clearedAt,
+      (error: unknown) => {
+        console.log(`d. a cache did not follow: ${String(error)}`);
+        return null;
+      },
+    );
+    await sleep(Math.max(0, 4000 - (Date.now() - clearedAt)));
     const conclusion = await conclude({
       cluster,
       load,
@@ -253,8 +322,9 @@ describe.skipIf(!available)('the distributed deployment under load and faults', 
       fault: 'nats-server stopped at 2 s for 5 s, restarted on the same port and store',
       clearedAt,
       settleTimeoutMs: 3 * NATS_ACK_WAIT_MS,
-      notes: { natsAckWaitMs: NATS_ACK_WAIT_MS },
+      notes: { natsAckWaitMs: NATS_ACK_WAIT_MS, cachesFollowedMs: followedMs },
     });
+    expect.soft(followedMs, 'the other API process served every change made while NATS was away').not.toBeNull();
     expect.soft(unexpectedAnswers(load.records, EXECUTE_MAY_BE_REFUSED), 'answers other than a success').toEqual([]);
     expectSound(cluster, conclusion);
   }, 120_000);

@@ -16,7 +16,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { sqlite, type TestDatabase } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
 import { type ServerProcess, startServer } from '../helpers/server-process.js';
-import { settle, sqliteState } from './checker.js';
+import { clickAccount, settle, sqliteState } from './checker.js';
 import { signUp } from './cluster.js';
 import { Load, type OpRecord } from './load.js';
 import { malformedErrors, unexpectedAnswers } from './scenario.js';
@@ -59,43 +59,6 @@ function storedClicks(file: string): Map<string, number> {
   }
 }
 
-/** Clicks acknowledged (302) against clicks stored, per mapping never deleted. */
-function clickAccount(records: readonly OpRecord[], stored: Map<string, number>, killedAt: number) {
-  const deleted = new Set(records.filter((r) => r.kind === 'delete').map((r) => r.code));
-  const perCode = new Map<string, { tried: number; acked: number; ackedEarly: number; lastAck: number[] }>();
-  for (const r of records) {
-    if (r.kind !== 'redirect' || deleted.has(r.code)) continue;
-    const entry = perCode.get(r.code!) ?? { tried: 0, acked: 0, ackedEarly: 0, lastAck: [] };
-    entry.tried++;
-    if (r.status === 302) {
-      entry.acked++;
-      entry.lastAck.push(r.endedAt);
-      if (r.endedAt < killedAt - WRITTEN_WITHIN_MS) entry.ackedEarly++;
-    }
-    perCode.set(r.code!, entry);
-  }
-  let acked = 0;
-  let lost = 0;
-  let oldestLostAgeMs = 0;
-  const tooOld: string[] = [];
-  const phantom: string[] = [];
-  for (const [code, e] of perCode) {
-    const n = stored.get(code) ?? 0;
-    acked += e.acked;
-    const missing = e.acked - n;
-    if (missing > 0) {
-      lost += missing;
-      // The clicks lost are at best the latest ones: the age of the oldest that must be among them.
-      const latest = e.lastAck.sort((x, y) => x - y).slice(-missing);
-      oldestLostAgeMs = Math.max(oldestLostAgeMs, killedAt - latest[0]!);
-    }
-    if (n < e.ackedEarly)
-      tooOld.push(`${code}: ${e.ackedEarly} clicks acknowledged before the last interval, ${n} stored`);
-    if (n > e.tried) phantom.push(`${code}: ${e.tried} redirects sent, ${n} clicks stored`);
-  }
-  return { acked, lost, oldestLostAgeMs, tooOld, phantom };
-}
-
 /**
  * What the file holds after the restart: the events in the embedded log at once, then in the
  * event store once it has caught up (its consumer waits for the killed process's lease), and the clicks.
@@ -103,7 +66,7 @@ function clickAccount(records: readonly OpRecord[], stored: Map<string, number>,
 async function survived(file: string, records: readonly OpRecord[], killedAt: number) {
   const log = await settle(records, async () => sqliteState(file, 'event_log'), { timeoutMs: 5000, quietMs: 0 });
   const store = await settle(records, async () => sqliteState(file, 'event_store'), { timeoutMs: 20_000 });
-  const clicks = clickAccount(records, storedClicks(file), killedAt);
+  const clicks = clickAccount(records, storedClicks(file), { killedAt, writtenWithinMs: WRITTEN_WITHIN_MS });
   const verdict = {
     ...log.verdict,
     lost: [...log.verdict.lost, ...store.verdict.lost.map((l) => `event store: ${l}`)],
@@ -234,7 +197,7 @@ describe('the embedded mode in two processes, the database locked by another und
       quietMs: 0,
     });
     const store = await settle(load.records, async () => sqliteState(file, 'event_store'), { timeoutMs: 30_000 });
-    const clicks = clickAccount(load.records, storedClicks(file), Date.now());
+    const clicks = clickAccount(load.records, storedClicks(file));
     const verdict = {
       ...store.verdict,
       lost: [...log.verdict.lost, ...store.verdict.lost.map((l) => `event store: ${l}`)],
