@@ -21,7 +21,9 @@ export const FLEET_VARIANTS = busVariants(await natsAvailable(), 'NATS JetStream
  */
 export interface Fleet {
   readonly database: TestDatabase;
+  /** The first API process. */
   readonly api: ServerProcess;
+  readonly apis: ServerProcess[];
   readonly workers: ServerProcess[];
   /** The bus's NATS stream prefix, when the variant is on NATS. */
   readonly natsPrefix: string | undefined;
@@ -35,8 +37,13 @@ export interface Fleet {
   destroy(): Promise<void>;
 }
 
-/** Starts an API process and `workers` worker processes on a new database of `variant`, with `env`. */
-export async function startFleet(variant: BusVariant, env: Record<string, string>, workers = 2): Promise<Fleet> {
+/** Starts `apis` API processes and `workers` worker processes on a new database of `variant`, with `env`. */
+export async function startFleet(
+  variant: BusVariant,
+  env: Record<string, string>,
+  workers = 2,
+  apis = 1,
+): Promise<Fleet> {
   const database = await variant.backend.create();
   const applicationName = `fleet_${randomBytes(4).toString('hex')}`;
   const natsPrefix = variant.nats ? uniqueNatsPrefix('fleet') : undefined;
@@ -56,7 +63,7 @@ export async function startFleet(variant: BusVariant, env: Record<string, string
   };
   try {
     // One after the other: the first makes the schema (and an administrator from the env).
-    started.push(await startServer(fleetEnv, ['serve', '--role', 'api']));
+    for (let i = 0; i < apis; i++) started.push(await startServer(fleetEnv, ['serve', '--role', 'api']));
     for (let i = 0; i < workers; i++) started.push(await startServer(fleetEnv, ['serve', '--role', 'worker']));
   } catch (error) {
     await destroy();
@@ -65,7 +72,8 @@ export async function startFleet(variant: BusVariant, env: Record<string, string
   return {
     database,
     api: started[0]!,
-    workers: started.slice(1),
+    apis: started.slice(0, apis),
+    workers: started.slice(apis),
     natsPrefix,
     destroy,
     async failDatabase() {
