@@ -103,6 +103,35 @@ describe.each(BACKENDS)('UserRepository and SettingsRepository on $name', (backe
     expect(await settings.version()).toBe(before + 4);
   });
 
+  it.skipIf(!backend.available)(
+    'saves made at once, naming the settings in either order, all go through, each whole',
+    async () => {
+      // Over connections of their own on PostgreSQL (a pool of several), as instances would be.
+      const pairs = Array.from({ length: 16 }, (_, i) => ({
+        max_login_attempts: 20 + i,
+        lockout_duration_minutes: 200 + i,
+      }));
+      const saved = await Promise.all(
+        pairs.map((pair, i) =>
+          settings.save(
+            i % 2 === 0
+              ? pair
+              : {
+                  lockout_duration_minutes: pair.lockout_duration_minutes,
+                  max_login_attempts: pair.max_login_attempts,
+                },
+            '2024-03-01T00:00:00Z',
+          ),
+        ),
+      );
+      expect(new Set(saved).size).toBe(pairs.length);
+      const { max_login_attempts, lockout_duration_minutes } = await settings.load();
+      // The last save is in force whole: its pair, not one setting of one save and one of another.
+      const last = saved.indexOf(Math.max(...saved));
+      expect({ max_login_attempts, lockout_duration_minutes }).toEqual(pairs[last]);
+    },
+  );
+
   it.skipIf(!backend.available)('lists users by id, pages with limit/after, searches username and email', async () => {
     const tag = `srch${n}`;
     const a = await users.create(newUser({ username: `${tag}_Anna` }));

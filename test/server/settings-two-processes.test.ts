@@ -69,4 +69,41 @@ describe.each(BACKENDS)('runtime settings across two processes on $name without 
     expect((await createLink(a)).status).toBe(201);
     expect((await register(a)).status).toBe(201);
   }, 30_000);
+
+  test('changes made at once through both, naming the settings in either order, all apply, one after another', async () => {
+    const [a, b] = servers as [ServerProcess, ServerProcess];
+    // Each change a pair of its own; half name the settings the other way round (rows locked in
+    // the other order, where each is written in turn).
+    const pairs = Array.from({ length: 24 }, (_, i) => ({
+      max_login_attempts: 10 + i,
+      lockout_duration_minutes: 100 + i,
+    }));
+    const answers = await Promise.all(
+      pairs.map((pair, i) => {
+        const body =
+          i % 4 < 2
+            ? pair
+            : { lockout_duration_minutes: pair.lockout_duration_minutes, max_login_attempts: pair.max_login_attempts };
+        return send((i % 2 === 0 ? a : b).url, 'PATCH', '/api/v1/admin/settings', { body, session: admin });
+      }),
+    );
+    expect(
+      answers.filter((answer) => answer.status !== 200).map((answer) => `${answer.status} ${answer.text}`),
+    ).toEqual([]);
+    // What is in force is one change whole, the same on both processes.
+    const inForce = async (server: ServerProcess) => {
+      const answer = await send(server.url, 'GET', '/api/v1/admin/settings', { session: admin });
+      const { max_login_attempts, lockout_duration_minutes } = answer.json<Record<string, number>>();
+      return { max_login_attempts, lockout_duration_minutes };
+    };
+    await eventually(
+      async () => {
+        const [onA, onB] = [await inForce(a), await inForce(b)];
+        expect(onB).toEqual(onA);
+        expect(pairs).toContainEqual(onA);
+      },
+      { timeoutMs: 2_000 },
+    );
+    await change(a, { max_login_attempts: 5, lockout_duration_minutes: 15 });
+  }, 30_000);
 });

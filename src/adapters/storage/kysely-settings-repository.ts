@@ -17,10 +17,22 @@ export class KyselySettingsRepository implements SettingsRepository {
     return values;
   }
 
+  /**
+   * The changes and the version's step in one transaction, which takes the version's row first:
+   * changes made at once (through any instance) wait for one another there, whole, so none sees
+   * a settings row another holds. Taken after the settings' rows, as before, two changes naming
+   * the same settings in a different order (`{a, b}` and `{b, a}`) each held a row the other
+   * wanted: PostgreSQL ended one as a deadlock, a 500, after a second's wait.
+   */
   async save(values: Readonly<Record<string, RuntimeSettingValue>>, updatedAt: string): Promise<number> {
     const entries = Object.entries(values);
     if (entries.length === 0) return this.version();
     return this.db.transaction().execute(async (trx) => {
+      const { version } = await trx
+        .updateTable('settings_version')
+        .set((eb) => ({ version: eb('version', '+', 1) }))
+        .returning('version')
+        .executeTakeFirstOrThrow();
       for (const [key, value] of entries) {
         await trx
           .insertInto('settings')
@@ -28,11 +40,6 @@ export class KyselySettingsRepository implements SettingsRepository {
           .onConflict((oc) => oc.column('key').doUpdateSet({ value: JSON.stringify(value), updated_at: updatedAt }))
           .execute();
       }
-      const { version } = await trx
-        .updateTable('settings_version')
-        .set((eb) => ({ version: eb('version', '+', 1) }))
-        .returning('version')
-        .executeTakeFirstOrThrow();
       return version;
     });
   }
