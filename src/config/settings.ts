@@ -327,8 +327,7 @@ export const SETTINGS = named({
   },
   EVENT_RETENTION_DAYS: {
     default: '30',
-    description:
-      'Stored events (event store, embedded log, JetStream streams) older than this are deleted, read or not: a consumer group stopped for longer (no worker running) misses what was deleted, as past the retention of a Kafka topic.',
+    description: 'Events (event store, embedded log, JetStream streams) older than this are deleted, read or not.',
     parse: integer(1, 36_500),
   },
   EVENT_POLL_MS: {
