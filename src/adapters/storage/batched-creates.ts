@@ -154,16 +154,25 @@ export class BatchedCreates {
     });
   }
 
+  /**
+   * PostgreSQL: the batch's rows in code order (stable: of one code, the first to arrive still
+   * comes first), so that each code's index entry is taken in one order by every instance. In the
+   * order they came, two instances' batches taking the same codes in opposite orders each waited
+   * for a code the other held: a deadlock, ended after `deadlock_timeout` (1 s), and the batch run
+   * again create by create. SQLite has one writer: no two batches are ever open together.
+   */
+  private inLockOrder(mappings: NewUrlMapping[]): NewUrlMapping[] {
+    if (this.dialect !== 'postgres') return mappings;
+    return mappings.sort((x, y) => (x.code < y.code ? -1 : x.code > y.code ? 1 : 0));
+  }
+
   /** Inserts the batch; each create's row (undefined: its code was taken), its events recorded. */
   private async insert(
     trx: Kysely<DatabaseSchema>,
     batch: readonly PendingCreate[],
     record: (messages: readonly EncodedMessage[]) => void,
   ): Promise<(UrlMapping | undefined)[]> {
-    const { rows } = await this.insertAll(
-      trx,
-      batch.map((p) => p.mapping),
-    );
+    const { rows } = await this.insertAll(trx, this.inLockOrder(batch.map((p) => p.mapping)));
     const byCode = new Map(rows.map((row) => [row.code, row]));
     return batch.map((p) => {
       const returned = byCode.get(p.mapping.code);
