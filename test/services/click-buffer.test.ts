@@ -148,13 +148,19 @@ describe('ClickBuffer', () => {
     expect(buffer.pending(1)).toBe(0);
   });
 
-  it('writes the chunk of a failed write again, as it is and first, at the next flush', async () => {
+  /** A buffer with a click on each of mappings 1 and 2, whose flush of them just failed. */
+  const afterAFailedFlush = async () => {
     const repository = new FakeRepository();
     const buffer = new ClickBuffer(repository, { flushIntervalMs: 500, compactIntervalMs: 60_000 });
     buffer.record(1);
     buffer.record(2);
     repository.failNextWrite = true;
     await buffer.flush();
+    return { repository, buffer };
+  };
+
+  it('writes the chunk of a failed write again, as it is and first, at the next flush', async () => {
+    const { repository, buffer } = await afterAFailedFlush();
     expect([buffer.pending(1), buffer.pending(2)]).toEqual([1, 1]);
     buffer.record(1);
     await buffer.flush();
@@ -192,12 +198,7 @@ describe('ClickBuffer', () => {
   });
 
   it('a chunk that failed is written again without the clicks of a mapping discarded meanwhile', async () => {
-    const repository = new FakeRepository();
-    const buffer = new ClickBuffer(repository, { flushIntervalMs: 500, compactIntervalMs: 60_000 });
-    buffer.record(1);
-    buffer.record(2);
-    repository.failNextWrite = true;
-    await buffer.flush();
+    const { repository, buffer } = await afterAFailedFlush();
     await buffer.discard(2);
     expect(buffer.pending(2)).toBe(0);
     await buffer.flush();
