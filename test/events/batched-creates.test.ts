@@ -18,7 +18,7 @@ import type { DatabaseSchema, EventTables } from '../../src/adapters/storage/sch
 import type { UrlMapping } from '../../src/domain/url-mapping.js';
 import { urlEvents } from '../../src/domain/url-events.js';
 import { toAppError } from '../../src/http/error-handler.js';
-import { BACKENDS, testConfig } from '../helpers/backends.js';
+import { BACKENDS, postgres, testConfig } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
 import { POSTGRES_URL } from '../helpers/services.js';
 import { useOpenDatabase } from '../helpers/storage.js';
@@ -187,54 +187,53 @@ describe.each(BACKENDS)('creates made at once, with their events, on $name', (ba
     },
     30_000,
   );
+});
 
-  /**
-   * Two instances (PostgreSQL: a pool each) whose batches take the same codes at once, in opposite
-   * orders: rows taken in the order given would have each batch wait for a code the other holds,
-   * a deadlock PostgreSQL ends after a second, and the batch run again create by create. In code
-   * order, one waits for the other and finds its codes taken. (SQLite has one writer: no two
-   * batches are ever open together.)
-   */
-  it.skipIf(!backend.available || backend.name !== 'postgres')(
-    'two instances batching the same codes at once in opposite orders: each code once, no batch run again',
-    async () => {
-      const other = openDatabase(testConfig(testDatabase.databaseUrl).database);
-      let fallbacks = 0;
-      const createOne = async (): Promise<UrlMapping> => {
-        fallbacks++;
-        throw new Error('the batch ran again create by create');
-      };
-      const instances = [database, other].map(
-        (db) => new BatchedCreates(db.db, db.dialect, new TransactionalOutbox('test'), createOne),
-      );
-      try {
-        for (let round = 0; round < 6; round++) {
-          const codes = Array.from({ length: 40 }, (_, i) => `bto${round}x${String(i).padStart(2, '0')}`);
-          const orders = [codes, codes.toReversed()];
-          const settled = await Promise.all(
-            instances.map((instance, i) =>
-              Promise.allSettled(
-                orders[i]!.map((code) => instance.create(mapping(code), (row) => [events.created(row)])),
-              ),
+/**
+ * Two instances (PostgreSQL: a pool each) whose batches take the same codes at once, in opposite
+ * orders: rows taken in the order given would have each batch wait for a code the other holds,
+ * a deadlock PostgreSQL ends after a second, and the batch run again create by create. In code
+ * order, one waits for the other and finds its codes taken. (SQLite has one writer: no two
+ * batches are ever open together.)
+ */
+describe.skipIf(!postgres.available)('creates batched at once by two instances, on postgres', () => {
+  const { database, testDatabase } = useOpenDatabase(postgres);
+  it('two instances batching the same codes at once in opposite orders: each code once, no batch run again', async () => {
+    const other = openDatabase(testConfig(testDatabase.databaseUrl).database);
+    let fallbacks = 0;
+    const createOne = async (): Promise<UrlMapping> => {
+      fallbacks++;
+      throw new Error('the batch ran again create by create');
+    };
+    const instances = [database, other].map(
+      (db) => new BatchedCreates(db.db, db.dialect, new TransactionalOutbox('test'), createOne),
+    );
+    try {
+      for (let round = 0; round < 6; round++) {
+        const codes = Array.from({ length: 40 }, (_, i) => `bto${round}x${String(i).padStart(2, '0')}`);
+        const orders = [codes, codes.toReversed()];
+        const settled = await Promise.all(
+          instances.map((instance, i) =>
+            Promise.allSettled(
+              orders[i]!.map((code) => instance.create(mapping(code), (row) => [events.created(row)])),
             ),
-          );
-          const made = new Map<string, number>();
-          for (const [i, outcomes] of settled.entries()) {
-            for (const [j, outcome] of outcomes.entries()) {
-              const code = orders[i]![j]!;
-              if (outcome.status === 'fulfilled') made.set(code, (made.get(code) ?? 0) + 1);
-              else expect(outcome.reason, code).toMatchObject({ statusCode: 409 });
-            }
+          ),
+        );
+        const made = new Map<string, number>();
+        for (const [i, outcomes] of settled.entries()) {
+          for (const [j, outcome] of outcomes.entries()) {
+            const code = orders[i]![j]!;
+            if (outcome.status === 'fulfilled') made.set(code, (made.get(code) ?? 0) + 1);
+            else expect(outcome.reason, code).toMatchObject({ statusCode: 409 });
           }
-          expect(fallbacks, `batches run again create by create, round ${round}`).toBe(0);
-          expect(codes.filter((code) => made.get(code) !== 1)).toEqual([]);
         }
-      } finally {
-        await other.close();
+        expect(fallbacks, `batches run again create by create, round ${round}`).toBe(0);
+        expect(codes.filter((code) => made.get(code) !== 1)).toEqual([]);
       }
-    },
-    60_000,
-  );
+    } finally {
+      await other.close();
+    }
+  }, 60_000);
 });
 
 /** The codes starting `btf` of the `url.created` events in the embedded log, sorted. */
