@@ -210,7 +210,7 @@ describe.skipIf(!postgres.available)('creates batched at once by two instances, 
     );
     try {
       for (let round = 0; round < 6; round++) {
-        const codes = Array.from({ length: 40 }, (_, i) => `bto${round}x${String(i).padStart(2, '0')}`);
+        const codes = Array.from({ length: 250 }, (_, i) => `bto${round}x${String(i).padStart(3, '0')}`);
         const orders = [codes, codes.toReversed()];
         const settled = await Promise.all(
           instances.map((instance, i) =>
