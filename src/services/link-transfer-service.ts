@@ -131,9 +131,14 @@ export class LinkTransferService {
           waiting.forEach((p, i) => (p.outcome = outcomes[i]!(p.row, p.link.code)));
         } catch (error) {
           const row = waiting[0]!.row;
+          const last = waiting.at(-1)!.row;
           run.failure = {
             row,
-            detail: `The database failed at row ${row} (${(error as Error).message}): the rows reported created are stored, no row after them is. Import the file again to add the rest (the rows stored show as taken).`,
+            detail:
+              `The database failed at row ${row} (${(error as Error).message}): the rows reported created are stored, ` +
+              `no row after rows ${row} to ${last} (the batch being written) is, and that batch is not either unless ` +
+              `the connection dropped as it committed (its answer lost). Import the file again to add the rest: ` +
+              `the rows stored show as taken.`,
           };
           for (const p of waiting) p.outcome = notImported(p.row, p.link.code, row);
         }

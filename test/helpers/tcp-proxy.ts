@@ -14,7 +14,7 @@ export class TcpProxy {
   private readonly sockets = new Set<net.Socket>();
   private mode: Mode = 'pass';
   /** Armed by `loseAnswerTo`: the request to deliver unanswered, and what to tell once it was. */
-  private unanswered: { pattern: RegExp; lost: () => void } | undefined;
+  private unanswered: { pattern: RegExp; after?: RegExp; lost: () => void } | undefined;
 
   private constructor(
     private readonly target: { host: string; port: number },
@@ -50,11 +50,12 @@ export class TcpProxy {
   /**
    * The next request (a client's write) that matches `pattern` reaches the backend, and its
    * connection is cut as the backend's answer arrives, before the client sees it: a PostgreSQL
-   * COMMIT (`/^Q.{4}commit/is`, a simple query) that went through unanswered. Resolves once it
-   * happened.
+   * COMMIT (`/^Q.{4}commit/is`, a simple query) that went through unanswered. With `after`, only
+   * on a connection that sent a request matching `after` first (one transaction's COMMIT among
+   * the pool's). Resolves once it happened.
    */
-  loseAnswerTo(pattern: RegExp): Promise<void> {
-    return new Promise((resolve) => (this.unanswered = { pattern, lost: resolve }));
+  loseAnswerTo(pattern: RegExp, after?: RegExp): Promise<void> {
+    return new Promise((resolve) => (this.unanswered = { pattern, ...(after ? { after } : {}), lost: resolve }));
   }
 
   async close(): Promise<void> {
@@ -73,9 +74,13 @@ export class TcpProxy {
     const upstream = net.connect(this.target.port, this.target.host);
     this.track(upstream);
     let cutOnAnswer: (() => void) | undefined;
+    let sentAfter = false;
     forward(client, upstream, (data) => {
       const armed = this.unanswered;
-      if (armed && armed.pattern.test(data.toString('latin1'))) {
+      if (!armed) return;
+      const text = data.toString('latin1');
+      if (armed.after?.test(text)) sentAfter = true;
+      if ((armed.after === undefined || sentAfter) && armed.pattern.test(text)) {
         this.unanswered = undefined;
         cutOnAnswer = armed.lost;
       }

@@ -41,7 +41,7 @@ const ImportReport = Type.Object({
   detail: Type.Optional(
     Type.String({
       description:
-        'Only when the database failed part-way: where the import stopped. Rows reported `created` are stored; the rows after them were not written (refused, `not imported`).',
+        'Only when the database failed part-way: where the import stopped. Rows reported `created` are stored; the rows after them were not written (refused, `not imported`), except that the batch being written as the database failed was, if the connection dropped as it committed (its answer lost): imported again, its rows show as taken.',
     }),
   ),
 });

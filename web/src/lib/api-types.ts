@@ -1991,7 +1991,7 @@ export interface operations {
                             /** @description Why the row was not created. */
                             detail?: string;
                         }[];
-                        /** @description Only when the database failed part-way: where the import stopped. Rows reported `created` are stored; the rows after them were not written (refused, `not imported`). */
+                        /** @description Only when the database failed part-way: where the import stopped. Rows reported `created` are stored; the rows after them were not written (refused, `not imported`), except that the batch being written as the database failed was, if the connection dropped as it committed (its answer lost): imported again, its rows show as taken. */
                         detail?: string;
                     };
                 };
