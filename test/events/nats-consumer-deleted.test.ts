@@ -7,37 +7,15 @@
  * from its start: its consumers are idempotent by `event_id`). The real NATS server; the
  * consumers deleted through JetStream's API, as `nats consumer rm` does.
  */
-import { connect } from 'nats';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { NatsEventBus } from '../../src/adapters/event-bus/nats-event-bus.js';
 import { createEvent, EVENT_TYPES, TOPICS } from '../../src/domain/events.js';
 import type { BusMessage, Subscription } from '../../src/ports/event-bus.js';
 import { eventually } from '../helpers/eventually.js';
-import { connectTestNatsBus, deleteNatsStreams, uniqueNatsPrefix } from '../helpers/nats.js';
+import { connectTestNatsBus, deleteNatsConsumers, deleteNatsStreams, uniqueNatsPrefix } from '../helpers/nats.js';
 import { NATS_URL, natsAvailable } from '../helpers/services.js';
 
 const available = await natsAvailable();
-
-/** Deletes every consumer of the streams under `prefix`; how many. */
-async function deleteConsumers(prefix: string): Promise<number> {
-  const nc = await connect({ servers: NATS_URL.replace(/^nats:\/\//, '') });
-  try {
-    const jsm = await nc.jetstreamManager();
-    let deleted = 0;
-    for await (const stream of jsm.streams.list()) {
-      if (!stream.config.name.startsWith(prefix)) continue;
-      const names: string[] = [];
-      for await (const consumer of jsm.consumers.list(stream.config.name)) names.push(consumer.name);
-      for (const name of names) {
-        await jsm.consumers.delete(stream.config.name, name);
-        deleted++;
-      }
-    }
-    return deleted;
-  } finally {
-    await nc.close();
-  }
-}
 
 describe.skipIf(!available)('a NATS group whose consumers are deleted while it runs', () => {
   const prefix = uniqueNatsPrefix('gone');
@@ -89,7 +67,7 @@ describe.skipIf(!available)('a NATS group whose consumers are deleted while it r
       expect(all).toContain(first);
     });
 
-    expect(await deleteConsumers(prefix)).toBeGreaterThanOrEqual(2);
+    expect(await deleteNatsConsumers(prefix)).toBeGreaterThanOrEqual(2);
     const afterDeletion = [await publish(), await publish()];
     await new Promise((resolve) => setTimeout(resolve, 1_500));
     afterDeletion.push(await publish());

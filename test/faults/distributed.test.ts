@@ -17,6 +17,8 @@ import { Load, type LoadOptions, type OpRecord } from './load.js';
 import { conclude, expectSound, malformedErrors, unexpectedAnswers } from './scenario.js';
 import { recoveryMs } from './summary.js';
 import { eventually } from '../helpers/eventually.js';
+import { fetchShorten } from '../helpers/http.js';
+import { send } from '../helpers/http-client.js';
 
 const available = faultSuiteAvailable();
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -41,9 +43,7 @@ const HANDOVER_MS = 20_000;
 
 /** Where `GET /{code}` on `base` redirects to (its cache answers when it holds the link). */
 async function locationOf(base: string, code: string): Promise<string | null> {
-  const response = await fetch(`${base}/${code}`, { redirect: 'manual' });
-  await response.arrayBuffer();
-  return response.headers.get('location');
+  return (await send(base, 'GET', `/${code}`)).headers.get('location');
 }
 
 /** Answers slower than `ms`, described. */
@@ -260,27 +260,14 @@ describe.skipIf(!available)('the distributed deployment under load and faults', 
     const cached = Array.from({ length: 6 }, (_, i) => `dcache${i}`);
     const changed = new Map<string, string>();
     for (const code of cached) {
-      const created = await fetch(`${apiA}/shorten`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({
-          code,
-          url: `https://example.com/${code}/v1`,
-          created_at: '2024-01-01T00:00:00Z',
-          click_count: 0,
-        }),
-      });
+      const created = await fetchShorten(apiA, { code, url: `https://example.com/${code}/v1` });
       expect(created.status).toBe(201);
       expect(await locationOf(apiB, code)).toBe(`https://example.com/${code}/v1`);
     }
     const change = async (code: string) => {
       const url = `https://example.com/${code}/v2`;
-      const patched = await fetch(`${apiA}/${code}`, {
-        method: 'PATCH',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ url }),
-      });
-      expect(patched.status, await patched.text()).toBe(200);
+      const patched = await send(apiA, 'PATCH', `/${code}`, { body: { url } });
+      expect(patched.status, patched.text).toBe(200);
       changed.set(code, url);
     };
     const load = startLoad({

@@ -1,5 +1,6 @@
 /** What every fault scenario does at its end: let events settle, check, record, assert. */
 import { expect } from 'vitest';
+import { isDetailBody } from '../helpers/http-client.js';
 import { type Verdict, postgresEventCounts, postgresState, settle } from './checker.js';
 import type { FaultCluster } from './cluster.js';
 import type { Load, OpRecord } from './load.js';
@@ -85,14 +86,6 @@ export function unexpectedAnswers(
 /** Error answers must be `{detail}` with a non-empty string. */
 export function malformedErrors(records: readonly OpRecord[]): string[] {
   return records
-    .filter((r) => r.status !== null && r.status >= 400)
-    .filter((r) => {
-      try {
-        const body = JSON.parse(r.error ?? '') as { detail?: unknown };
-        return typeof body.detail !== 'string' || body.detail === '';
-      } catch {
-        return true;
-      }
-    })
+    .filter((r) => r.status !== null && r.status >= 400 && !isDetailBody(r.error ?? ''))
     .map((r) => `${r.kind} → ${r.status}: ${r.error}`);
 }

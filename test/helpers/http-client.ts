@@ -8,6 +8,16 @@ export interface Answer {
   json<T>(): T;
 }
 
+/** Whether an error answer's body is the service's `{detail}`, a non-empty string. */
+export function isDetailBody(text: string): boolean {
+  try {
+    const body = JSON.parse(text) as { detail?: unknown };
+    return typeof body.detail === 'string' && body.detail !== '';
+  } catch {
+    return false;
+  }
+}
+
 /** A signed-in browser: its cookies and its CSRF token. */
 export interface BrowserSession {
   readonly cookie: string;

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { connect } from 'nats';
+import { connect, type JetStreamManager } from 'nats';
 import { NatsEventBus } from '../../src/adapters/event-bus/nats-event-bus.js';
 import { NATS_URL } from './services.js';
 
@@ -8,17 +8,44 @@ export function uniqueNatsPrefix(suite: string): string {
   return `${suite}${randomBytes(4).toString('hex')}_`;
 }
 
-/** Deletes the JetStream streams whose names start with `prefix` (on the shared server unless told). */
-export async function deleteNatsStreams(prefix: string, url = NATS_URL): Promise<void> {
+/** Runs `use` with a JetStream manager on a connection of its own (to the shared server unless told). */
+async function withJetStream<T>(url: string, use: (jsm: JetStreamManager) => Promise<T>): Promise<T> {
   const nc = await connect({ servers: url.replace(/^nats:\/\//, '') });
   try {
-    const jsm = await nc.jetstreamManager();
-    const names: string[] = [];
-    for await (const info of jsm.streams.list()) if (info.config.name.startsWith(prefix)) names.push(info.config.name);
-    for (const name of names) await jsm.streams.delete(name);
+    return await use(await nc.jetstreamManager());
   } finally {
     await nc.close();
   }
+}
+
+/** The names of the JetStream streams that start with `prefix`. */
+async function streamsUnder(jsm: JetStreamManager, prefix: string): Promise<string[]> {
+  const names: string[] = [];
+  for await (const info of jsm.streams.list()) if (info.config.name.startsWith(prefix)) names.push(info.config.name);
+  return names;
+}
+
+/** Deletes the JetStream streams whose names start with `prefix` (on the shared server unless told). */
+export async function deleteNatsStreams(prefix: string, url = NATS_URL): Promise<void> {
+  await withJetStream(url, async (jsm) => {
+    for (const name of await streamsUnder(jsm, prefix)) await jsm.streams.delete(name);
+  });
+}
+
+/** Deletes every consumer of the streams whose names start with `prefix`, as `nats consumer rm` does; how many. */
+export async function deleteNatsConsumers(prefix: string, url = NATS_URL): Promise<number> {
+  return withJetStream(url, async (jsm) => {
+    let deleted = 0;
+    for (const stream of await streamsUnder(jsm, prefix)) {
+      const names: string[] = [];
+      for await (const consumer of jsm.consumers.list(stream)) names.push(consumer.name);
+      for (const name of names) {
+        await jsm.consumers.delete(stream, name);
+        deleted++;
+      }
+    }
+    return deleted;
+  });
 }
 
 /**

@@ -2,6 +2,9 @@ import net from 'node:net';
 
 type Mode = 'pass' | 'refuse' | 'blackhole';
 
+/** A PostgreSQL simple-protocol query message (`Q`, its length, the text) that is COMMIT: how Kysely ends a transaction. */
+export const PG_COMMIT = /^Q[\s\S]{4}commit\0/i;
+
 /**
  * A TCP proxy on 127.0.0.1 in front of a backend, that a test can cut: `refuse` closes every
  * connection and resets each new one at once (a server that is down), `blackhole` closes every
@@ -50,7 +53,7 @@ export class TcpProxy {
   /**
    * The next request (a client's write) that matches `pattern` reaches the backend, and its
    * connection is cut as the backend's answer arrives, before the client sees it: a PostgreSQL
-   * COMMIT (`/^Q.{4}commit/is`, a simple query) that went through unanswered. With `after`, only
+   * COMMIT (`PG_COMMIT`) that went through unanswered. With `after`, only
    * on a connection that sent a request matching `after` first (one transaction's COMMIT among
    * the pool's). Resolves once it happened.
    */

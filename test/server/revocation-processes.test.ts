@@ -16,7 +16,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/eventually.js';
 import { FLEET_VARIANTS, type Fleet, startFleet } from '../helpers/fleet.js';
-import { type BrowserSession, newAccount, send, sessionOf } from '../helpers/http-client.js';
+import { type BrowserSession, isDetailBody, newAccount, send, sessionOf } from '../helpers/http-client.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const ADMIN = { username: 'revoker', email: 'revoker@example.com', password: 'correct horse battery staple' };
@@ -195,15 +195,7 @@ describe.each(VARIANTS)('revocations across two API processes, the database fail
       .filter((c) => c.status === null || ![200, 401, 403, 503].includes(c.status))
       .map((c) => `${c.credential.name} → ${c.status ?? 'no answer'}: ${c.text.slice(0, 200)}`);
     const malformed = calls
-      .filter((c) => c.status !== null && c.status >= 400)
-      .filter((c) => {
-        try {
-          const body = JSON.parse(c.text) as { detail?: unknown };
-          return typeof body.detail !== 'string' || body.detail === '';
-        } catch {
-          return true;
-        }
-      })
+      .filter((c) => c.status !== null && c.status >= 400 && !isDetailBody(c.text))
       .map((c) => `${c.credential.name} → ${c.status}: ${c.text.slice(0, 200)}`);
     const statuses: Record<string, number> = {};
     for (const c of calls) statuses[String(c.status)] = (statuses[String(c.status)] ?? 0) + 1;

@@ -12,7 +12,7 @@ import { type Backend, postgres, sqlite } from '../helpers/backends.js';
 import { storedLinks } from '../helpers/link-transfer.js';
 import { createdInLog } from '../helpers/outbox-census.js';
 import { POSTGRES_URL } from '../helpers/services.js';
-import { TcpProxy } from '../helpers/tcp-proxy.js';
+import { PG_COMMIT, TcpProxy } from '../helpers/tcp-proxy.js';
 
 const ROWS = 10_000;
 const PREFIX = 'xf';
@@ -129,8 +129,6 @@ describe.each([sqlite, postgres])('an import whose database fails part-way on $n
  */
 describe.skipIf(!postgres.available)('an import whose batch commits unanswered, on postgres', () => {
   const start = useTestApps('each');
-  /** A simple-protocol COMMIT (how Kysely ends a transaction). */
-  const COMMIT = /^Q[\s\S]{4}commit\0/i;
 
   it('reports the batch refused, stores it, and a second import shows it taken and adds the rest', async () => {
     const database = await postgres.create();
@@ -150,7 +148,7 @@ describe.skipIf(!postgres.available)('an import whose batch commits unanswered, 
         onRow: () => undefined,
         onProgress: (rows) => {
           // The third batch (rows 4001 to 6000): its COMMIT, on the connection that wrote its first code.
-          if (rows >= FAIL_AFTER && !lost) lost = proxy.loseAnswerTo(COMMIT, new RegExp(file[FAIL_AFTER]!.code));
+          if (rows >= FAIL_AFTER && !lost) lost = proxy.loseAnswerTo(PG_COMMIT, new RegExp(file[FAIL_AFTER]!.code));
         },
       });
       await lost;

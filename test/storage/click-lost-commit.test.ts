@@ -14,10 +14,7 @@ import { urlEvents } from '../../src/domain/url-events.js';
 import { ClickBuffer } from '../../src/support/click-buffer.js';
 import { postgres, type TestDatabase, testConfig } from '../helpers/backends.js';
 import { storedClicks } from '../helpers/stored-clicks.js';
-import { TcpProxy } from '../helpers/tcp-proxy.js';
-
-/** A simple-protocol query message (`Q`, its length, the text) whose text is COMMIT: how Kysely ends a transaction. */
-const COMMIT = /^Q[\s\S]{4}commit\0/i;
+import { PG_COMMIT, TcpProxy } from '../helpers/tcp-proxy.js';
 
 describe.skipIf(!postgres.available)('a click flush whose commit answer is lost, on PostgreSQL', () => {
   let testDatabase: TestDatabase;
@@ -67,7 +64,7 @@ describe.skipIf(!postgres.available)('a click flush whose commit answer is lost,
     });
 
     for (let i = 0; i < 3; i++) buffer.record(link.id);
-    const lost = proxy.loseAnswerTo(COMMIT);
+    const lost = proxy.loseAnswerTo(PG_COMMIT);
     await buffer.flush();
     await lost;
     // The flush failed as far as the buffer knows; the database has the clicks all the same.
