@@ -103,6 +103,12 @@ export async function compose(config: Config, options: ComposeOptions = {}): Pro
   }
 }
 
+/** The worker's sandbox threads (not in an `api` process), at SANDBOX_NICE. */
+function composeSandbox({ config, logger, stack }: CompositionContext): QuickJsSandbox {
+  const { concurrency, nice } = config.executions;
+  return stack.use('sandbox', new QuickJsSandbox(concurrency, { nice, onWarning: (message) => logger.warn(message) }));
+}
+
 async function composeService(context: CompositionContext, options: ComposeOptions): Promise<Service> {
   const { config, logger, stack, metrics } = context;
   const database = await openStorage(context);
@@ -110,8 +116,7 @@ async function composeService(context: CompositionContext, options: ComposeOptio
   const shared = composeSharedState(context, database);
   const accounts = await composeAccounts(context, database, shared, options.settingsPollIntervalMs);
   // What runs in this process: the API, the worker, or both.
-  const sandbox =
-    config.role !== 'api' ? stack.use('sandbox', new QuickJsSandbox(config.executions.concurrency)) : undefined;
+  const sandbox = config.role !== 'api' ? composeSandbox(context) : undefined;
   const backbone = composeEventBackbone(context, database);
   const urlMappings = composeUrlMappings(context, database, backbone, accounts.runtimeSettings, {
     background: options.background !== false,

@@ -276,5 +276,6 @@ function executionsConfig(v: SettingValues): ExecutionsConfig {
     maxThreadsPerUser: Math.min(maxThreadsPerUser, concurrency),
     maxPendingPerUser: v.EXECUTION_MAX_PENDING_PER_USER,
     ackWaitMs: v.EXECUTION_ACK_WAIT_MS,
+    nice: v.SANDBOX_NICE,
   };
 }

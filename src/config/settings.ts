@@ -4,7 +4,6 @@
  * config --markdown`) and the typed values all come from these declarations.
  */
 
-import { availableParallelism } from 'node:os';
 import { AUTH_SETTINGS } from '../domain/settings.js';
 import {
   autoOr,
@@ -25,6 +24,7 @@ import {
   schemes,
 } from './parsers.js';
 import { markdownTable, named, rateLimitSettings } from './setting-declaration.js';
+import { EXECUTION_SETTINGS } from './settings-executions.js';
 import { LINK_SETTINGS_DECLARATIONS } from './settings-links.js';
 import { TRANSFER_SETTINGS } from './settings-transfer.js';
 import { REDIRECT_SETTINGS } from './settings-redirect.js';
@@ -359,35 +359,7 @@ export const SETTINGS = named({
     parse: oneOf(ROLES),
   },
   ...WORKER_SETTINGS,
-  SANDBOX_MEMORY_MB: {
-    default: '64',
-    description: 'Memory cap of one script run in the sandbox.',
-    parse: integer(8, 1024),
-  },
-  EXECUTION_CONCURRENCY: {
-    default: 'auto',
-    description:
-      'Sandbox threads per worker: scripts one worker runs at once. `auto`: the number of CPU cores. More wait, `queued`, for a thread.',
-    parse: autoOr(availableParallelism, integer(1, 256)),
-  },
-  EXECUTION_MAX_THREADS_PER_USER: {
-    default: 'auto',
-    description:
-      "Sandbox threads of a worker that one user's executions may hold at once; free threads go to users in turn. `auto`: all but one (at least one), so one user's long scripts never make another's wait.",
-    parse: autoOr(() => undefined, integer(1, 256)),
-  },
-  EXECUTION_MAX_PENDING_PER_USER: {
-    default: '10',
-    description:
-      'Queued and running executions one user may have at once, over all instances; `POST /execute` answers 429 beyond it.',
-    parse: integer(1, 100_000),
-  },
-  EXECUTION_ACK_WAIT_MS: {
-    default: '5000',
-    description:
-      "How long a worker may go without a heartbeat before its executions (and the event batches it was storing) pass to another worker: the executor's and the event store's ack wait on NATS, their lease on the embedded log, and a claim's lease in the database. Heartbeats go every third of it.",
-    parse: integer(300, 600_000),
-  },
+  ...EXECUTION_SETTINGS,
   NOTIFICATIONS_ALLOW_PRIVATE: {
     default: 'false',
     description:

@@ -169,4 +169,6 @@ export interface ExecutionsConfig {
   readonly maxPendingPerUser: number;
   /** Silence after which a worker's executions pass to another (heartbeats every third of it). */
   readonly ackWaitMs: number;
+  /** The sandbox threads' nice value (SANDBOX_NICE): 0 is the process's own priority. */
+  readonly nice: number;
 }

@@ -1,6 +1,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { QuickJsSandbox } from '../../src/adapters/sandbox/quickjs-sandbox.js';
 import type { Sandbox, SandboxLimits } from '../../src/ports/sandbox.js';
+import { threadNices } from '../helpers/thread-nice.js';
 
 const LIMITS: SandboxLimits = { timeoutMs: 1000, memoryBytes: 32 * 1024 * 1024, outputBytes: 64 * 1024 };
 // The memory cap is what ends a bomb; a deadline far off keeps a loaded machine from ending it first.
@@ -163,3 +164,32 @@ describe.each([{ name: 'quickjs', make: (concurrency?: number): Sandbox => new Q
     });
   },
 );
+
+/** The QuickJS adapter's own option: its threads' CPU priority (SANDBOX_NICE). */
+describe('QuickJsSandbox threads at a nice value', () => {
+  it.skipIf(process.platform !== 'linux')(
+    "runs its threads at the nice value it is given, and leaves the process's own threads as they are",
+    async () => {
+      const before = threadNices();
+      // 17: a value no other sandbox of this test process runs at (the service's default is 10).
+      const pool = new QuickJsSandbox(2, { nice: 17, onWarning: (message) => expect.fail(message) });
+      try {
+        const runs = await Promise.all(
+          [1, 2].map((n) => pool.run(`const end = Date.now() + 200; while (Date.now() < end); ${n}`, LIMITS)),
+        );
+        expect(runs.map((r) => r.result)).toEqual([1, 2]);
+        const after = threadNices();
+        const niced = [...after].filter(([tid, nice]) => nice === 17 && !before.has(tid));
+        expect(niced).toHaveLength(2);
+        for (const [tid, nice] of before) if (after.has(tid)) expect(after.get(tid), `thread ${tid}`).toBe(nice);
+      } finally {
+        await pool.close();
+      }
+    },
+  );
+
+  it('refuses a nice value outside 0 to 19', () => {
+    expect(() => new QuickJsSandbox(1, { nice: 20 })).toThrow(RangeError);
+    expect(() => new QuickJsSandbox(1, { nice: -1 })).toThrow(RangeError);
+  });
+});

@@ -19,6 +19,7 @@ import { type Backend, postgres, sqlite, useTestDatabase } from '../helpers/back
 import { eventually } from '../helpers/eventually.js';
 import { type ServerProcess, startServer } from '../helpers/server-process.js';
 import { natsServerBinaryAvailable, OwnNatsServer } from '../helpers/own-nats-server.js';
+import { threadsAtNice } from '../helpers/thread-nice.js';
 import { submit } from './execution-client.js';
 
 const ACK_WAIT_MS = 3000;
@@ -107,6 +108,9 @@ describe.each(CASES)('a worker killed mid-execution, on $name', ({ backend, nats
       for (let i = 0; i < SCRIPTS; i++) ids.push(await submit(api.app, alice, LONG_SCRIPT, 10_000));
       const onFirst = (row: Row) => row.status === 'running' && row.claimed_by?.includes(`/${first.child.pid}/`);
       await eventually(async () => expect((await rows()).filter(onFirst)).toHaveLength(2), { timeoutMs: 20_000 });
+      // Its two sandbox threads run them at SANDBOX_NICE's default (each lowers itself as it starts),
+      // the rest of it at its own priority.
+      await eventually(() => expect(threadsAtNice(10, first.child.pid!)).toBe(2), { timeoutMs: 5000 });
 
       const second = await startServer({ ...env, ...BIG_POOL }, ['serve', '--role', 'worker']);
       workers.push(second);

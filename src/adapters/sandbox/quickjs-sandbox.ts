@@ -1,5 +1,6 @@
 import { Worker } from 'node:worker_threads';
 import type { Sandbox, SandboxLimits, SandboxResult } from '../../ports/sandbox.js';
+import type { SandboxThreadData } from './sandbox-thread.js';
 
 /** The thread's own heap (QuickJS memory is capped separately, per run). */
 const THREAD_LIMITS = { maxOldGenerationSizeMb: 256 };
@@ -19,6 +20,17 @@ interface Slot {
   busy: boolean;
 }
 
+export interface QuickJsSandboxOptions {
+  /**
+   * The threads' nice value, 0 to 19 (`SANDBOX_NICE`): above 0, a script gets the CPU only when
+   * the process's other threads (serving requests, consumers) and other processes of lower nice
+   * value leave it some. On Linux only; elsewhere the threads stay at the process's priority.
+   */
+  readonly nice?: number;
+  /** Told once if a thread's priority could not be set (it runs at the process's priority). */
+  readonly onWarning?: (message: string) => void;
+}
+
 /**
  * The QuickJS sandbox: a pool of `concurrency` worker threads, each running one script at a
  * time, so the host's event loop never waits on them and one long script does not hold up the
@@ -30,9 +42,17 @@ export class QuickJsSandbox implements Sandbox {
   private readonly waiting: Job[] = [];
   private readonly running = new Set<Promise<void>>();
   private nextId = 1;
+  private readonly threadData: SandboxThreadData;
+  private warned = false;
 
-  constructor(readonly concurrency = 1) {
+  constructor(
+    readonly concurrency = 1,
+    private readonly options: QuickJsSandboxOptions = {},
+  ) {
     if (!Number.isInteger(concurrency) || concurrency < 1) throw new RangeError('concurrency must be at least 1');
+    const nice = options.nice ?? 0;
+    if (!Number.isInteger(nice) || nice < 0 || nice > 19) throw new RangeError('nice must be 0 to 19');
+    this.threadData = { nice };
     this.slots = Array.from({ length: concurrency }, () => ({ worker: undefined, busy: false }));
   }
 
@@ -75,9 +95,14 @@ export class QuickJsSandbox implements Sandbox {
             `import('tsx/esm/api').then(({ register }) => { register(); return import(${JSON.stringify(
               new URL('./sandbox-thread.ts', import.meta.url).href,
             )}); });`,
-            { eval: true, resourceLimits: THREAD_LIMITS },
+            { eval: true, resourceLimits: THREAD_LIMITS, workerData: this.threadData },
           )
-        : new Worker(compiled, { resourceLimits: THREAD_LIMITS });
+        : new Worker(compiled, { resourceLimits: THREAD_LIMITS, workerData: this.threadData });
+      slot.worker.on('message', (message: { warning?: string }) => {
+        if (message.warning === undefined || this.warned) return;
+        this.warned = true;
+        this.options.onWarning?.(message.warning);
+      });
       slot.worker.unref();
     }
     return slot.worker;
