@@ -18,6 +18,7 @@ export const INPUTS = [
   'package-lock.json',
   'tsconfig.json',
   'tsconfig.build.json',
+  'scripts/bundle.mjs',
   'web/src',
   'web/public',
   'web/index.html',

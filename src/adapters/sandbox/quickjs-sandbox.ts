@@ -1,9 +1,17 @@
+import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import type { Sandbox, SandboxLimits, SandboxResult } from '../../ports/sandbox.js';
+import { PACKAGE_ROOT } from '../../support/package-root.js';
 import type { SandboxThreadData } from './sandbox-thread.js';
 
 /** The thread's own heap (QuickJS memory is capped separately, per run). */
 const THREAD_LIMITS = { maxOldGenerationSizeMb: 256 };
+
+/**
+ * The thread's program in the build: an entry point of its own (scripts/bundle.mjs), at the path
+ * its source has under `src/`, wherever the bundler put this module.
+ */
+const THREAD_PROGRAM = join(PACKAGE_ROOT, 'dist', 'adapters', 'sandbox', 'sandbox-thread.js');
 
 /** Extra time the thread gets past the deadline before it is terminated from outside. */
 const WATCHDOG_MARGIN_MS = 1000;
@@ -88,7 +96,6 @@ export class QuickJsSandbox implements Sandbox {
 
   private thread(slot: Slot): Worker {
     if (!slot.worker) {
-      const compiled = new URL('./sandbox-thread.js', import.meta.url);
       slot.worker = import.meta.url.endsWith('.ts')
         ? // Running from TypeScript sources (tests): load the thread through tsx.
           new Worker(
@@ -97,7 +104,7 @@ export class QuickJsSandbox implements Sandbox {
             )}); });`,
             { eval: true, resourceLimits: THREAD_LIMITS, workerData: this.threadData },
           )
-        : new Worker(compiled, { resourceLimits: THREAD_LIMITS, workerData: this.threadData });
+        : new Worker(THREAD_PROGRAM, { resourceLimits: THREAD_LIMITS, workerData: this.threadData });
       slot.worker.on('message', (message: { warning?: string }) => {
         if (message.warning === undefined || this.warned) return;
         this.warned = true;

@@ -1,12 +1,12 @@
 import { existsSync } from 'node:fs';
 import { extname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import fastifyStatic from '@fastify/static';
 import type { FastifyPluginAsync, FastifyReply } from 'fastify';
 import { errors } from '../../domain/errors.js';
+import { PACKAGE_ROOT } from '../../support/package-root.js';
 
-/** `web/dist`, where `npm run build` puts the web client (the same path from `src/` and `dist/`). */
-export const WEB_DIST = fileURLToPath(new URL('../../../web/dist/', import.meta.url));
+/** `web/dist`, where `npm run build` puts the web client. */
+export const WEB_DIST = join(PACKAGE_ROOT, 'web', 'dist');
 
 export interface WebAppRoutesOptions {
   /** The built client; `WEB_DIST` unless a test points elsewhere. */
