@@ -76,7 +76,8 @@ export const LAYOUT: Readonly<Record<string, string>> = {
   'bench/lib': 'the harness: targets, data sets, workloads, checks, the report',
   'bench/results': 'the latest run, as data and as a chart',
   'bench/wrk': 'wrk scripts of the workloads',
-  scripts: 'maintenance: README generation, an outbox check, the build (and its staleness check), the advisory audit',
+  scripts:
+    'maintenance: README generation, an outbox check, the build (its bundling and its staleness check), the advisory audit',
   docs: 'the OpenAPI document and guides',
   '.ci': 'the CI job',
 };
