@@ -93,7 +93,13 @@ export class DeadLetterManager {
         throw error;
       }
     });
-    return this.setStatus(id, 'retried');
+    // Written (and read back) again if the database refuses it for a moment: refused, the admin
+    // would be answered 503 about a letter already re-published, and may retry it once more; one
+    // left `retrying` would go out again when due.
+    return recordSideEffect(async () => {
+      await this.ports.store.setStatus(id, 'retried', this.now());
+      return this.get(id);
+    });
   }
 
   async discard(id: number): Promise<DeadLetter> {

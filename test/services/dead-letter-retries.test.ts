@@ -160,4 +160,24 @@ describe.each(BACKENDS)('dead-letter retries the bus refuses, on $name', (backen
       expect(published.filter((p) => p === `url_events/${eventId}`)).toHaveLength(1);
     },
   );
+
+  it.skipIf(!backend.available)(
+    "an admin's retry whose status the database refuses for a moment after the publication answers retried, published once",
+    async () => {
+      const { id, eventId } = await dueLetter();
+      let refusals = 2;
+      const flaky = Object.create(store) as KyselyDeadLetterStore;
+      flaky.setStatus = async (...args) => {
+        if (refusals-- > 0) throw new Error('Connection terminated unexpectedly');
+        return store.setStatus(...args);
+      };
+      // Refused, the admin would be answered 503 with the letter still `retrying`: its timer (or
+      // the admin trying again) would publish it a second time.
+      expect((await newManager(flaky).retry(id)).status).toBe('retried');
+      expect(refusals).toBe(-1);
+      clock += 10 * DELAY_MS;
+      await manager.retryDue();
+      expect(published.filter((p) => p === `url_events/${eventId}`)).toHaveLength(1);
+    },
+  );
 });
