@@ -1,8 +1,8 @@
 /**
  * Dead letters across processes, with the database failing under load. The built service runs
- * as in the distributed mode: an API process, where an admin discards letters, and two worker
- * processes, which share the dead-letter queue's group, record its letters, keep each one's retry
- * on a timer and sweep for due ones every 5 s. Two publishers of this test put a burst of dead
+ * as in the distributed mode: an API process, where an admin discards letters and retries others
+ * by hand, and two worker processes, which share the dead-letter queue's group, record its
+ * letters, keep each one's retry on a timer and sweep for due ones every 5 s. Two publishers of this test put a burst of dead
  * letters on the queue (what consumers in other processes that gave up on an event do) while the
  * database fails under the service (PostgreSQL: its connections dropped, several times; SQLite:
  * another process holds the write lock past the busy timeout), and one worker is killed with
@@ -10,9 +10,9 @@
  *
  * The checker counts what was acknowledged against what arrived: every dead letter the bus
  * acknowledged is recorded once; every discard the API answered 200 before the letter was due
- * stands (nothing re-published, the letter `discarded`); every other letter is re-published (it
- * arrives again at a group of the test that had its original) and ends `retried`, none left
- * waiting. A re-publication may arrive twice where a process died or lost its connection between
+ * stands (nothing re-published, the letter `discarded`); every other letter, by hand or by its
+ * timer, is re-published (it arrives again at a group of the test that had its original) and ends
+ * `retried`, none left waiting. A re-publication may arrive twice where a process died or lost its connection between
  * the publication and the status it writes after it (the letter's claim runs out and it goes
  * again: at least once, which consumers idempotent by event id take as a redelivery); how many is
  * printed. On the embedded bus (SQLite, PostgreSQL) and on NATS JetStream (with PostgreSQL).
@@ -92,7 +92,7 @@ describe.each(FLEET_VARIANTS)('dead letters across processes, the database faili
     await fleet?.destroy();
   });
 
-  test('each acknowledged letter recorded once, discards before the due time stand, every other letter re-published', async () => {
+  test('each acknowledged letter recorded once, discards before the due time stand, every other letter re-published, by hand or when due', async () => {
     const { api, workers } = fleet!;
     // The originals: url.created events of mappings made through the API, as a group of this
     // test reads them (from the earliest); what it is handed again later is a re-publication.
@@ -183,23 +183,30 @@ describe.each(FLEET_VARIANTS)('dead letters across processes, the database faili
     ]);
     expect(acknowledged.size).toBe(LETTERS);
 
-    // The admin discards every third letter as soon as it shows, retrying through the failures;
-    // a discard answered 200 before the letter's due time must stand.
+    // The admin discards every third letter as soon as it shows, and retries another third by
+    // hand, each through the API process and again on a 503 through the failures; a discard
+    // answered 200 before the letter's due time must stand, and a retry answered 200 leaves the
+    // letter `retried` (its re-publication out, not to go again when the letter would have been due).
     const toDiscard = new Set(codes.filter((_, i) => i % 3 === 0));
+    const toRetry = new Set(codes.filter((_, i) => i % 3 === 1));
     const discardedInTime = new Set<string>();
     const discardedLate = new Set<string>();
-    const discard = async (code: string) => {
+    const retriedByHand = new Set<string>();
+    let refusedDecisions = 0;
+    const decide = async (code: string, action: 'discard' | 'retry') => {
       for (;;) {
         const row = await letterOf(code).catch(() => undefined);
         if (row) {
-          const answer = await send(api.url, 'POST', `/api/v1/admin/dlq/${row.id}/discard`, {
+          const answer = await send(api.url, 'POST', `/api/v1/admin/dlq/${row.id}/${action}`, {
             session: admin as BrowserSession,
           }).catch(() => undefined);
           if (answer?.status === 200) {
-            (Date.now() < Number(row.retry_at) ? discardedInTime : discardedLate).add(code);
+            if (action === 'retry') retriedByHand.add(code);
+            else (Date.now() < Number(row.retry_at) ? discardedInTime : discardedLate).add(code);
             return;
           }
-          if (answer && answer.status !== 503) throw new Error(`discard ${code}: ${answer.status} ${answer.text}`);
+          if (answer && answer.status !== 503) throw new Error(`${action} ${code}: ${answer.status} ${answer.text}`);
+          if (answer) refusedDecisions++;
         }
         await sleep(50);
       }
@@ -213,7 +220,10 @@ describe.each(FLEET_VARIANTS)('dead letters across processes, the database faili
         .where('group_name', '=', GROUP)
         .executeTakeFirst();
     };
-    const discards = Promise.all([...toDiscard].map(discard));
+    const decisions = Promise.all([
+      ...[...toDiscard].map((code) => decide(code, 'discard')),
+      ...[...toRetry].map((code) => decide(code, 'retry')),
+    ]);
 
     // A worker dies once the letters are recorded: its timers go with it; the sweep of the other
     // (and its taking over of the queue's partitions or messages) must make up for them.
@@ -229,7 +239,7 @@ describe.each(FLEET_VARIANTS)('dead letters across processes, the database faili
       { timeoutMs: 60_000, intervalMs: 100 },
     );
     await workers[1]!.stop('SIGKILL');
-    await discards;
+    await decisions;
     const fault = await faults;
     expect(discardedInTime.size).toBeGreaterThan(LETTERS / 6);
 
@@ -272,10 +282,13 @@ describe.each(FLEET_VARIANTS)('dead letters across processes, the database faili
     expect(api.child.exitCode).toBeNull();
     expect(workers[0]!.child.exitCode).toBeNull();
     const twice = republished.filter((code) => (handed.get(eventOf(code)) ?? 0) > 2).length;
+    const byHandTwice = [...retriedByHand].filter((code) => (handed.get(eventOf(code)) ?? 0) > 2).length;
+    expect(retriedByHand).toEqual(toRetry);
     console.info(
       `${variant.name}, ${fault}, a worker killed: ${acknowledged.size} letters acknowledged and recorded once; ` +
         `${discardedInTime.size} discarded in time (none re-published), ${discardedLate.size} late; ` +
-        `${republished.length} re-published (${twice} more than once)`,
+        `${republished.length} re-published (${twice} more than once), of them ${retriedByHand.size} by hand ` +
+        `(${byHandTwice} more than once); ${refusedDecisions} decisions answered 503 and sent again`,
     );
     // A graceful stop of what is left.
     expect(await workers[0]!.stop()).toBe(0);
