@@ -56,6 +56,28 @@ describe.each(BACKENDS)('dead-letter retries the bus refuses, on $name', (backen
     manager = newManager();
   });
 
+  /** The real store, but its `method` refuses its first two calls as a dropped connection would. */
+  function refusingTwice(method: 'changeStatus' | 'setStatus') {
+    let refusals = 0;
+    const flaky = Object.create(store) as KyselyDeadLetterStore;
+    const real = store[method].bind(store) as (...args: unknown[]) => Promise<unknown>;
+    (flaky as unknown as Record<string, unknown>)[method] = async (...args: unknown[]) => {
+      if (refusals < 2) {
+        refusals++;
+        throw new Error('Connection terminated unexpectedly');
+      }
+      return real(...args);
+    };
+    return { store: flaky, refused: () => refusals };
+  }
+
+  /** Long after any claim would have run out, the sweep sends nothing more: the event went out once. */
+  async function expectPublishedOnce(eventId: string): Promise<void> {
+    clock += 10 * DELAY_MS;
+    await manager.retryDue();
+    expect(published.filter((p) => p === `url_events/${eventId}`)).toHaveLength(1);
+  }
+
   /** A `retrying` letter due now. */
   async function dueLetter(): Promise<{ id: number; eventId: string }> {
     const { envelope } = createEvent(
@@ -145,19 +167,12 @@ describe.each(BACKENDS)('dead-letter retries the bus refuses, on $name', (backen
     'a status the database refuses for a moment after the publication is written again, not published twice',
     async () => {
       const { id, eventId } = await dueLetter();
-      let refusals = 2;
-      const flaky = Object.create(store) as KyselyDeadLetterStore;
-      flaky.changeStatus = async (...args) => {
-        if (refusals-- > 0) throw new Error('Connection terminated unexpectedly');
-        return store.changeStatus(...args);
-      };
-      expect(await newManager(flaky).retryIfDue(id)).toBe(true);
-      expect(refusals).toBe(-1);
+      const flaky = refusingTwice('changeStatus');
+      expect(await newManager(flaky.store).retryIfDue(id)).toBe(true);
+      expect(flaky.refused()).toBe(2);
       expect((await store.get(id))!.status).toBe('retried');
       // Long after the claim would have run out: nothing goes out again.
-      clock += 10 * DELAY_MS;
-      await manager.retryDue();
-      expect(published.filter((p) => p === `url_events/${eventId}`)).toHaveLength(1);
+      await expectPublishedOnce(eventId);
     },
   );
 
@@ -165,19 +180,12 @@ describe.each(BACKENDS)('dead-letter retries the bus refuses, on $name', (backen
     "an admin's retry whose status the database refuses for a moment after the publication answers retried, published once",
     async () => {
       const { id, eventId } = await dueLetter();
-      let refusals = 2;
-      const flaky = Object.create(store) as KyselyDeadLetterStore;
-      flaky.setStatus = async (...args) => {
-        if (refusals-- > 0) throw new Error('Connection terminated unexpectedly');
-        return store.setStatus(...args);
-      };
+      const flaky = refusingTwice('setStatus');
       // Refused, the admin would be answered 503 with the letter still `retrying`: its timer (or
       // the admin trying again) would publish it a second time.
-      expect((await newManager(flaky).retry(id)).status).toBe('retried');
-      expect(refusals).toBe(-1);
-      clock += 10 * DELAY_MS;
-      await manager.retryDue();
-      expect(published.filter((p) => p === `url_events/${eventId}`)).toHaveLength(1);
+      expect((await newManager(flaky.store).retry(id)).status).toBe('retried');
+      expect(flaky.refused()).toBe(2);
+      await expectPublishedOnce(eventId);
     },
   );
 });
