@@ -1,67 +1,33 @@
 /**
  * `node --import tsx bench/sandbox-nice.ts [ROUNDS]`: what scripts running in a process (role
  * `all`) cost its redirects, with the sandbox threads at `SANDBOX_NICE=0` and at the default 10.
- * One service per run, on a new SQLite file, pinned with all its threads to one core (the last),
- * wrk on core 0 (`-t1 -c32`, 5 s after a 5 s warm-up) on one stored code; rate limiting off (one
- * client address would be refused). Three targets a round, in turn: no scripts, two endless
- * scripts (`while (true) {}`, resubmitted as they time out) at nice 0, the same at nice 10. Prints
- * each run and the medians' ratios to "no scripts". Needs `npm run build`, wrk and taskset.
+ * One service per run, started as `npm start` starts it on a new SQLite file, with all its threads
+ * on the bench's target cores (core 1 of 2), wrk on the generator cores (`-c32`, 5 s after a 5 s
+ * warm-up) on one stored code; rate limiting off (one client address would be refused). Each round
+ * measures the generator's ceiling first (nginx, or its node:net stand-in: bench/lib/ceiling.ts)
+ * with the same wrk command, then three targets in turn: no scripts, two endless scripts
+ * (`while (true) {}`, resubmitted as they time out) at nice 0, the same at nice 10. Prints each
+ * run and the medians' ratios to "no scripts", which is marked GENERATOR-BOUND when it reaches
+ * 85 % of the ceiling. Needs `npm run build`; says what else is missing (wrk, taskset, nginx).
  */
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { availableParallelism, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ROOT } from './lib/processes.js';
+import { startCeiling } from './lib/ceiling.js';
+import { GENERATOR_BOUND_FRACTION } from './lib/checks.js';
+import { cleanUpAll, cleanUpOnSignals } from './lib/cleanup.js';
+import { node, startServer } from './lib/processes.js';
+import { loadSettings } from './lib/settings.js';
+import { median } from './lib/stats.js';
+import { SERVICE_ARGS } from './lib/targets.js';
+import { findTools } from './lib/tools.js';
 
 const ROUNDS = Number(process.argv[2] ?? 3);
-const SERVICE_CORE = String(availableParallelism() - 1);
 const ADMIN = { username: 'niceadmin', email: 'nice@example.com', password: 'nice admin password 1' };
 const CODE = 'nicebench1';
+const settings = loadSettings();
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-interface Service {
-  readonly child: ChildProcess;
-  readonly url: string;
-  readonly dir: string;
-}
-
-async function start(nice: number): Promise<Service> {
-  const dir = mkdtempSync(join(tmpdir(), 'sandbox-nice-'));
-  const child = spawn(
-    'taskset',
-    ['-c', SERVICE_CORE, process.execPath, '--import', './dist/instrumentation.js', 'dist/cli.js', 'serve'],
-    {
-      cwd: ROOT,
-      env: {
-        PATH: process.env.PATH,
-        HOST: '127.0.0.1',
-        PORT: '0',
-        LOG_LEVEL: 'info',
-        DATABASE_URL: `sqlite://${dir}/db.sqlite`,
-        SANDBOX_NICE: String(nice),
-        EXECUTION_CONCURRENCY: '2',
-        EXECUTION_MAX_THREADS_PER_USER: '2',
-        RATE_LIMIT_ENABLED: 'false',
-        ADMIN_USERNAME: ADMIN.username,
-        ADMIN_EMAIL: ADMIN.email,
-        ADMIN_PASSWORD: ADMIN.password,
-      },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
-  let output = '';
-  const url = await new Promise<string>((resolve, reject) => {
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString();
-      const match = /listening at (http:\/\/[\d.:]+)/.exec(output);
-      if (match) resolve(match[1]!);
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', onData);
-    child.once('exit', () => reject(new Error(`the service exited:\n${output}`)));
-  });
-  return { child, url, dir };
-}
 
 async function login(url: string): Promise<Record<string, string>> {
   const response = await fetch(`${url}/api/v1/auth/login`, {
@@ -87,19 +53,40 @@ async function keepScriptsRunning(url: string, session: Record<string, string>, 
   }
 }
 
+/** One wrk run on `url`, pinned to the generator's cores like the bench's (a thread a core). */
 function wrk(url: string): { rps: number; p99: string } {
-  const out = execFileSync('taskset', ['-c', '0', 'wrk', '-t1', '-c32', '-d5s', '--latency', `${url}/${CODE}`], {
-    encoding: 'utf8',
-  });
+  const cores = settings.generatorCores;
+  const argv = ['-t', String(Math.max(1, cores.length)), '-c32', '-d5s', '--latency', url];
+  const out =
+    cores.length === 0
+      ? execFileSync('wrk', argv, { encoding: 'utf8' })
+      : execFileSync('taskset', ['-c', cores.join(','), 'wrk', ...argv], { encoding: 'utf8' });
   return { rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(out)![1]), p99: /99%\s+(\S+)/.exec(out)![1]! };
 }
 
-async function run(nice: number, scripts: boolean): Promise<{ rps: number; p99: string }> {
-  const service = await start(nice);
+/** Warms `url` up, then measures it. */
+function measure(url: string): { rps: number; p99: string } {
+  wrk(url);
+  return wrk(url);
+}
+
+async function run(dir: string, nice: number, scripts: boolean): Promise<{ rps: number; p99: string }> {
+  const data = mkdtempSync(join(dir, 'service-'));
+  const service = await startServer(`nice-${nice}`, node(SERVICE_ARGS, settings.targetCores), {
+    LOG_LEVEL: 'warn',
+    DATABASE_URL: `sqlite://${data}/db.sqlite`,
+    SANDBOX_NICE: String(nice),
+    EXECUTION_CONCURRENCY: '2',
+    EXECUTION_MAX_THREADS_PER_USER: '2',
+    RATE_LIMIT_ENABLED: 'false',
+    ADMIN_USERNAME: ADMIN.username,
+    ADMIN_EMAIL: ADMIN.email,
+    ADMIN_PASSWORD: ADMIN.password,
+  });
   const stop = { done: false };
   let loop: Promise<void> | undefined;
   try {
-    const created = await fetch(`${service.url}/shorten`, {
+    const created = await fetch(`${service.baseUrl}/shorten`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({
@@ -111,16 +98,15 @@ async function run(nice: number, scripts: boolean): Promise<{ rps: number; p99: 
     });
     if (created.status !== 201) throw new Error(`create: ${created.status} ${await created.text()}`);
     if (scripts) {
-      loop = keepScriptsRunning(service.url, await login(service.url), stop);
+      loop = keepScriptsRunning(service.baseUrl, await login(service.baseUrl), stop);
       await sleep(1500);
     }
-    wrk(service.url); // warm-up
-    return wrk(service.url);
+    return measure(`${service.baseUrl}/${CODE}`);
   } finally {
     stop.done = true;
     await loop;
-    service.child.kill('SIGKILL');
-    rmSync(service.dir, { recursive: true, force: true });
+    await service.stop();
+    rmSync(data, { recursive: true, force: true });
   }
 }
 
@@ -131,16 +117,30 @@ const TARGETS = [
 ] as const;
 
 async function main(): Promise<void> {
+  const { nginx } = findTools(settings.generatorCores.length > 0);
+  const dir = mkdtempSync(join(tmpdir(), 'urlshortener-sandbox-nice-'));
+  const { server: ceiling, kind } = await startCeiling(nginx, dir, settings.targetCores);
+  const ceilings: number[] = [];
   const results = new Map<string, number[]>(TARGETS.map((t) => [t.name, []]));
-  for (let round = 1; round <= ROUNDS; round++) {
-    for (const target of TARGETS) {
-      const measured = await run(target.nice, target.scripts);
-      results.get(target.name)!.push(measured.rps);
-      console.log(`round ${round}: ${target.name}: ${measured.rps.toFixed(0)} req/s, p99 ${measured.p99}`);
+  try {
+    for (let round = 1; round <= ROUNDS; round++) {
+      const reached = measure(`${ceiling.baseUrl}/${CODE}`);
+      ceilings.push(reached.rps);
+      console.log(`round ${round}: generator ceiling (${kind}): ${reached.rps.toFixed(0)} req/s`);
+      for (const target of TARGETS) {
+        const measured = await run(dir, target.nice, target.scripts);
+        results.get(target.name)!.push(measured.rps);
+        console.log(`round ${round}: ${target.name}: ${measured.rps.toFixed(0)} req/s, p99 ${measured.p99}`);
+      }
     }
+  } finally {
+    await ceiling.stop();
+    rmSync(dir, { recursive: true, force: true });
   }
-  const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
   const reference = median(results.get('no scripts')!);
+  const share = reference / median(ceilings);
+  const bound = share >= GENERATOR_BOUND_FRACTION ? ' GENERATOR-BOUND: the ratios below may flatter the scripts' : '';
+  console.log(`no scripts at ${(share * 100).toFixed(0)} % of the generator's ceiling${bound}`);
   for (const [name, values] of results) {
     console.log(
       `${name}: median ${median(values).toFixed(0)} req/s, ${(median(values) / reference).toFixed(2)} x no scripts`,
@@ -148,4 +148,9 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+cleanUpOnSignals();
+try {
+  await main();
+} finally {
+  await cleanUpAll();
+}
