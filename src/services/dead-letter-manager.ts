@@ -96,10 +96,7 @@ export class DeadLetterManager {
     // Written (and read back) again if the database refuses it for a moment: refused, the admin
     // would be answered 503 about a letter already re-published, and may retry it once more; one
     // left `retrying` would go out again when due.
-    return recordSideEffect(async () => {
-      await this.ports.store.setStatus(id, 'retried', this.now());
-      return this.get(id);
-    });
+    return recordSideEffect(() => this.setStatus(id, 'retried'));
   }
 
   async discard(id: number): Promise<DeadLetter> {

@@ -20,8 +20,7 @@ const ENV = {
   // The memory bombs must reach their cap before their deadline whatever else the machine runs:
   // at the default nice value (10) a bomb gets about a tenth of a busy core, and in a full CI run
   // the memory-bomb case took 11.4 s (4.3 s at 0) for bombs whose deadline is 10 s. The threads'
-  // priority has tests of its own
-  // (test/contract/sandbox.contract.test.ts, test/executions/worker-takeover.test.ts).
+  // priority has tests of its own (test/contract/sandbox.contract.test.ts, worker-takeover).
   SANDBOX_NICE: '0',
 };
 /** What the watchdog and the bookkeeping may add to a deadline. */

@@ -16,13 +16,10 @@ const ROOT = join(import.meta.dirname, '..', '..');
 const DIST = join(ROOT, 'dist');
 const { ENTRY_POINTS } = bundleScript as { ENTRY_POINTS: string[] };
 
-function javascriptFiles(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) return javascriptFiles(path);
-    return entry.name.endsWith('.js') ? [path] : [];
-  });
-}
+const javascriptFiles = (dir: string) =>
+  (readdirSync(dir, { recursive: true }) as string[])
+    .filter((path) => path.endsWith('.js'))
+    .map((path) => join(dir, path));
 
 describe.skipIf(!existsSync(join(DIST, 'cli.js')) && process.env.CI !== 'true')('the bundled build in dist/', () => {
   it('has each entry point at its source path: the command line, the --import preload, the sandbox thread', () => {

@@ -30,9 +30,10 @@ interface Slot {
 
 export interface QuickJsSandboxOptions {
   /**
-   * The threads' nice value, 0 to 19 (`SANDBOX_NICE`): above 0, a script gets the CPU only when
-   * the process's other threads (serving requests, consumers) and other processes of lower nice
-   * value leave it some. On Linux only; elsewhere the threads stay at the process's priority.
+   * The threads' nice value, 0 to 19 (`SANDBOX_NICE`): above 0, where the CPU is busy a script
+   * gets a smaller share of it than the process's other threads (serving requests, consumers) and
+   * the machine's processes of lower nice value (at 10, about a tenth of a thread at 0). On Linux
+   * only; elsewhere the threads stay at the process's priority.
    */
   readonly nice?: number;
   /** Told once if a thread's priority could not be set (it runs at the process's priority). */
