@@ -29,10 +29,11 @@ export interface Fleet {
   readonly natsPrefix: string | undefined;
   /**
    * Makes the database fail under the fleet for a few seconds (PostgreSQL: every connection of
-   * the fleet dropped, seven times over 7 s; SQLite: another process holds the write lock 6 s, past
-   * the busy timeout, then 4 s to recover); what it did.
+   * the fleet dropped, seven times over 7 s, or after each of `drops`' pauses (ms) when given;
+   * SQLite: another process holds the write lock 6 s, past the busy timeout, then 4 s to recover);
+   * what it did.
    */
-  failDatabase(): Promise<string>;
+  failDatabase(drops?: readonly number[]): Promise<string>;
   /** Kills what is left of the fleet and removes its database and streams. */
   destroy(): Promise<void>;
 }
@@ -76,7 +77,7 @@ export async function startFleet(
     workers: started.slice(apis),
     natsPrefix,
     destroy,
-    async failDatabase() {
+    async failDatabase(drops = DROPS_MS) {
       if (variant.backend.name === 'sqlite') {
         await sleep(300);
         const holder = new SQLite(new URL(database.databaseUrl.replace(/^sqlite:/, 'file://')).pathname);
@@ -88,13 +89,14 @@ export async function startFleet(
         return 'another process held the write lock for 6 s';
       }
       const ended: number[] = [];
-      for (const pause of DROPS_MS) {
+      for (const pause of drops) {
         await sleep(pause);
         ended.push(await terminateConnections(applicationName));
       }
       if (ended.reduce((a, b) => a + b, 0) <= 3)
         throw new Error(`the fleet had no connections to drop: ${ended.join('+')}`);
-      return `pg_terminate_backend x${ended.length} (${ended.join('+')} connections)`;
+      const connections = ended.length <= DROPS_MS.length ? ended.join('+') : ended.reduce((a, b) => a + b, 0);
+      return `pg_terminate_backend x${ended.length} (${connections} connections)`;
     },
   };
 }

@@ -211,8 +211,8 @@ async function withDatabase<T>(databaseUrl: string, work: (db: Kysely<EventTable
   }
 }
 
-/** The `url.created` events in the embedded log, per code. */
-export const createdInLog = (databaseUrl: string): Promise<CreatedByCode> =>
+/** The `url.created` events (or `eventType`'s) in the embedded log, per code. */
+export const createdInLog = (databaseUrl: string, eventType = 'url.created'): Promise<CreatedByCode> =>
   withDatabase(databaseUrl, async (db) => {
     const rows = await db
       .selectFrom('event_log')
@@ -222,15 +222,15 @@ export const createdInLog = (databaseUrl: string): Promise<CreatedByCode> =>
     const created: CreatedByCode = new Map();
     for (const row of rows) {
       const envelope = JSON.parse(row.envelope) as { event_type: string; payload: { code?: string } };
-      if (envelope.event_type !== 'url.created' || !envelope.payload.code) continue;
+      if (envelope.event_type !== eventType || !envelope.payload.code) continue;
       created.set(envelope.payload.code, [...(created.get(envelope.payload.code) ?? []), row.message_id]);
     }
     return created;
   });
 
-/** The `url.created` events the event store consumer (a worker) stored, per code. */
-export const createdInStore = (databaseUrl: string): Promise<CreatedByCode> =>
-  withDatabase(databaseUrl, (db) => storedCreatedByCode(db));
+/** The `url.created` events (or `eventType`'s) the event store consumer (a worker) stored, per code. */
+export const createdInStore = (databaseUrl: string, eventType = 'url.created'): Promise<CreatedByCode> =>
+  withDatabase(databaseUrl, (db) => storedCreatedByCode(db, eventType));
 
 /**
  * Per partition of the embedded log's topic: offsets that are missing below the highest one, or
