@@ -1,10 +1,10 @@
-import SQLite from 'better-sqlite3';
 import { randomBytes } from 'node:crypto';
 import { postgres, type TestDatabase } from './backends.js';
 import { type BusVariant, busVariants } from './event-buses.js';
 import { deleteNatsStreams, uniqueNatsPrefix } from './nats.js';
 import { terminateConnections } from './outbox-census.js';
 import { type ServerProcess, startServer } from './server-process.js';
+import { holdWriteLock } from './storage.js';
 import { NATS_URL, natsAvailable } from './services.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -80,11 +80,9 @@ export async function startFleet(
     async failDatabase(drops = DROPS_MS) {
       if (variant.backend.name === 'sqlite') {
         await sleep(300);
-        const holder = new SQLite(new URL(database.databaseUrl.replace(/^sqlite:/, 'file://')).pathname);
-        holder.exec('BEGIN IMMEDIATE');
+        const lock = holdWriteLock(database.databaseUrl);
         await sleep(6_000);
-        holder.exec('ROLLBACK');
-        holder.close();
+        lock.release();
         await sleep(4_000);
         return 'another process held the write lock for 6 s';
       }

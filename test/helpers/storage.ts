@@ -1,3 +1,4 @@
+import SQLite from 'better-sqlite3';
 import { afterAll, beforeAll } from 'vitest';
 import { type Database, openDatabase, type OpenDatabaseOptions } from '../../src/adapters/storage/database.js';
 import { migrateToLatest } from '../../src/adapters/storage/migrations.js';
@@ -64,4 +65,20 @@ export function useOtherInstance(
     if (!other) throw new Error(`no other ${backend.name} instance (not available, or not opened yet)`);
     return other;
   });
+}
+
+/**
+ * Another process's hold of a SQLite database's write lock (a backup, an import, a third
+ * instance): `BEGIN IMMEDIATE` on a connection of the test's own, kept until `release`. Writers
+ * wait for it up to their busy timeout and are then refused.
+ */
+export function holdWriteLock(databaseUrl: string): { release(): void } {
+  const holder = new SQLite(new URL(databaseUrl.replace(/^sqlite:/, 'file://')).pathname);
+  holder.exec('BEGIN IMMEDIATE');
+  return {
+    release() {
+      holder.exec('ROLLBACK');
+      holder.close();
+    },
+  };
 }

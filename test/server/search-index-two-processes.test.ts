@@ -5,12 +5,14 @@ import { sqlite, testConfig, type TestDatabase } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
 import { CENSUS_ENV, shortenLoad } from '../helpers/outbox-census.js';
 import { type ServerProcess, startServer } from '../helpers/server-process.js';
+import { holdWriteLock } from '../helpers/storage.js';
 
 /**
  * SQLite's search index (migration 0061) is filled in the background by every serving process:
  * each adds the mappings beyond `indexed_up_to` in transactions of its own. Two processes on one
- * file, creating, retargeting and deleting at once, and one of them killed mid-load, must leave
- * an index that holds every mapping exactly once with its current code and URL. FTS5's
+ * file, creating, retargeting and deleting at once, one of them killed mid-load, and another
+ * process holding the write lock past the busy timeout mid-load, must leave an index that holds
+ * every mapping exactly once with its current code and URL. FTS5's
  * `integrity-check` with rank 1 compares the index with the table row by row; `indexed_up_to`
  * reaching the last id shows the index caught up.
  */
@@ -161,5 +163,37 @@ describe('the SQLite search index, filled by two processes writing to one file',
     expect(missing).toEqual([]);
     for (const code of result.acknowledged.filter((_, i) => i % 100 === 0))
       expect(await found(servers[0].url, code), code).toEqual([code]);
+  }, 120_000);
+
+  it('stays whole when another process holds the write lock past the busy timeout mid-load', async () => {
+    const targets = servers.map((server) => server.url);
+    const load = shortenLoad(targets, 3000, 32);
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    // Both processes' creates and indexing chunks wait for it, and are refused after the busy timeout.
+    const lock = holdWriteLock(database.databaseUrl);
+    await new Promise((resolve) => setTimeout(resolve, 6_000));
+    lock.release();
+    const result = await load;
+    console.log(
+      `search index, the write lock held 6 s: ${result.acknowledged.length} created, refused ${JSON.stringify(Object.fromEntries(result.refused))}`,
+    );
+    expect(result.acknowledged.length).toBeGreaterThan(0);
+    // A create that waited past the busy timeout is refused (a group commit may try once more and
+    // get through after the 6 s); nothing else.
+    expect([...result.refused.keys()].filter((status) => status !== '503')).toEqual([]);
+
+    await eventually(
+      async () => {
+        const { indexedUpTo, lastId } = await indexState(reader);
+        if (indexedUpTo < lastId) throw new Error(`indexed up to ${indexedUpTo} of ${lastId}`);
+      },
+      { timeoutMs: 20_000, intervalMs: 200 },
+    );
+    await expectIndexMatchesTable(reader);
+    const { rows } = await sql<{ code: string }>`SELECT code FROM url_mappings`.execute(reader.db);
+    const stored = new Set(rows.map((row) => row.code));
+    expect(result.acknowledged.filter((code) => !stored.has(code))).toEqual([]);
+    for (const [n, code] of result.acknowledged.filter((_, i) => i % 100 === 0).entries())
+      expect(await found(targets[n % 2]!, code), code).toEqual([code]);
   }, 120_000);
 });

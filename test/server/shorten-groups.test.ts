@@ -10,7 +10,6 @@
  * its groups are checked in test/events/batched-creates.test.ts) nor has an event.
  */
 import { randomBytes } from 'node:crypto';
-import SQLite from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openDatabase } from '../../src/adapters/storage/database.js';
 import { BACKENDS, type TestDatabase, testConfig } from '../helpers/backends.js';
@@ -26,6 +25,7 @@ import {
   terminateConnections,
 } from '../helpers/outbox-census.js';
 import { type ServerProcess, startServer } from '../helpers/server-process.js';
+import { holdWriteLock } from '../helpers/storage.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const UNAVAILABLE = JSON.stringify({ detail: 'Database unavailable' });
@@ -142,15 +142,13 @@ describe.each(BACKENDS)('POST /shorten from concurrent writers into two processe
       if (backend.name === 'sqlite') {
         // Held until a create is refused for it: the busy timeout (5 s) passes for every write
         // transaction that waits, and a group commit tries again (with savepoints) once.
-        const holder = new SQLite(new URL(database.databaseUrl.replace(/^sqlite:/, 'file://')).pathname);
-        holder.exec('BEGIN IMMEDIATE');
+        const lock = holdWriteLock(database.databaseUrl);
         const since = performance.now();
         await eventually(() => [...outcomes.values()].some(({ status }) => status === 503), {
           timeoutMs: 120_000,
           intervalMs: 100,
         });
-        holder.exec('ROLLBACK');
-        holder.close();
+        lock.release();
         fault = `another process held the write lock for ${((performance.now() - since) / 1000).toFixed(0)} s`;
       } else {
         const ended: number[] = [];
