@@ -26,6 +26,18 @@ async function indexState(reader: Reader): Promise<{ indexedUpTo: number; lastId
   return { indexedUpTo: Number(rows[0]!.indexed_up_to), lastId: Number(rows[0]!.last_id) };
 }
 
+/** Waits until the index has caught up with the last mapping, then checks it against the table. */
+async function expectIndexCaughtUp(reader: Reader): Promise<void> {
+  await eventually(
+    async () => {
+      const { indexedUpTo, lastId } = await indexState(reader);
+      if (indexedUpTo < lastId) throw new Error(`indexed up to ${indexedUpTo} of ${lastId}`);
+    },
+    { timeoutMs: 20_000, intervalMs: 200 },
+  );
+  await expectIndexMatchesTable(reader);
+}
+
 /** Throws unless the index holds exactly the rows of `url_mappings` up to `indexed_up_to`. */
 async function expectIndexMatchesTable(reader: Reader): Promise<void> {
   const { indexedUpTo, lastId } = await indexState(reader);
@@ -114,14 +126,7 @@ describe('the SQLite search index, filled by two processes writing to one file',
     expect([...first.refused.entries(), ...second.refused.entries()]).toEqual([]);
     const acknowledged = [...first.acknowledged, ...second.acknowledged];
 
-    await eventually(
-      async () => {
-        const { indexedUpTo, lastId } = await indexState(reader);
-        if (indexedUpTo < lastId) throw new Error(`indexed up to ${indexedUpTo} of ${lastId}`);
-      },
-      { timeoutMs: 20_000, intervalMs: 200 },
-    );
-    await expectIndexMatchesTable(reader);
+    await expectIndexCaughtUp(reader);
 
     const sample = acknowledged.filter((_, i) => i % 50 === 0);
     for (const code of sample) {
@@ -146,14 +151,7 @@ describe('the SQLite search index, filled by two processes writing to one file',
     // Requests to the killed process fail; none of those was acknowledged.
     expect(result.acknowledged.length).toBeGreaterThan(0);
 
-    await eventually(
-      async () => {
-        const { indexedUpTo, lastId } = await indexState(reader);
-        if (indexedUpTo < lastId) throw new Error(`indexed up to ${indexedUpTo} of ${lastId}`);
-      },
-      { timeoutMs: 20_000, intervalMs: 200 },
-    );
-    await expectIndexMatchesTable(reader);
+    await expectIndexCaughtUp(reader);
 
     // Restarted on the same file, the killed process serves searches from the same index.
     servers[0] = await startServer(env());
@@ -182,14 +180,7 @@ describe('the SQLite search index, filled by two processes writing to one file',
     // get through after the 6 s); nothing else.
     expect([...result.refused.keys()].filter((status) => status !== '503')).toEqual([]);
 
-    await eventually(
-      async () => {
-        const { indexedUpTo, lastId } = await indexState(reader);
-        if (indexedUpTo < lastId) throw new Error(`indexed up to ${indexedUpTo} of ${lastId}`);
-      },
-      { timeoutMs: 20_000, intervalMs: 200 },
-    );
-    await expectIndexMatchesTable(reader);
+    await expectIndexCaughtUp(reader);
     const { rows } = await sql<{ code: string }>`SELECT code FROM url_mappings`.execute(reader.db);
     const stored = new Set(rows.map((row) => row.code));
     expect(result.acknowledged.filter((code) => !stored.has(code))).toEqual([]);
