@@ -10,6 +10,8 @@ import { NATS_URL, natsAvailable } from './services.js';
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** Pauses between the dropping of the fleet's PostgreSQL connections (7 drops over 7 s). */
 const DROPS_MS = [300, 400, 800, 1_500, 2_200, 800, 1_000];
+/** For `failDatabase`: the fleet's connections dropped every 40 ms for 6 s, so that short transactions die in flight too. */
+export const DROP_STORM_MS: readonly number[] = Array.from({ length: 150 }, () => 40);
 
 /** Where a fleet runs: the embedded bus on SQLite and on PostgreSQL, and NATS JetStream with PostgreSQL. */
 export const FLEET_VARIANTS = busVariants(await natsAvailable(), 'NATS JetStream, on postgres', postgres);

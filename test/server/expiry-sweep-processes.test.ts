@@ -18,7 +18,7 @@ import { type Database, openDatabase } from '../../src/adapters/storage/database
 import type { DatabaseSchema } from '../../src/adapters/storage/schema.js';
 import { testConfig } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
-import { FLEET_VARIANTS, type Fleet, startFleet } from '../helpers/fleet.js';
+import { DROP_STORM_MS, FLEET_VARIANTS, type Fleet, startFleet } from '../helpers/fleet.js';
 import { send } from '../helpers/http-client.js';
 import { type CreatedByCode, createdInLog, createdInStore, createdInStream } from '../helpers/outbox-census.js';
 import { NATS_URL } from '../helpers/services.js';
@@ -29,8 +29,6 @@ const FIRST_DUE_MS = 2_500;
 const APART_MS = 25;
 /** A visit is sent this long after its link's `expires_at`. */
 const VISIT_AFTER_MS = 20;
-/** PostgreSQL's fault: the fleet's connections dropped after each of these pauses (ms). */
-const STORM = Array.from({ length: 150 }, () => 40);
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe.each(FLEET_VARIANTS)(
@@ -88,7 +86,7 @@ describe.each(FLEET_VARIANTS)(
       expect(Date.now(), 'the creates took longer than the first link has to live').toBeLessThan(dueAt(0) - 500);
 
       // PostgreSQL: their connections dropped every 40 ms for 6 s, so that sweeps die in flight.
-      const fault = fleet!.failDatabase(STORM);
+      const fault = fleet!.failDatabase(DROP_STORM_MS);
       // One visit to each link just after it expired: half of them through the process that created
       // it (which holds it in its cache), half through the other.
       const after: Record<string, number> = {};
