@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
+import { afterAll, beforeAll } from 'vitest';
 import { postgres, type TestDatabase } from './backends.js';
 import { type BusVariant, busVariants } from './event-buses.js';
+import { lazy } from './lazy.js';
 import { deleteNatsStreams, uniqueNatsPrefix } from './nats.js';
 import { terminateConnections } from './outbox-census.js';
 import { type ServerProcess, startServer } from './server-process.js';
@@ -99,4 +101,22 @@ export async function startFleet(
       return `pg_terminate_backend x${ended.length} (${connections} connections)`;
     },
   };
+}
+
+/**
+ * A fleet of `variant` for the suite this is called in (see `startFleet`): started in its
+ * `beforeAll` when the variant is available, destroyed in its `afterAll`.
+ */
+export function useFleet(variant: BusVariant, env: Record<string, string>, workers = 2, apis = 1): Fleet {
+  let fleet: Fleet | undefined;
+  beforeAll(async () => {
+    if (variant.available) fleet = await startFleet(variant, env, workers, apis);
+  }, 90_000);
+  afterAll(async () => {
+    await fleet?.destroy();
+  });
+  return lazy(() => {
+    if (!fleet) throw new Error(`no fleet on ${variant.name} (not available, or not started yet)`);
+    return fleet;
+  });
 }

@@ -9,10 +9,10 @@
  * commit's answer lost), never another. On the embedded bus (SQLite, PostgreSQL) and on NATS
  * JetStream (with PostgreSQL). The built server (`npm run build`).
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import type { ImportReport } from '../../src/domain/link-transfer.js';
 import { eventually } from '../helpers/eventually.js';
-import { FLEET_VARIANTS, type Fleet, startFleet } from '../helpers/fleet.js';
+import { FLEET_VARIANTS, useFleet } from '../helpers/fleet.js';
 import { type BrowserSession, send, sessionOf } from '../helpers/http-client.js';
 import { storedLinks } from '../helpers/link-transfer.js';
 import {
@@ -48,39 +48,33 @@ function maybeStored(report: ImportReport): [number, number] | undefined {
 
 describe.each(FLEET_VARIANTS)('imports in two processes while the database fails, on $name', (variant) => {
   const test = it.skipIf(!variant.available);
-  let fleet: Fleet | undefined;
+  const fleet = useFleet(
+    variant,
+    {
+      ...CENSUS_ENV,
+      ADMIN_USERNAME: ADMIN.username,
+      ADMIN_EMAIL: ADMIN.email,
+      ADMIN_PASSWORD: ADMIN.password,
+      EVENT_LEASE_MS: '1000',
+      EVENT_POLL_MS: '50',
+      NATS_ACK_WAIT_MS: '3000',
+    },
+    1,
+    2,
+  );
   let session: BrowserSession;
-
   beforeAll(async () => {
     if (!variant.available) return;
-    fleet = await startFleet(
-      variant,
-      {
-        ...CENSUS_ENV,
-        ADMIN_USERNAME: ADMIN.username,
-        ADMIN_EMAIL: ADMIN.email,
-        ADMIN_PASSWORD: ADMIN.password,
-        EVENT_LEASE_MS: '1000',
-        EVENT_POLL_MS: '50',
-        NATS_ACK_WAIT_MS: '3000',
-      },
-      1,
-      2,
-    );
     // One session for both: they share the secret key and the database.
     const login = await send(fleet.api.url, 'POST', '/api/v1/auth/login', {
       body: { username: ADMIN.username, password: ADMIN.password },
     });
     session = sessionOf(login)!;
     expect(session).toBeDefined();
-  }, 90_000);
-
-  afterAll(async () => {
-    await fleet?.destroy();
   });
 
   test('every code ends stored once with one url.created, and no report claims more than was stored', async () => {
-    const { apis, natsPrefix, database } = fleet!;
+    const { apis, natsPrefix, database } = fleet;
     /** Every answer each importer got, in order. */
     const reports: ImportReport[][] = [[], []];
     const unanswered: string[] = [];
@@ -110,7 +104,7 @@ describe.each(FLEET_VARIANTS)('imports in two processes while the database fails
       }
       throw new Error(`import ${n} never finished in ${TRIES} tries`);
     };
-    const [faulted] = await Promise.all([fleet!.failDatabase(), importer(0), importer(1)]);
+    const [faulted] = await Promise.all([fleet.failDatabase(), importer(0), importer(1)]);
     const failed = reports.flat().filter((r) => r.detail !== undefined).length;
     console.log(
       `imports on ${variant.name}: ${faulted}; ${reports[0]!.length} and ${reports[1]!.length} reports, ` +

@@ -13,9 +13,9 @@
  * And one username or email registered many times at once through both processes makes one
  * account of it.
  */
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/eventually.js';
-import { FLEET_VARIANTS, type Fleet, startFleet } from '../helpers/fleet.js';
+import { FLEET_VARIANTS, useFleet } from '../helpers/fleet.js';
 import { type BrowserSession, isDetailBody, newAccount, send, sessionOf } from '../helpers/http-client.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -74,31 +74,23 @@ const VARIANTS = FLEET_VARIANTS.filter((variant) => !variant.nats);
 
 describe.each(VARIANTS)('revocations across two API processes, the database failing, on $name', (variant) => {
   const test = it.skipIf(!variant.available);
-  let fleet: Fleet | undefined;
-
-  beforeAll(async () => {
-    if (!variant.available) return;
-    fleet = await startFleet(
-      variant,
-      {
-        RATE_LIMIT_ENABLED: 'false',
-        ADMIN_USERNAME: ADMIN.username,
-        ADMIN_EMAIL: ADMIN.email,
-        ADMIN_PASSWORD: ADMIN.password,
-        BCRYPT_ROUNDS: '4',
-        NODE_ENV: 'test',
-      },
-      0,
-      2,
-    );
-  }, 90_000);
-  afterAll(async () => {
-    await fleet?.destroy();
-  });
+  const fleet = useFleet(
+    variant,
+    {
+      RATE_LIMIT_ENABLED: 'false',
+      ADMIN_USERNAME: ADMIN.username,
+      ADMIN_EMAIL: ADMIN.email,
+      ADMIN_PASSWORD: ADMIN.password,
+      BCRYPT_ROUNDS: '4',
+      NODE_ENV: 'test',
+    },
+    0,
+    2,
+  );
 
   test('no credential gets through on either process once its revocation was answered', async () => {
     changesRefused = 0;
-    const [a, b] = fleet!.apis.map((p) => p.url) as [string, string];
+    const [a, b] = fleet.apis.map((p) => p.url) as [string, string];
     const login = async (base: string, username: string, password: string) => {
       const answer = await send(base, 'POST', '/api/v1/auth/login', { body: { username, password } });
       const session = sessionOf(answer);
@@ -156,7 +148,7 @@ describe.each(VARIANTS)('revocations across two API processes, the database fail
     const load = Promise.all(Array.from({ length: 12 }, (_, w) => loop(w)));
 
     // The changes, spread over the failure, each through either process.
-    const failing = fleet!.failDatabase();
+    const failing = fleet.failDatabase();
     const changes = (async () => {
       const through = (i: number) => (i % 2 === 0 ? a : b);
       for (const [i, u] of users.slice(0, 4).entries()) {
@@ -232,7 +224,7 @@ describe.each(VARIANTS)('revocations across two API processes, the database fail
   }, 120_000);
 
   test('one name, or one email, registered at once through both processes makes one account', async () => {
-    const [a, b] = fleet!.apis.map((p) => p.url) as [string, string];
+    const [a, b] = fleet.apis.map((p) => p.url) as [string, string];
     const base = newAccount('same');
     const attempts = [
       ...Array.from({ length: 12 }, (_, i) => ({ ...base, email: `n${i}-${base.email}` })),
