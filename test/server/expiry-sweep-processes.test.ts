@@ -22,7 +22,7 @@ import { send } from '../helpers/http-client.js';
 import { type CreatedByCode, createdInLog, createdInStore, createdInStream } from '../helpers/outbox-census.js';
 import { NATS_URL } from '../helpers/services.js';
 
-const LINKS = 200;
+const LINKS = 100;
 /**
  * The first link is due this long after the creates begin (time enough for them on a loaded
  * machine), the others this far apart after it; the fault begins FAULT_LEAD_MS before the first.
@@ -79,10 +79,11 @@ describe.each(FLEET_VARIANTS)(
           }
         }),
       );
-      expect(Date.now(), 'the creates took longer than the first link has to live').toBeLessThan(
-        dueAt(0) - FAULT_LEAD_MS,
-      );
       await sleep(dueAt(0) - FAULT_LEAD_MS - Date.now());
+      // On a slow machine the creates may run into the links' times: most must still come due in the fault.
+      const faultBegins = Date.now();
+      const dueInFault = Array.from({ length: LINKS }, (_, i) => dueAt(i)).filter((due) => due > faultBegins).length;
+      expect(dueInFault, 'links that come due after the fault begins').toBeGreaterThanOrEqual(LINKS / 2);
 
       // PostgreSQL: their connections dropped every 40 ms for 6 s, so that sweeps die in flight.
       const fault = fleet.failDatabase(DROP_STORM_MS);
