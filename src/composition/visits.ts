@@ -16,8 +16,7 @@ import { UserAgentClassifier } from '../support/user-agents.js';
 import { VisitBuffer } from '../support/visit-buffer.js';
 import type { CompositionContext } from './context.js';
 
-/** How often retention runs, and how many segments each of its deletes takes (at most RETENTION_CHUNKS a run). */
-const RETENTION_INTERVAL_MS = 60_000;
+/** How many segments each of retention's deletes takes (at most RETENTION_CHUNKS a run, every VISIT_RETENTION_INTERVAL_MS). */
 const RETENTION_CHUNK = 1_000;
 const RETENTION_CHUNKS = 20;
 /**
@@ -140,7 +139,7 @@ export function composeVisits(
   };
   // Not in a command-line run (`background: false`): a serving process prunes.
   if (background) {
-    const retention = new PeriodicTask('visit retention', RETENTION_INTERVAL_MS, prune, logger);
+    const retention = new PeriodicTask('visit retention', settings.retentionIntervalMs, prune, logger);
     retention.start();
     stack.defer('visit retention', () => retention.stop());
   }

@@ -171,6 +171,7 @@ function assemble(v: SettingValues): Config {
       recording: v.VISIT_RECORDING,
       flushIntervalMs: v.VISIT_FLUSH_INTERVAL_MS ?? v.CLICK_FLUSH_INTERVAL_MS,
       retentionDays: v.VISIT_RETENTION_DAYS,
+      retentionIntervalMs: v.VISIT_RETENTION_INTERVAL_MS,
       countryHeader: v.VISIT_COUNTRY_HEADER,
       countBots: v.COUNT_BOTS,
     },

@@ -30,8 +30,14 @@ export const VISIT_SETTINGS = {
   VISIT_RETENTION_DAYS: {
     default: '365',
     description:
-      'Visits older than this many days are deleted in the background (in batches, every minute), and with them the statistics of the days they fall in: the statistics always match the visits kept.',
+      'Visits older than this many days are deleted in the background (in batches, every `VISIT_RETENTION_INTERVAL_MS`), and with them the statistics of the days they fall in: the statistics always match the visits kept.',
     parse: integer(1, 36_500),
+  },
+  VISIT_RETENTION_INTERVAL_MS: {
+    default: '60000',
+    description:
+      "How often each serving process runs retention. A run deletes at most 20,000 segments of old visits (a segment holds one link's visits of a few seconds), 1,000 a transaction: shorten it if old visits age out faster than that. Every instance runs it; what one deletes the others do not find.",
+    parse: integer(100, 86_400_000),
   },
   VISIT_COUNTRY_HEADER: {
     default: '',

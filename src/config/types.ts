@@ -70,6 +70,7 @@ export interface Config {
     /** VISIT_FLUSH_INTERVAL_MS, or CLICK_FLUSH_INTERVAL_MS when it is not set. */
     readonly flushIntervalMs: number;
     readonly retentionDays: number;
+    readonly retentionIntervalMs: number;
     /** Lower-case header name a trusted proxy sets to the country code; undefined: none recorded. */
     readonly countryHeader: string | undefined;
     readonly countBots: boolean;
