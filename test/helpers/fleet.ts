@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll } from 'vitest';
-import { postgres, type TestDatabase } from './backends.js';
+import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
+import { postgres, type TestDatabase, testConfig } from './backends.js';
 import { type BusVariant, busVariants } from './event-buses.js';
 import { lazy } from './lazy.js';
 import { deleteNatsStreams, uniqueNatsPrefix } from './nats.js';
@@ -118,5 +119,23 @@ export function useFleet(variant: BusVariant, env: Record<string, string>, worke
   return lazy(() => {
     if (!fleet) throw new Error(`no fleet on ${variant.name} (not available, or not started yet)`);
     return fleet;
+  });
+}
+
+/**
+ * The test's own connection to a `useFleet` fleet's database (to count what arrived), opened
+ * after the fleet has started and closed before it is destroyed.
+ */
+export function useFleetReader(variant: BusVariant, fleet: Fleet): Database {
+  let reader: Database | undefined;
+  beforeAll(() => {
+    if (variant.available) reader = openDatabase(testConfig(fleet.database.databaseUrl).database);
+  });
+  afterAll(async () => {
+    await reader?.close();
+  });
+  return lazy(() => {
+    if (!reader) throw new Error(`no fleet database on ${variant.name} (not available, or not opened yet)`);
+    return reader;
   });
 }

@@ -12,12 +12,10 @@
  * PostgreSQL) and on NATS JetStream (with PostgreSQL). The built server (`npm run build`).
  */
 import type { Kysely } from 'kysely';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
+import { describe, expect, it } from 'vitest';
 import type { DatabaseSchema } from '../../src/adapters/storage/schema.js';
-import { testConfig } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
-import { DROP_STORM_MS, FLEET_VARIANTS, useFleet } from '../helpers/fleet.js';
+import { DROP_STORM_MS, FLEET_VARIANTS, useFleet, useFleetReader } from '../helpers/fleet.js';
 import { send } from '../helpers/http-client.js';
 import { type CreatedByCode, createdInLog, createdInStore, createdInStream } from '../helpers/outbox-census.js';
 import { NATS_URL } from '../helpers/services.js';
@@ -45,17 +43,11 @@ describe.each(FLEET_VARIANTS)(
       1,
       2,
     );
-    let reader: Database | undefined;
-    beforeAll(() => {
-      if (variant.available) reader = openDatabase(testConfig(fleet.database.databaseUrl).database);
-    });
-    afterAll(async () => {
-      await reader?.close();
-    });
+    const reader = useFleetReader(variant, fleet);
 
     test('each link gets one url.expired, in the log and the event store, and no 302 after its expiry', async () => {
       const { apis, natsPrefix, database } = fleet;
-      const db = reader!.db as unknown as Kysely<DatabaseSchema>;
+      const db = reader.db as unknown as Kysely<DatabaseSchema>;
       // A database of the fleet's own: the codes need no tag to be new.
       const code = (i: number) => `expiry${String(i).padStart(3, '0')}`;
       const start = Date.now();
