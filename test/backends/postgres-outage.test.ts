@@ -15,8 +15,7 @@ import { eventually } from '../helpers/eventually.js';
 import { codeMaker, newMapping, postShorten } from '../helpers/http.js';
 import { terminateConnections } from '../helpers/outbox-census.js';
 import { type ServerProcess, startServer } from '../helpers/server-process.js';
-import { POSTGRES_URL } from '../helpers/services.js';
-import { TcpProxy } from '../helpers/tcp-proxy.js';
+import { postgresBehindProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
 import { type Answer, send } from '../helpers/http-client.js';
 
 const UNAVAILABLE = JSON.stringify({ detail: 'Database unavailable' });
@@ -118,11 +117,9 @@ describe.skipIf(!postgres.available)('PostgreSQL down or unreachable', () => {
 
   beforeAll(async () => {
     database = await postgres.create();
-    const target = new URL(POSTGRES_URL);
-    proxy = await TcpProxy.start(target.hostname, Number(target.port || 5432));
-    const url = new URL(database.databaseUrl);
-    url.host = `127.0.0.1:${proxy.port}`;
-    service = await compose(testConfig(url.toString(), { DB_CONNECT_TIMEOUT_MS: '500', EVENT_POLL_MS: '100' }), {
+    const behind = await postgresBehindProxy(database.databaseUrl);
+    proxy = behind.proxy;
+    service = await compose(testConfig(behind.url, { DB_CONNECT_TIMEOUT_MS: '500', EVENT_POLL_MS: '100' }), {
       logger: false,
     });
     await service.app.ready();

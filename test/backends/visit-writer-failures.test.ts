@@ -22,8 +22,7 @@ import { VisitBuffer, visitorHash } from '../../src/support/visit-buffer.js';
 import { useTestApp } from '../helpers/app.js';
 import { BACKENDS, postgres, type TestDatabase, testConfig } from '../helpers/backends.js';
 import { codeMaker, createMapping, newMapping } from '../helpers/http.js';
-import { POSTGRES_URL } from '../helpers/services.js';
-import { TcpProxy } from '../helpers/tcp-proxy.js';
+import { postgresBehindProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
 import { journalAsBatches, mergeAllJournal, rollupsAndRecount, USER_AGENTS } from '../helpers/visits.js';
 
 type Mode = 'up' | 'down' | 'lost-answer';
@@ -124,17 +123,15 @@ describe.skipIf(!postgres.available)('PostgreSQL away while visits are recorded'
 
   beforeAll(async () => {
     database = await postgres.create();
-    const target = new URL(POSTGRES_URL);
-    proxy = await TcpProxy.start(target.hostname, Number(target.port || 5432));
-    const url = new URL(database.databaseUrl);
-    url.host = `127.0.0.1:${proxy.port}`;
+    const behind = await postgresBehindProxy(database.databaseUrl);
+    proxy = behind.proxy;
     // Without the service's own background work: its fold, every 5 s, would take the segments the
     // cut folds below are meant to fold (and left them none to fold on a machine slow enough that
     // the first cuts all came before the commits; CI once failed so).
-    service = await compose(
-      testConfig(url.toString(), { DB_CONNECT_TIMEOUT_MS: '500', CLICK_FLUSH_INTERVAL_MS: '50' }),
-      { logger: false, background: false },
-    );
+    service = await compose(testConfig(behind.url, { DB_CONNECT_TIMEOUT_MS: '500', CLICK_FLUSH_INTERVAL_MS: '50' }), {
+      logger: false,
+      background: false,
+    });
     await service.app.ready();
   });
   afterAll(async () => {

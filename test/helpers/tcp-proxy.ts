@@ -1,4 +1,5 @@
 import net from 'node:net';
+import { POSTGRES_URL } from './services.js';
 
 type Mode = 'pass' | 'refuse' | 'blackhole';
 
@@ -121,4 +122,16 @@ function forward(from: net.Socket, to: net.Socket, inspect: (data: Buffer) => bo
   });
   to.on('drain', () => from.resume());
   from.on('end', () => to.end());
+}
+
+/**
+ * A proxy in front of the test PostgreSQL server, and `databaseUrl` (a test database on it) through
+ * that proxy: what a process under test connects to, so that the test can cut it off alone.
+ */
+export async function postgresBehindProxy(databaseUrl: string): Promise<{ proxy: TcpProxy; url: string }> {
+  const target = new URL(POSTGRES_URL);
+  const proxy = await TcpProxy.start(target.hostname, Number(target.port || 5432));
+  const url = new URL(databaseUrl);
+  url.host = `127.0.0.1:${proxy.port}`;
+  return { proxy, url: url.toString() };
 }

@@ -20,8 +20,7 @@ import { eventually } from '../helpers/eventually.js';
 import { DROP_STORM_MS, FLEET_VARIANTS, useFleet } from '../helpers/fleet.js';
 import { send } from '../helpers/http-client.js';
 import { type ServerProcess, startServer } from '../helpers/server-process.js';
-import { POSTGRES_URL } from '../helpers/services.js';
-import { TcpProxy } from '../helpers/tcp-proxy.js';
+import { postgresBehindProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
 
 const LINKS = 30;
 /** The caches follow within this of the database answering again. */
@@ -138,13 +137,11 @@ describe.skipIf(!postgres.available)('a cache whose process was cut off from Pos
 
   beforeAll(async () => {
     database = await postgres.create();
-    const target = new URL(POSTGRES_URL);
-    proxy = await TcpProxy.start(target.hostname, Number(target.port || 5432));
-    const cut = new URL(database.databaseUrl);
-    cut.host = `127.0.0.1:${proxy.port}`;
+    const behind = await postgresBehindProxy(database.databaseUrl);
+    proxy = behind.proxy;
     const env = { ...CACHE_ENV, DB_CONNECT_TIMEOUT_MS: '500' };
     servers.push(await startServer({ ...env, DATABASE_URL: database.databaseUrl }));
-    servers.push(await startServer({ ...env, DATABASE_URL: cut.toString() }));
+    servers.push(await startServer({ ...env, DATABASE_URL: behind.url }));
   }, 60_000);
   afterAll(async () => {
     await proxy?.pass();

@@ -4,8 +4,7 @@ import { postgres, type TestDatabase } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
 import { CENSUS_ENV } from '../helpers/outbox-census.js';
 import { type ServerProcess, startServer } from '../helpers/server-process.js';
-import { POSTGRES_URL } from '../helpers/services.js';
-import { TcpProxy } from '../helpers/tcp-proxy.js';
+import { postgresBehindProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
 
 /**
  * The visit reservation of a limited link is a write on the redirect path: with PostgreSQL cut off
@@ -33,13 +32,11 @@ describe.skipIf(!postgres.available)('visit reservations with PostgreSQL failing
 
   beforeAll(async () => {
     database = await postgres.create();
-    const target = new URL(POSTGRES_URL);
-    proxy = await TcpProxy.start(target.hostname, Number(target.port || 5432));
-    const url = new URL(database.databaseUrl);
-    url.host = `127.0.0.1:${proxy.port}`;
+    const behind = await postgresBehindProxy(database.databaseUrl);
+    proxy = behind.proxy;
     const env = {
       ...CENSUS_ENV,
-      DATABASE_URL: url.toString(),
+      DATABASE_URL: behind.url,
       DB_CONNECT_TIMEOUT_MS: '500',
       CLICK_FLUSH_INTERVAL_MS: '100',
       EVENT_POLL_MS: '100',

@@ -11,8 +11,7 @@ import { type TestApp, useTestApps } from '../helpers/app.js';
 import { type Backend, postgres, sqlite } from '../helpers/backends.js';
 import { storedLinks } from '../helpers/link-transfer.js';
 import { createdInLog } from '../helpers/outbox-census.js';
-import { POSTGRES_URL } from '../helpers/services.js';
-import { PG_COMMIT, TcpProxy } from '../helpers/tcp-proxy.js';
+import { PG_COMMIT, postgresBehindProxy } from '../helpers/tcp-proxy.js';
 
 const ROWS = 10_000;
 const PREFIX = 'xf';
@@ -51,13 +50,10 @@ async function breakable(backend: Backend): Promise<Breakable> {
       drop: () => database.drop(),
     };
   }
-  const target = new URL(POSTGRES_URL);
-  const proxy = await TcpProxy.start(target.hostname, Number(target.port || 5432));
-  const url = new URL(database.databaseUrl);
-  url.host = `127.0.0.1:${proxy.port}`;
+  const { proxy, url } = await postgresBehindProxy(database.databaseUrl);
   return {
     databaseUrl: database.databaseUrl,
-    serviceUrl: url.toString(),
+    serviceUrl: url,
     fail: () => void proxy.refuse(),
     heal: () => proxy.pass(),
     async drop() {
@@ -132,15 +128,12 @@ describe.skipIf(!postgres.available)('an import whose batch commits unanswered, 
 
   it('reports the batch refused, stores it, and a second import shows it taken and adds the rest', async () => {
     const database = await postgres.create();
-    const target = new URL(POSTGRES_URL);
-    const proxy = await TcpProxy.start(target.hostname, Number(target.port || 5432));
-    const url = new URL(database.databaseUrl);
-    url.host = `127.0.0.1:${proxy.port}`;
+    const { proxy, url } = await postgresBehindProxy(database.databaseUrl);
     try {
       const app = await start(
         postgres,
         { DB_CONNECT_TIMEOUT_MS: '500' },
-        { database: { databaseUrl: url.toString(), drop: async () => undefined } },
+        { database: { databaseUrl: url, drop: async () => undefined } },
       );
       let lost: Promise<void> | undefined;
       const first = await app.service.linkTransfer.importLinks(file, {
