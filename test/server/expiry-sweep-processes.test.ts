@@ -25,7 +25,7 @@ const LINKS = 100;
  * The first link is due this long after the creates begin (time enough for them on a loaded
  * machine), the others this far apart after it; the fault begins FAULT_LEAD_MS before the first.
  */
-const FIRST_DUE_MS = 8_000;
+const FIRST_DUE_MS = 6_000;
 const APART_MS = 20;
 const FAULT_LEAD_MS = 1_500;
 /** A visit is sent this long after its link's `expires_at`. */

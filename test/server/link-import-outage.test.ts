@@ -4,10 +4,10 @@
  * process holds the write lock for 6 s, past the busy timeout), each sent again, as its report
  * says to, until one finishes whole. The checker counts what the reports acknowledged against
  * what arrived: no code is reported created twice; every code of both files ends stored once with
- * its URL, with one `url.created` on the bus and in the worker's event store; and a code stored
+ * its URL, with one `url.created` in the log and in the worker's event store; and a code stored
  * that no report called created is one of the batch a failed import named as maybe stored (its
- * commit's answer lost), never another. On the embedded bus (SQLite, PostgreSQL) and on NATS
- * JetStream (with PostgreSQL). The built server (`npm run build`).
+ * commit's answer lost), never another. On the embedded bus, on SQLite and on PostgreSQL. The
+ * built server (`npm run build`).
  */
 import { beforeAll, describe, expect, it } from 'vitest';
 import type { ImportReport } from '../../src/domain/link-transfer.js';
@@ -15,14 +15,7 @@ import { eventually } from '../helpers/eventually.js';
 import { DROP_STORM_MS, FLEET_VARIANTS, useFleet } from '../helpers/fleet.js';
 import { type BrowserSession, send, sessionOf } from '../helpers/http-client.js';
 import { storedLinks } from '../helpers/link-transfer.js';
-import {
-  CENSUS_ENV,
-  type CreatedByCode,
-  createdInLog,
-  createdInStore,
-  createdInStream,
-} from '../helpers/outbox-census.js';
-import { NATS_URL } from '../helpers/services.js';
+import { CENSUS_ENV, type CreatedByCode, createdInLog, createdInStore } from '../helpers/outbox-census.js';
 
 const ADMIN = { username: 'ioadmin', email: 'ioadmin@example.com', password: 'import outage admin password' };
 const PREFIX = 'xo';
@@ -46,7 +39,14 @@ function maybeStored(report: ImportReport): [number, number] | undefined {
   return range ? [Number(range[1]), Number(range[2])] : undefined;
 }
 
-describe.each(FLEET_VARIANTS)('imports in two processes while the database fails, on $name', (variant) => {
+/**
+ * On the embedded bus: an import's events leave through the same outbox as every create's, whose
+ * relay to NATS under a failing database the fault suite and the other fleet suites already test
+ * (NATS is left out for CI's time).
+ */
+const VARIANTS = FLEET_VARIANTS.filter((variant) => !variant.nats);
+
+describe.each(VARIANTS)('imports in two processes while the database fails, on $name', (variant) => {
   const test = it.skipIf(!variant.available);
   const fleet = useFleet(
     variant,
@@ -57,7 +57,6 @@ describe.each(FLEET_VARIANTS)('imports in two processes while the database fails
       ADMIN_PASSWORD: ADMIN.password,
       EVENT_LEASE_MS: '1000',
       EVENT_POLL_MS: '50',
-      NATS_ACK_WAIT_MS: '3000',
     },
     1,
     2,
@@ -74,7 +73,7 @@ describe.each(FLEET_VARIANTS)('imports in two processes while the database fails
   });
 
   test('every code ends stored once with one url.created, and no report claims more than was stored', async () => {
-    const { apis, natsPrefix, database } = fleet;
+    const { apis, database } = fleet;
     /** Every answer each importer got, in order. */
     const reports: ImportReport[][] = [[], []];
     const unanswered: string[] = [];
@@ -144,13 +143,15 @@ describe.each(FLEET_VARIANTS)('imports in two processes while the database fails
     expect(unreported.filter((c) => !maybe.has(c))).toEqual([]);
     console.log(`imports on ${variant.name}: ${unreported.length} stored with their commit's answer lost`);
 
-    // One url.created each, on the bus and in the event store.
+    // One url.created each, in the log and in the event store.
     const codes = Array.from({ length: ALL }, (_, i) => code(i));
     const notOnce = (found: CreatedByCode) => codes.filter((c) => found.get(c)?.length !== 1);
-    const onTheBus = () => (natsPrefix ? createdInStream(NATS_URL, natsPrefix) : createdInLog(database.databaseUrl));
     await eventually(
       async () => {
-        expect(notOnce(await onTheBus()).slice(0, 5), 'codes without exactly one url.created on the bus').toEqual([]);
+        expect(
+          notOnce(await createdInLog(database.databaseUrl)).slice(0, 5),
+          'codes without exactly one url.created in the log',
+        ).toEqual([]);
         expect(notOnce(await createdInStore(database.databaseUrl)).slice(0, 5), 'in the event store').toEqual([]);
       },
       { timeoutMs: 30_000, intervalMs: 500 },

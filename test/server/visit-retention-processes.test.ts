@@ -7,8 +7,8 @@
  * so retention, the flushes, the merge and the fold all meet the fault and each other. The
  * checker, once both stopped gracefully: no visit older than the day kept, and no day row of a day
  * before it; every redirect answered 302 is one visit row, none lost and none doubled; the day
- * rows equal a recount of the rows kept. On the embedded bus (SQLite, PostgreSQL) and on NATS
- * JetStream (with PostgreSQL). The built server (`npm run build`).
+ * rows equal a recount of the rows kept. On SQLite and on PostgreSQL (the embedded bus; retention
+ * records no event). The built server (`npm run build`).
  */
 import type { Kysely } from 'kysely';
 import { describe, expect, it } from 'vitest';
@@ -25,7 +25,10 @@ const LINKS = 6;
 const OLD_DAYS = 30;
 const OLD_A_DAY = 20;
 
-describe.each(FLEET_VARIANTS)('visit retention while visits arrive and the database fails, on $name', (variant) => {
+/** Retention records no event: the bus the fleet runs on changes nothing here, so NATS is left out (CI's time). */
+const VARIANTS = FLEET_VARIANTS.filter((variant) => !variant.nats);
+
+describe.each(VARIANTS)('visit retention while visits arrive and the database fails, on $name', (variant) => {
   const test = it.skipIf(!variant.available);
   const fleet = useFleet(
     variant,
