@@ -2,16 +2,16 @@
  * `node --import tsx bench/sandbox-nice.ts [ROUNDS]`: what scripts running in a process (role
  * `all`) cost its redirects, with the sandbox threads at `SANDBOX_NICE=0` and at the default 10.
  * One service per run, started as `npm start` starts it on a new SQLite file, with all its threads
- * on the bench's target cores (core 1 of 2), wrk on the generator cores (`-c32`, 5 s after a 5 s
- * warm-up) on one stored code; rate limiting off (one client address would be refused). Each round
+ * on the bench's target cores (core 1 of 2), wrk on the generator cores (the bench's `runWrk` and
+ * popular-codes script, 32 connections, 5 s after a 5 s warm-up, any answer but a 302 an error) on
+ * one stored code; rate limiting off (one client address would be refused). Each round
  * measures the generator's ceiling first (nginx, or its node:net stand-in: bench/lib/ceiling.ts)
  * with the same wrk command, then three targets in turn: no scripts, two endless scripts
  * (`while (true) {}`, resubmitted as they time out) at nice 0, the same at nice 10. Prints each
  * run and the medians' ratios to "no scripts", which is marked GENERATOR-BOUND when it reaches
  * 85 % of the ceiling. Needs `npm run build`; says what else is missing (wrk, taskset, nginx).
  */
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startCeiling } from './lib/ceiling.js';
@@ -22,6 +22,7 @@ import { loadSettings } from './lib/settings.js';
 import { median } from './lib/stats.js';
 import { SERVICE_ARGS } from './lib/targets.js';
 import { findTools } from './lib/tools.js';
+import { runWrk } from './lib/wrk.js';
 
 const ROUNDS = Number(process.argv[2] ?? 3);
 const ADMIN = { username: 'niceadmin', email: 'nice@example.com', password: 'nice admin password 1' };
@@ -53,24 +54,43 @@ async function keepScriptsRunning(url: string, session: Record<string, string>, 
   }
 }
 
-/** One wrk run on `url`, pinned to the generator's cores like the bench's (a thread a core). */
-function wrk(url: string): { rps: number; p99: string } {
-  const cores = settings.generatorCores;
-  const argv = ['-t', String(Math.max(1, cores.length)), '-c32', '-d5s', '--latency', url];
-  const out =
-    cores.length === 0
-      ? execFileSync('wrk', argv, { encoding: 'utf8' })
-      : execFileSync('taskset', ['-c', cores.join(','), 'wrk', ...argv], { encoding: 'utf8' });
-  return { rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(out)![1]), p99: /99%\s+(\S+)/.exec(out)![1]! };
+/**
+ * Warms `url` up (every answer's status counted), then measures it: the bench's wrk run
+ * (`runWrk`, its popular-codes script over the one stored code, pinned to the generator's cores).
+ * Any socket error or answer other than the 302 fails the run: a refused request is no redirect.
+ */
+async function measure(url: string, paths: string): Promise<{ rps: number; p99Ms: number }> {
+  const wrk = (countStatuses: boolean) =>
+    runWrk({
+      url,
+      script: 'popular.lua',
+      args: [paths],
+      durationS: 5,
+      connections: 32,
+      cores: settings.generatorCores,
+      countStatuses,
+      expectedStatus: 302,
+    });
+  const warm = await wrk(true);
+  const measured = await wrk(false);
+  for (const [run, m] of [
+    ['warm-up', warm],
+    ['run', measured],
+  ] as const) {
+    if (m.unexpected > 0)
+      throw new Error(
+        `${url}: ${m.unexpected} unexpected answers in the ${run} (${JSON.stringify(m.statuses)}, ${JSON.stringify(m.errors)})`,
+      );
+  }
+  return { rps: measured.rps, p99Ms: measured.p99Ms };
 }
 
-/** Warms `url` up, then measures it. */
-function measure(url: string): { rps: number; p99: string } {
-  wrk(url);
-  return wrk(url);
-}
-
-async function run(dir: string, nice: number, scripts: boolean): Promise<{ rps: number; p99: string }> {
+async function run(
+  dir: string,
+  paths: string,
+  nice: number,
+  scripts: boolean,
+): Promise<{ rps: number; p99Ms: number }> {
   const data = mkdtempSync(join(dir, 'service-'));
   const service = await startServer(`nice-${nice}`, node(SERVICE_ARGS, settings.targetCores), {
     LOG_LEVEL: 'warn',
@@ -101,7 +121,7 @@ async function run(dir: string, nice: number, scripts: boolean): Promise<{ rps: 
       loop = keepScriptsRunning(service.baseUrl, await login(service.baseUrl), stop);
       await sleep(1500);
     }
-    return measure(`${service.baseUrl}/${CODE}`);
+    return await measure(service.baseUrl, paths);
   } finally {
     stop.done = true;
     await loop;
@@ -119,18 +139,22 @@ const TARGETS = [
 async function main(): Promise<void> {
   const { nginx } = findTools(settings.generatorCores.length > 0);
   const dir = mkdtempSync(join(tmpdir(), 'urlshortener-sandbox-nice-'));
+  const paths = join(dir, 'paths.txt');
+  writeFileSync(paths, `/${CODE}\n`);
   const { server: ceiling, kind } = await startCeiling(nginx, dir, settings.targetCores);
   const ceilings: number[] = [];
   const results = new Map<string, number[]>(TARGETS.map((t) => [t.name, []]));
   try {
     for (let round = 1; round <= ROUNDS; round++) {
-      const reached = measure(`${ceiling.baseUrl}/${CODE}`);
+      const reached = await measure(ceiling.baseUrl, paths);
       ceilings.push(reached.rps);
       console.log(`round ${round}: generator ceiling (${kind}): ${reached.rps.toFixed(0)} req/s`);
       for (const target of TARGETS) {
-        const measured = await run(dir, target.nice, target.scripts);
+        const measured = await run(dir, paths, target.nice, target.scripts);
         results.get(target.name)!.push(measured.rps);
-        console.log(`round ${round}: ${target.name}: ${measured.rps.toFixed(0)} req/s, p99 ${measured.p99}`);
+        console.log(
+          `round ${round}: ${target.name}: ${measured.rps.toFixed(0)} req/s, p99 ${measured.p99Ms.toFixed(2)} ms`,
+        );
       }
     }
   } finally {
