@@ -32,7 +32,7 @@ import { FAST_BUS } from '../helpers/event-buses.js';
 import { eventually } from '../helpers/eventually.js';
 import { fetchShorten } from '../helpers/http.js';
 import { type BrowserSession, send, sessionOf } from '../helpers/http-client.js';
-import { FLEET_VARIANTS, type Fleet, startFleet } from '../helpers/fleet.js';
+import { FLEET_VARIANTS, useFleet, useFleetReader } from '../helpers/fleet.js';
 import { connectTestNatsBus } from '../helpers/nats.js';
 import { NATS_URL } from '../helpers/services.js';
 
@@ -54,24 +54,24 @@ interface Original {
 
 describe.each(FLEET_VARIANTS)('dead letters across processes, the database failing, on $name', (variant) => {
   const test = it.skipIf(!variant.available);
-  let fleet: Fleet | undefined;
-  /** This test's own: two publishers (as two processes would be) and its reading of the tables. */
+  const fleet = useFleet(variant, {
+    RATE_LIMIT_ENABLED: 'false',
+    DLQ_RETRY_DELAY_MS: String(RETRY_DELAY_MS),
+    DLQ_MAX_RETRIES: '3',
+    EVENT_LEASE_MS: '1000',
+    EVENT_POLL_MS: '50',
+    NATS_ACK_WAIT_MS: '3000',
+    ...adminEnv(ADMIN),
+  });
+  /** This test's reading of the tables. */
+  const reader = useFleetReader(variant, fleet);
+  /** This test's own: two publishers (as two processes would be). */
   let buses: EventBus[] = [];
   const opened: Database[] = [];
-  let db: Kysely<EventTables>;
   let counting: Subscription | undefined;
 
   beforeAll(async () => {
     if (!variant.available) return;
-    fleet = await startFleet(variant, {
-      RATE_LIMIT_ENABLED: 'false',
-      DLQ_RETRY_DELAY_MS: String(RETRY_DELAY_MS),
-      DLQ_MAX_RETRIES: '3',
-      EVENT_LEASE_MS: '1000',
-      EVENT_POLL_MS: '50',
-      NATS_ACK_WAIT_MS: '3000',
-      ...adminEnv(ADMIN),
-    });
     const { database, natsPrefix } = fleet;
     const connect = async (): Promise<EventBus> => {
       if (natsPrefix) return connectTestNatsBus(NATS_URL, natsPrefix, 3_000);
@@ -80,20 +80,17 @@ describe.each(FLEET_VARIANTS)('dead letters across processes, the database faili
       return new EmbeddedLogEventBus(own.db, FAST_BUS);
     };
     buses = [await connect(), await connect()];
-    const reader = openDatabase(testConfig(database.databaseUrl).database);
-    opened.push(reader);
-    db = reader.db as unknown as Kysely<EventTables>;
-  }, 90_000);
+  });
 
   afterAll(async () => {
     await counting?.close();
     for (const bus of buses) await bus.close();
     for (const own of opened) await own.close();
-    await fleet?.destroy();
   });
 
   test('each acknowledged letter recorded once, discards before the due time stand, every other letter re-published, by hand or when due', async () => {
-    const { api, workers } = fleet!;
+    const { api, workers } = fleet;
+    const db = reader.db as unknown as Kysely<EventTables>;
     // The originals: url.created events of mappings made through the API, as a group of this
     // test reads them (from the earliest); what it is handed again later is a re-publication.
     const prefix = `dp${variant.nats ? 'n' : variant.backend.name === 'sqlite' ? 's' : 'p'}${randomBytes(2).toString('hex')}`;
@@ -133,7 +130,7 @@ describe.each(FLEET_VARIANTS)('dead letters across processes, the database faili
     expect(admin, login.text).toBeDefined();
 
     // The database fails under the service from now on, for a while.
-    const faults = fleet!.failDatabase();
+    const faults = fleet.failDatabase();
 
     // The burst: every original's dead letter, from two publishers at once.
     const acknowledged = new Map<string, string>(); // dead letter's event id -> original's code

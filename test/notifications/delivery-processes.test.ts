@@ -15,11 +15,9 @@
  */
 import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
 import type { DatabaseSchema } from '../../src/adapters/storage/schema.js';
-import { testConfig } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
-import { FLEET_VARIANTS, type Fleet, startFleet } from '../helpers/fleet.js';
+import { FLEET_VARIANTS, useFleet, useFleetReader } from '../helpers/fleet.js';
 import { type BrowserSession, newAccount, send, sessionOf } from '../helpers/http-client.js';
 import { Receiver, verifyStandardWebhook } from './receiver.js';
 
@@ -38,28 +36,21 @@ interface Subscriber {
 describe.each(FLEET_VARIANTS)('notifications across processes, the database failing, on $name', (variant) => {
   const test = it.skipIf(!variant.available);
   const receiver = new Receiver();
-  let fleet: Fleet | undefined;
-  let reader: Database | undefined;
-
   beforeAll(async () => {
-    if (!variant.available) return;
-    await receiver.listen();
-    fleet = await startFleet(variant, {
-      RATE_LIMIT_ENABLED: 'false',
-      NOTIFICATIONS_ALLOW_PRIVATE: 'true',
-      EVENT_LEASE_MS: '1000',
-      EVENT_POLL_MS: '50',
-      NATS_ACK_WAIT_MS: '3000',
-      EXECUTION_ACK_WAIT_MS: '3000',
-    });
-    reader = openDatabase(testConfig(fleet.database.databaseUrl).database);
-  }, 90_000);
-
+    if (variant.available) await receiver.listen();
+  });
   afterAll(async () => {
-    await reader?.close();
-    await fleet?.destroy();
     if (variant.available) await receiver.close();
   });
+  const fleet = useFleet(variant, {
+    RATE_LIMIT_ENABLED: 'false',
+    NOTIFICATIONS_ALLOW_PRIVATE: 'true',
+    EVENT_LEASE_MS: '1000',
+    EVENT_POLL_MS: '50',
+    NATS_ACK_WAIT_MS: '3000',
+    EXECUTION_ACK_WAIT_MS: '3000',
+  });
+  const reader = useFleetReader(variant, fleet);
 
   /** A user of the service with a webhook channel to a path of the receiver of its own. */
   async function subscriber(api: string, n: number): Promise<Subscriber> {
@@ -81,11 +72,11 @@ describe.each(FLEET_VARIANTS)('notifications across processes, the database fail
   }
 
   test('every acknowledged execution ends once and its notification arrives, recorded once', async () => {
-    const { api, workers } = fleet!;
-    const db = reader!.db as unknown as Kysely<DatabaseSchema>;
+    const { api, workers } = fleet;
+    const db = reader.db as unknown as Kysely<DatabaseSchema>;
     const subscribers = await Promise.all(Array.from({ length: USERS }, (_, n) => subscriber(api.url, n)));
 
-    const faults = fleet!.failDatabase();
+    const faults = fleet.failDatabase();
     // Each user's executions, one after another; refusals (503 while the database fails, 429 at
     // the pending cap) are sent again. What was acknowledged (202) is owed.
     const acknowledged = new Map<string, Subscriber>();
