@@ -14,7 +14,7 @@ import type { Kysely } from 'kysely';
 import { describe, expect, it } from 'vitest';
 import { KyselyVisitRepository } from '../../src/adapters/storage/kysely-visit-repository.js';
 import type { DatabaseSchema } from '../../src/adapters/storage/schema.js';
-import { DAY_MS } from '../../src/domain/visit.js';
+import { DAY_MS, dayOf } from '../../src/domain/visit.js';
 import { eventually } from '../helpers/eventually.js';
 import { DROP_STORM_MS, FLEET_VARIANTS, useFleet, useFleetReader } from '../helpers/fleet.js';
 import { send } from '../helpers/http-client.js';
@@ -95,11 +95,7 @@ describe.each(VARIANTS)('visit retention while visits arrive and the database fa
     // A graceful stop writes the visits each process still holds.
     for (const api of fleet.apis) expect(await api.stop()).toBe(0);
 
-    const oldDays = await db
-      .selectFrom('visit_days')
-      .select('day')
-      .where('day', '<', Math.floor(cutoff / DAY_MS))
-      .execute();
+    const oldDays = await db.selectFrom('visit_days').select('day').where('day', '<', dayOf(cutoff)).execute();
     expect(oldDays).toEqual([]);
     for (const [code, id] of ids) {
       const { count, recount, stored } = await rollupsAndRecount(db, id);
