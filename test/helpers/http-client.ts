@@ -1,4 +1,5 @@
 /** A small HTTP client for tests against started server processes (real sockets, real cookies). */
+import { expect } from 'vitest';
 
 export interface Answer {
   readonly status: number;
@@ -71,4 +72,20 @@ let users = 0;
 export function newAccount(prefix: string) {
   const n = `${process.pid}${++users}`;
   return { username: `${prefix}${n}`, email: `${prefix}${n}@example.com`, password: 'correct horse battery' };
+}
+
+/**
+ * Sends a change until it is acknowledged (an answer `done` accepts: by default any 2xx), again
+ * 100 ms after each 503 (the database away); any other answer fails the test. How many 503s it met.
+ */
+export async function untilAcknowledged(
+  change: () => Promise<{ status: number; text: string }>,
+  done: (status: number) => boolean = (status) => status >= 200 && status < 300,
+): Promise<number> {
+  for (let refused = 0; ; refused++) {
+    const answer = await change();
+    if (done(answer.status)) return refused;
+    expect(answer.status, answer.text).toBe(503);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
 }

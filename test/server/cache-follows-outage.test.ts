@@ -18,7 +18,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { postgres, type TestDatabase } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
 import { DROP_STORM_MS, FLEET_VARIANTS, useFleet } from '../helpers/fleet.js';
-import { send } from '../helpers/http-client.js';
+import { send, untilAcknowledged } from '../helpers/http-client.js';
 import { type ServerProcess, startServer } from '../helpers/server-process.js';
 import { postgresBehindProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
 
@@ -41,16 +41,6 @@ const first = (code: string) => `https://example.com/${code}/v1`;
 async function answerOf(base: string, code: string): Promise<string> {
   const answer = await send(base, 'GET', `/${code}`);
   return answer.status === 302 ? answer.headers.get('location')! : String(answer.status);
-}
-
-/** Sends a change until it is acknowledged (`done`), after each 503; how many 503s it met. */
-async function untilAcknowledged(change: () => Promise<number>, done: readonly number[]): Promise<number> {
-  for (let refused = 0; ; refused++) {
-    const status = await change().catch(() => 503);
-    if (done.includes(status)) return refused;
-    expect(status).toBe(503);
-    await sleep(100);
-  }
 }
 
 /** The links created through `a` and cached on `b` (after b's own url.created events, which drop what it held for the codes). */
@@ -80,13 +70,16 @@ async function changeAll(a: string): Promise<{ expected: Map<string, string>; re
     await sleep(150);
     if (i % 3 === 0) {
       // A DELETE whose commit's answer was lost finds nothing the second time.
-      refusals += await untilAcknowledged(async () => (await send(a, 'DELETE', `/${code}`)).status, [204, 404]);
+      refusals += await untilAcknowledged(
+        () => send(a, 'DELETE', `/${code}`),
+        (status) => status === 204 || status === 404,
+      );
       expected.set(code, '404');
     } else {
       const url = `https://example.com/${code}/v2`;
       refusals += await untilAcknowledged(
-        async () => (await send(a, 'PATCH', `/${code}`, { body: { url } })).status,
-        [200],
+        () => send(a, 'PATCH', `/${code}`, { body: { url } }),
+        (status) => status === 200,
       );
       expected.set(code, url);
     }

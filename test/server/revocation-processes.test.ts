@@ -16,7 +16,14 @@
 import { describe, expect, it } from 'vitest';
 import { eventually } from '../helpers/eventually.js';
 import { FLEET_VARIANTS, useFleet } from '../helpers/fleet.js';
-import { type BrowserSession, isDetailBody, newAccount, send, sessionOf } from '../helpers/http-client.js';
+import {
+  type BrowserSession,
+  isDetailBody,
+  newAccount,
+  send,
+  sessionOf,
+  untilAcknowledged,
+} from '../helpers/http-client.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const ADMIN = { username: 'revoker', email: 'revoker@example.com', password: 'correct horse battery staple' };
@@ -61,13 +68,8 @@ let changesRefused = 0;
 
 /** Sends `change` until it is answered 2xx (a 503 is the database away): when it was. */
 async function acknowledged(change: () => Promise<{ status: number; text: string }>): Promise<number> {
-  for (;;) {
-    const answer = await change();
-    if (answer.status >= 200 && answer.status < 300) return Date.now();
-    expect(answer.status, answer.text).toBe(503);
-    changesRefused++;
-    await sleep(100);
-  }
+  changesRefused += await untilAcknowledged(change);
+  return Date.now();
 }
 
 const VARIANTS = FLEET_VARIANTS.filter((variant) => !variant.nats);
