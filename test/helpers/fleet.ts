@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import pg from 'pg';
 import { afterAll, beforeAll } from 'vitest';
 import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
 import { postgres, type TestDatabase, testConfig } from './backends.js';
@@ -8,7 +9,8 @@ import { deleteNatsStreams, uniqueNatsPrefix } from './nats.js';
 import { terminateConnections } from './outbox-census.js';
 import { type ServerProcess, startServer } from './server-process.js';
 import { holdWriteLock } from './storage.js';
-import { NATS_URL, natsAvailable } from './services.js';
+import { postgresBehindProxy, type TcpProxy } from './tcp-proxy.js';
+import { NATS_URL, natsAvailable, POSTGRES_URL } from './services.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 /** Pauses between the dropping of the fleet's PostgreSQL connections (7 drops over 7 s). */
@@ -33,8 +35,14 @@ export interface Fleet {
   /** The bus's NATS stream prefix, when the variant is on NATS. */
   readonly natsPrefix: string | undefined;
   /**
+   * With `workersBehindProxy` (PostgreSQL only): the proxy every worker process reaches the
+   * database through, that the test cuts to cut the workers off alone.
+   */
+  readonly workerProxy: TcpProxy | undefined;
+  /**
    * Makes the database fail under the fleet for a few seconds (PostgreSQL: every connection of
-   * the fleet dropped, seven times over 7 s, or after each of `drops`' pauses (ms) when given;
+   * the fleet dropped, seven times over 7 s, or after each of `drops`' pauses (ms) when given,
+   * for as long as the pauses add up to: a drop that is slow to answer shortens the next ones;
    * SQLite: another process holds the write lock 6 s, past the busy timeout, then 4 s to recover);
    * what it did.
    */
@@ -43,13 +51,22 @@ export interface Fleet {
   destroy(): Promise<void>;
 }
 
-/** Starts `apis` API processes and `workers` worker processes on a new database of `variant`, with `env`. */
+export interface FleetOptions {
+  /** Worker processes (2 unless given). */
+  readonly workers?: number;
+  /** API processes (1 unless given). */
+  readonly apis?: number;
+  /** PostgreSQL only: the workers reach the database through a proxy of their own (`Fleet.workerProxy`). */
+  readonly workersBehindProxy?: boolean;
+}
+
+/** Starts API processes and worker processes on a new database of `variant`, with `env`. */
 export async function startFleet(
   variant: BusVariant,
   env: Record<string, string>,
-  workers = 2,
-  apis = 1,
+  { workers = 2, apis = 1, workersBehindProxy = false }: FleetOptions = {},
 ): Promise<Fleet> {
+  if (workersBehindProxy && variant.backend.name !== 'postgres') throw new Error('only PostgreSQL can be proxied');
   const database = await variant.backend.create();
   const applicationName = `fleet_${randomBytes(4).toString('hex')}`;
   const natsPrefix = variant.nats ? uniqueNatsPrefix('fleet') : undefined;
@@ -62,15 +79,23 @@ export async function startFleet(
     ...(natsPrefix ? { NATS_URL, NATS_PREFIX: natsPrefix } : {}),
   };
   const started: ServerProcess[] = [];
+  let workerProxy: TcpProxy | undefined;
   const destroy = async () => {
     for (const server of started) await server.stop('SIGKILL');
+    await workerProxy?.close();
     if (natsPrefix) await deleteNatsStreams(natsPrefix);
     await database.drop();
   };
   try {
     // One after the other: the first makes the schema (and an administrator from the env).
     for (let i = 0; i < apis; i++) started.push(await startServer(fleetEnv, ['serve', '--role', 'api']));
-    for (let i = 0; i < workers; i++) started.push(await startServer(fleetEnv, ['serve', '--role', 'worker']));
+    let workerEnv = fleetEnv;
+    if (workersBehindProxy) {
+      const behind = await postgresBehindProxy(fleetEnv.DATABASE_URL);
+      workerProxy = behind.proxy;
+      workerEnv = { ...fleetEnv, DATABASE_URL: behind.url };
+    }
+    for (let i = 0; i < workers; i++) started.push(await startServer(workerEnv, ['serve', '--role', 'worker']));
   } catch (error) {
     await destroy();
     throw error;
@@ -81,6 +106,7 @@ export async function startFleet(
     apis: started.slice(0, apis),
     workers: started.slice(apis),
     natsPrefix,
+    workerProxy,
     destroy,
     async failDatabase(drops = DROPS_MS) {
       if (variant.backend.name === 'sqlite') {
@@ -91,10 +117,21 @@ export async function startFleet(
         await sleep(4_000);
         return 'another process held the write lock for 6 s';
       }
+      // One connection for every drop, and no longer than the pauses add up to: on a loaded
+      // 2-core machine each drop took 250-870 ms through a new connection, and the storm of 150
+      // drops 58 s instead of 6.
+      const admin = new pg.Client({ connectionString: POSTGRES_URL });
+      await admin.connect();
       const ended: number[] = [];
-      for (const pause of drops) {
-        await sleep(pause);
-        ended.push(await terminateConnections(applicationName));
+      try {
+        const until = Date.now() + drops.reduce((a, b) => a + b, 0);
+        for (const pause of drops) {
+          await sleep(pause);
+          ended.push(await terminateConnections(applicationName, admin));
+          if (Date.now() >= until) break;
+        }
+      } finally {
+        await admin.end();
       }
       const connections = ended.reduce((a, b) => a + b, 0);
       if (connections <= 3) throw new Error(`the fleet had no connections to drop: ${ended.join('+')}`);
@@ -107,10 +144,10 @@ export async function startFleet(
  * A fleet of `variant` for the suite this is called in (see `startFleet`): started in its
  * `beforeAll` when the variant is available, destroyed in its `afterAll`.
  */
-export function useFleet(variant: BusVariant, env: Record<string, string>, workers = 2, apis = 1): Fleet {
+export function useFleet(variant: BusVariant, env: Record<string, string>, options: FleetOptions = {}): Fleet {
   let fleet: Fleet | undefined;
   beforeAll(async () => {
-    if (variant.available) fleet = await startFleet(variant, env, workers, apis);
+    if (variant.available) fleet = await startFleet(variant, env, options);
   }, 90_000);
   afterAll(async () => {
     await fleet?.destroy();

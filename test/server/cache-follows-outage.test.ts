@@ -106,7 +106,7 @@ async function followed(b: string, expected: ReadonlyMap<string, string>): Promi
 
 describe.each(FLEET_VARIANTS)('caches that follow changes made while the database fails, on $name', (variant) => {
   const test = it.skipIf(!variant.available);
-  const fleet = useFleet(variant, CACHE_ENV, 0, 2);
+  const fleet = useFleet(variant, CACHE_ENV, { workers: 0, apis: 2 });
 
   test('every acknowledged retarget and delete is what the other process serves once the database is back', async () => {
     const [a, b] = fleet.apis.map((api) => api.url) as [string, string];

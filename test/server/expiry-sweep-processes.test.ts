@@ -40,8 +40,7 @@ describe.each(FLEET_VARIANTS)(
     const fleet = useFleet(
       variant,
       { RATE_LIMIT_ENABLED: 'false', EVENT_LEASE_MS: '1000', EVENT_POLL_MS: '50', NATS_ACK_WAIT_MS: '3000' },
-      1,
-      2,
+      { workers: 1, apis: 2 },
     );
     const reader = useFleetReader(variant, fleet);
 

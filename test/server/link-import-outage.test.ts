@@ -58,8 +58,7 @@ describe.each(VARIANTS)('imports in two processes while the database fails, on $
       EVENT_LEASE_MS: '1000',
       EVENT_POLL_MS: '50',
     },
-    1,
-    2,
+    { workers: 1, apis: 2 },
   );
   let session: BrowserSession;
   beforeAll(async () => {

@@ -86,8 +86,7 @@ describe.each(VARIANTS)('revocations across two API processes, the database fail
       BCRYPT_ROUNDS: '4',
       NODE_ENV: 'test',
     },
-    0,
-    2,
+    { workers: 0, apis: 2 },
   );
 
   test('no credential gets through on either process once its revocation was answered', async () => {

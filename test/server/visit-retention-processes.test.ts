@@ -33,8 +33,7 @@ describe.each(VARIANTS)('visit retention while visits arrive and the database fa
   const fleet = useFleet(
     variant,
     { RATE_LIMIT_ENABLED: 'false', VISIT_RETENTION_DAYS: '1', VISIT_RETENTION_INTERVAL_MS: '200', EVENT_POLL_MS: '50' },
-    0,
-    2,
+    { workers: 0, apis: 2 },
   );
   const reader = useFleetReader(variant, fleet);
 
