@@ -1,0 +1,140 @@
+/**
+ * The worker's consumers while the worker alone is cut off from PostgreSQL. Two API processes
+ * reach the database directly; the one worker (the event store, the executor, the notifier, the
+ * dead-letter manager) reaches it through a proxy that the test cuts for 6 s (every connection
+ * closed, every new one reset) while two writers, one on each API process, create links as fast
+ * as they are answered, and two users submit executions to be run and notified. Nothing of the
+ * APIs is refused: the events pile up for the worker, on the embedded bus in the log (which the
+ * worker cannot read either) and on NATS JetStream in the stream (which it can: only its writes
+ * fail, and what it was handed must be handed again, not acknowledged).
+ *
+ * The checker counts what was acknowledged against what arrived: every link answered 201 has its
+ * `url.created` stored once, and nothing else is; every execution answered 202 ends once, its
+ * notification arrives under one id and is recorded, its final event stored once; the worker is
+ * still running. On the embedded bus and on NATS JetStream, both on PostgreSQL (a proxy can only
+ * stand before a server). The built server (`npm run build`).
+ */
+import type { Kysely } from 'kysely';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { DatabaseSchema } from '../../src/adapters/storage/schema.js';
+import { storedCreatedByCode } from '../helpers/event-store.js';
+import { eventually } from '../helpers/eventually.js';
+import { FLEET_VARIANTS, useFleet, useFleetReader } from '../helpers/fleet.js';
+import { send } from '../helpers/http-client.js';
+import {
+  expectEveryExecutionNotified,
+  submitExecutions,
+  type Subscriber,
+  subscriber,
+} from '../notifications/notified.js';
+import { Receiver } from '../notifications/receiver.js';
+
+const CUT_MS = 6_000;
+const USERS = 2;
+/** Per user, submitted while the worker is cut off (under EXECUTION_MAX_PENDING_PER_USER: none is refused). */
+const EXECUTIONS = 5;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Creates links through `api` until `stop()` says so; the codes answered 201 (any other answer fails the test). */
+function writer(api: string, tag: string): { stop: () => Promise<string[]> } {
+  const created: string[] = [];
+  let running = true;
+  const done = (async () => {
+    for (let i = 0; running; i++) {
+      const code = `${tag}${String(i).padStart(5, '0')}`;
+      const answer = await send(api, 'POST', '/shorten', {
+        body: { code, url: `https://example.com/${code}`, created_at: '2024-01-01T00:00:00Z', click_count: 0 },
+      });
+      if (answer.status !== 201) throw new Error(`POST /shorten ${code}: ${answer.status} ${answer.text}`);
+      created.push(code);
+    }
+  })();
+  return {
+    stop: async () => {
+      running = false;
+      await done;
+      return created;
+    },
+  };
+}
+
+const VARIANTS = FLEET_VARIANTS.filter((variant) => variant.backend.name === 'postgres');
+
+describe.each(VARIANTS)('a worker cut off from PostgreSQL while the API processes go on, on $name', (variant) => {
+  const test = it.skipIf(!variant.available);
+  const receiver = new Receiver();
+  beforeAll(async () => {
+    if (variant.available) await receiver.listen();
+  });
+  afterAll(async () => {
+    if (variant.available) await receiver.close();
+  });
+  const fleet = useFleet(
+    variant,
+    {
+      RATE_LIMIT_ENABLED: 'false',
+      NOTIFICATIONS_ALLOW_PRIVATE: 'true',
+      EVENT_LEASE_MS: '1000',
+      EVENT_POLL_MS: '50',
+      NATS_ACK_WAIT_MS: '3000',
+      EXECUTION_ACK_WAIT_MS: '3000',
+      DB_CONNECT_TIMEOUT_MS: '500',
+    },
+    { workers: 1, apis: 2, workersBehindProxy: true },
+  );
+  const reader = useFleetReader(variant, fleet);
+
+  test('every acknowledged link, execution and notification is stored, run and sent once it can reach it again', async () => {
+    const { apis, workers, workerProxy } = fleet;
+    const [a, b] = apis.map((api) => api.url) as [string, string];
+    const db = reader.db as unknown as Kysely<DatabaseSchema>;
+    const subscribers = await Promise.all(Array.from({ length: USERS }, (_, n) => subscriber(b, receiver, `wcut${n}`)));
+
+    const writers = [writer(a, 'wcuta'), writer(b, 'wcutb')];
+    await sleep(1_000);
+    await workerProxy!.refuse();
+    const acknowledged = new Map<string, Subscriber>();
+    const refusals = new Map<number, number>();
+    await Promise.all([
+      sleep(CUT_MS),
+      ...subscribers.map((who) => submitExecutions(a, who, EXECUTIONS, acknowledged, refusals)),
+    ]);
+    await workerProxy!.pass();
+    const passedAt = Date.now();
+    await sleep(1_000);
+    const created = (await Promise.all(writers.map((w) => w.stop()))).flat();
+    expect(refusals, 'executions refused while only the worker was cut off').toEqual(new Map());
+
+    // Every acknowledged link's url.created stored once, and no other.
+    const stored = await eventually(
+      async () => {
+        const byCode = await storedCreatedByCode(db);
+        expect(
+          created.filter((code) => !byCode.has(code)),
+          'links without their url.created',
+        ).toEqual([]);
+        return byCode;
+      },
+      { timeoutMs: 60_000, intervalMs: 250 },
+    );
+    const caughtUpMs = Date.now() - passedAt;
+    const acknowledgedCodes = new Set(created);
+    expect(
+      [...stored.keys()].filter((code) => !acknowledgedCodes.has(code)),
+      'stored, never acknowledged',
+    ).toEqual([]);
+    expect(
+      [...stored].filter(([, ids]) => ids.length !== 1).map(([code, ids]) => `${code}: ${ids.join(', ')}`),
+      'stored more than once',
+    ).toEqual([]);
+
+    const twice = await expectEveryExecutionNotified(db, receiver, subscribers, acknowledged);
+    expect(workers[0]!.child.exitCode, 'the worker exited').toBeNull();
+    console.info(
+      `worker cut off on ${variant.name}: ${created.length} links and ${acknowledged.size} executions acknowledged ` +
+        `meanwhile; the event store held every url.created ${caughtUpMs} ms after the worker reached the ` +
+        `database again; every execution ran and was notified (${twice} notifications arrived more than once)`,
+    );
+    expect(await workers[0]!.stop()).toBe(0);
+  }, 180_000);
+});
