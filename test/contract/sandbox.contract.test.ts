@@ -201,3 +201,23 @@ describe('QuickJsSandbox threads at a nice value', () => {
     expect(() => new QuickJsSandbox(1, { nice: -1 })).toThrow(RangeError);
   });
 });
+
+/** A thread's start-up is not its first script's time (a new thread took seconds on a loaded CI machine). */
+describe('QuickJsSandbox threads that start late', () => {
+  it("counts a script's deadline from when its thread begins it, and still ends one that overruns", async () => {
+    const pool = new QuickJsSandbox(1, {
+      threadProgram: new URL('../fixtures/late-sandbox-thread.mjs', import.meta.url),
+    });
+    try {
+      const started = performance.now();
+      const run = await pool.run('1 + 1', { ...LIMITS, timeoutMs: 300 });
+      expect(run).toMatchObject({ status: 'completed', result: 2, error: null });
+      // Begun 2.5 s after it was handed over: past the deadline and the watchdog's 1 s margin.
+      expect(performance.now() - started).toBeGreaterThan(2_500);
+      const endless = await pool.run('while (true) {}', { ...LIMITS, timeoutMs: 300 });
+      expect(endless).toMatchObject({ status: 'timed_out', result: null });
+    } finally {
+      await pool.close();
+    }
+  }, 30_000);
+});

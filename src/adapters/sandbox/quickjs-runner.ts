@@ -11,12 +11,17 @@ import type { SandboxLimits, SandboxResult } from '../../ports/sandbox.js';
  * is also enforced on the module's memory, which a fresh module per run starts small. Output,
  * result and error are each cut at the output limit here, so a huge one never leaves the thread.
  */
-export async function runInQuickJs(script: string, limits: SandboxLimits): Promise<SandboxResult> {
+export async function runInQuickJs(
+  script: string,
+  limits: SandboxLimits,
+  onStart?: () => void,
+): Promise<SandboxResult> {
   const quickjs = await newQuickJSWASMModule();
   const memory = quickjs.getWasmMemory();
   const baseline = memory.buffer.byteLength;
   const started = performance.now();
   const deadline = Date.now() + limits.timeoutMs;
+  onStart?.();
   const runtime = quickjs.newRuntime();
   runtime.setMemoryLimit(limits.memoryBytes);
   runtime.setMaxStackSize(512 * 1024);

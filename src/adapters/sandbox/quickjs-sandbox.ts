@@ -15,6 +15,12 @@ const THREAD_PROGRAM = join(PACKAGE_ROOT, 'dist', 'adapters', 'sandbox', 'sandbo
 
 /** Extra time the thread gets past the deadline before it is terminated from outside. */
 const WATCHDOG_MARGIN_MS = 1000;
+/**
+ * How long a thread may take to begin a run it was handed (a new thread loads its program and
+ * QuickJS first) before it is taken for stuck and replaced. The script's deadline starts when it
+ * begins: a thread's start-up, seconds on a loaded machine, is not the script's time.
+ */
+const START_LIMIT_MS = 30_000;
 
 interface Job {
   readonly script: string;
@@ -38,13 +44,19 @@ export interface QuickJsSandboxOptions {
   readonly nice?: number;
   /** Told once if a thread's priority could not be set (it runs at the process's priority). */
   readonly onWarning?: (message: string) => void;
+  /**
+   * The threads' program, in place of the build's (or the sources' through tsx): for tests, one
+   * that starts late and then loads the real one.
+   */
+  readonly threadProgram?: URL;
 }
 
 /**
  * The QuickJS sandbox: a pool of `concurrency` worker threads, each running one script at a
  * time, so the host's event loop never waits on them and one long script does not hold up the
  * others. A watchdog in the host terminates a thread (and starts a new one) if a run outlives
- * its deadline by more than a margin or the thread dies. Runs beyond the pool wait, in order.
+ * its deadline by more than a margin, counted from when the thread begins it, if the thread does
+ * not begin it within START_LIMIT_MS, or if the thread dies. Runs beyond the pool wait, in order.
  */
 export class QuickJsSandbox implements Sandbox {
   private readonly slots: Slot[];
@@ -97,7 +109,10 @@ export class QuickJsSandbox implements Sandbox {
 
   private thread(slot: Slot): Worker {
     if (!slot.worker) {
-      slot.worker = import.meta.url.endsWith('.ts')
+      const program = this.options.threadProgram;
+      slot.worker = program
+        ? new Worker(program, { resourceLimits: THREAD_LIMITS, workerData: this.threadData })
+        : import.meta.url.endsWith('.ts')
         ? // Running from TypeScript sources (tests): load the thread through tsx.
           new Worker(
             `import('tsx/esm/api').then(({ register }) => { register(); return import(${JSON.stringify(
@@ -119,7 +134,7 @@ export class QuickJsSandbox implements Sandbox {
   private runOn(slot: Slot, script: string, limits: SandboxLimits): Promise<SandboxResult> {
     const worker = this.thread(slot);
     const id = this.nextId++;
-    const started = performance.now();
+    let started = performance.now();
     return new Promise<SandboxResult>((resolve) => {
       const done = (result: SandboxResult) => {
         clearTimeout(watchdog);
@@ -134,12 +149,20 @@ export class QuickJsSandbox implements Sandbox {
         const durationMs = Math.round(performance.now() - started);
         done({ status, output: '', result: null, error, truncated: false, durationMs });
       };
-      const onMessage = (message: { id: number; result: SandboxResult }) => {
-        if (message.id === id) done(message.result);
+      const onMessage = (message: { id: number; started?: true; result?: SandboxResult }) => {
+        if (message.id !== id) return;
+        if (message.result !== undefined) return done(message.result);
+        // Begun: from here the script's deadline, and the watchdog's margin past it.
+        started = performance.now();
+        clearTimeout(watchdog);
+        watchdog = setTimeout(() => replaceThread('timed_out', 'Timed out'), limits.timeoutMs + WATCHDOG_MARGIN_MS);
       };
       const onDeath = (error: unknown) =>
         replaceThread('failed', `Sandbox stopped: ${error instanceof Error ? error.message : String(error)}`);
-      const watchdog = setTimeout(() => replaceThread('timed_out', 'Timed out'), limits.timeoutMs + WATCHDOG_MARGIN_MS);
+      let watchdog = setTimeout(
+        () => replaceThread('failed', `Sandbox thread did not begin the run within ${START_LIMIT_MS / 1000} s`),
+        START_LIMIT_MS,
+      );
       worker.on('message', onMessage);
       worker.once('error', onDeath);
       worker.once('exit', onDeath);

@@ -14,6 +14,9 @@ const { nice } = workerData as SandboxThreadData;
 const refused = lowerThreadPriority(nice);
 if (refused !== undefined) parentPort?.postMessage({ warning: `sandbox thread left at nice 0: ${refused}` });
 
+// `started` when the script's deadline begins (the pool's watchdog counts from there), then the result.
 parentPort?.on('message', (job: { id: number; script: string; limits: SandboxLimits }) => {
-  void runInQuickJs(job.script, job.limits).then((result) => parentPort?.postMessage({ id: job.id, result }));
+  void runInQuickJs(job.script, job.limits, () => parentPort?.postMessage({ id: job.id, started: true })).then(
+    (result) => parentPort?.postMessage({ id: job.id, result }),
+  );
 });
