@@ -20,21 +20,15 @@
 import type { Kysely } from 'kysely';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { EmbeddedLogEventBus } from '../../src/adapters/event-bus/embedded-log/embedded-log-event-bus.js';
-import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
 import type { EventTables } from '../../src/adapters/storage/schema.js';
-import type { DeadLetterPayload } from '../../src/domain/dead-letter.js';
-import { createEvent, EVENT_TYPES, type EventEnvelope, type MessageHeaders, TOPICS } from '../../src/domain/events.js';
+import { TOPICS } from '../../src/domain/events.js';
 import type { EventBus, Subscription } from '../../src/ports/event-bus.js';
 import { adminEnv } from '../helpers/app.js';
-import { testConfig } from '../helpers/backends.js';
-import { FAST_BUS } from '../helpers/event-buses.js';
 import { eventually } from '../helpers/eventually.js';
 import { fetchShorten } from '../helpers/http.js';
 import { type BrowserSession, send, sessionOf } from '../helpers/http-client.js';
-import { FLEET_VARIANTS, useFleet, useFleetReader } from '../helpers/fleet.js';
-import { connectTestNatsBus } from '../helpers/nats.js';
-import { NATS_URL } from '../helpers/services.js';
+import { connectFleetBus, FLEET_VARIANTS, useFleet, useFleetReader } from '../helpers/fleet.js';
+import { type GivenUp, publishDeadLetter } from '../helpers/dead-letters.js';
 
 const ADMIN = { username: 'dlq_procs_admin', email: 'dlq_procs_admin@example.com', password: 'admin password 1' };
 /** Long enough for a discard to land before it even while the database fails. */
@@ -44,12 +38,8 @@ const LETTERS = 60;
 const GROUP = 'gave-up-in-another-process';
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-interface Original {
+interface Original extends GivenUp {
   readonly code: string;
-  readonly envelope: EventEnvelope;
-  readonly headers: MessageHeaders;
-  readonly partition: number;
-  readonly offset: number;
 }
 
 describe.each(FLEET_VARIANTS)('dead letters across processes, the database failing, on $name', (variant) => {
@@ -66,26 +56,16 @@ describe.each(FLEET_VARIANTS)('dead letters across processes, the database faili
   /** This test's reading of the tables. */
   const reader = useFleetReader(variant, fleet);
   /** This test's own: two publishers (as two processes would be). */
-  let buses: EventBus[] = [];
-  const opened: Database[] = [];
+  let buses: Awaited<ReturnType<typeof connectFleetBus>>[] = [];
   let counting: Subscription | undefined;
 
   beforeAll(async () => {
-    if (!variant.available) return;
-    const { database, natsPrefix } = fleet;
-    const connect = async (): Promise<EventBus> => {
-      if (natsPrefix) return connectTestNatsBus(NATS_URL, natsPrefix, 3_000);
-      const own = openDatabase(testConfig(database.databaseUrl).database);
-      opened.push(own);
-      return new EmbeddedLogEventBus(own.db, FAST_BUS);
-    };
-    buses = [await connect(), await connect()];
+    if (variant.available) buses = [await connectFleetBus(fleet), await connectFleetBus(fleet)];
   });
 
   afterAll(async () => {
     await counting?.close();
-    for (const bus of buses) await bus.close();
-    for (const own of opened) await own.close();
+    for (const { close } of buses) await close();
   });
 
   test('each acknowledged letter recorded once, discards before the due time stand, every other letter re-published, by hand or when due', async () => {
@@ -97,7 +77,7 @@ describe.each(FLEET_VARIANTS)('dead letters across processes, the database faili
     const codes = Array.from({ length: LETTERS }, (_, i) => `${prefix}${String(i).padStart(3, '0')}`);
     const originals = new Map<string, Original>();
     const handed = new Map<string, number>();
-    counting = await buses[0]!.subscribe({
+    counting = await buses[0]!.bus.subscribe({
       group: `dlqp-count-${randomBytes(3).toString('hex')}`,
       topic: TOPICS.url,
       startAt: 'earliest',
@@ -136,45 +116,19 @@ describe.each(FLEET_VARIANTS)('dead letters across processes, the database faili
     const acknowledged = new Map<string, string>(); // dead letter's event id -> original's code
     const publish = async (bus: EventBus, mine: Original[]) => {
       for (const original of mine) {
-        const payload: DeadLetterPayload = {
-          topic: TOPICS.url,
-          partition: original.partition,
-          offset: original.offset,
-          group: GROUP,
-          attempts: 3,
-          error: { name: 'Error', message: `refused ${original.code}` },
-          original: original.envelope,
-          headers: original.headers,
-        };
-        const letter = createEvent(EVENT_TYPES.deadLettered, payload, {
-          service: 'gave-up',
-          topic: TOPICS.deadLetter,
-          key: original.envelope.event_id,
-        });
-        const headers = { event_type: EVENT_TYPES.deadLettered, service: 'gave-up' };
         // A publication that failed (this test's database connection waits for the lock too)
         // is made again; one acknowledged is the letter the service owes.
-        for (;;) {
-          try {
-            await bus.publish(TOPICS.deadLetter, letter.key, headers, letter.envelope, {
-              messageId: letter.envelope.event_id,
-            });
-            acknowledged.set(letter.envelope.event_id, original.code);
-            break;
-          } catch {
-            await sleep(100);
-          }
-        }
+        acknowledged.set(await publishDeadLetter(bus, original, GROUP, `refused ${original.code}`), original.code);
       }
     };
     const all = codes.map((code) => originals.get(code)!);
     await Promise.all([
       publish(
-        buses[0]!,
+        buses[0]!.bus,
         all.filter((_, i) => i % 2 === 0),
       ),
       publish(
-        buses[1]!,
+        buses[1]!.bus,
         all.filter((_, i) => i % 2 === 1),
       ),
     ]);

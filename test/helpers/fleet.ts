@@ -1,11 +1,13 @@
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
 import { afterAll, beforeAll } from 'vitest';
+import { EmbeddedLogEventBus } from '../../src/adapters/event-bus/embedded-log/embedded-log-event-bus.js';
 import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
+import type { EventBus } from '../../src/ports/event-bus.js';
 import { postgres, type TestDatabase, testConfig } from './backends.js';
-import { type BusVariant, busVariants } from './event-buses.js';
+import { type BusVariant, busVariants, FAST_BUS } from './event-buses.js';
 import { lazy } from './lazy.js';
-import { deleteNatsStreams, uniqueNatsPrefix } from './nats.js';
+import { connectTestNatsBus, deleteNatsStreams, uniqueNatsPrefix } from './nats.js';
 import { terminateConnections } from './outbox-census.js';
 import { type ServerProcess, startServer } from './server-process.js';
 import { holdWriteLock } from './storage.js';
@@ -174,4 +176,26 @@ export function useFleetReader(variant: BusVariant, fleet: Fleet): Database {
     if (!reader) throw new Error(`no fleet database on ${variant.name} (not available, or not opened yet)`);
     return reader;
   });
+}
+
+/**
+ * A publisher and subscriber of the test's own on a fleet's bus (as another process of the
+ * deployment would be): on NATS JetStream under the fleet's prefix, else the embedded log over a
+ * database connection of its own. Closing it closes that connection too.
+ */
+export async function connectFleetBus(fleet: Fleet): Promise<{ bus: EventBus; close(): Promise<void> }> {
+  const { natsPrefix } = fleet;
+  if (natsPrefix) {
+    const bus = await connectTestNatsBus(NATS_URL, natsPrefix, 3_000);
+    return { bus, close: () => bus.close() };
+  }
+  const own = openDatabase(testConfig(fleet.database.databaseUrl).database);
+  const bus = new EmbeddedLogEventBus(own.db, FAST_BUS);
+  return {
+    bus,
+    async close() {
+      await bus.close();
+      await own.close();
+    },
+  };
 }

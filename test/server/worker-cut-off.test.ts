@@ -3,23 +3,27 @@
  * reach the database directly; the one worker (the event store, the executor, the notifier, the
  * dead-letter manager) reaches it through a proxy that the test cuts for 6 s (every connection
  * closed, every new one reset) while two writers, one on each API process, create links as fast
- * as they are answered, and two users submit executions to be run and notified. Nothing of the
+ * as they are answered, two users submit executions to be run and notified, and a publisher of
+ * the test's (a consumer in another process that gave up) puts dead letters on the bus. Nothing of the
  * APIs is refused: the events pile up for the worker, on the embedded bus in the log (which the
  * worker cannot read either) and on NATS JetStream in the stream (which it can: only its writes
  * fail, and what it was handed must be handed again, not acknowledged).
  *
  * The checker counts what was acknowledged against what arrived: every link answered 201 has its
  * `url.created` stored once, and nothing else is; every execution answered 202 ends once, its
- * notification arrives under one id and is recorded, its final event stored once; the worker is
- * still running. On the embedded bus and on NATS JetStream, both on PostgreSQL (a proxy can only
+ * notification arrives under one id and is recorded, its final event stored once; every dead
+ * letter the bus acknowledged is recorded once (parked: DLQ_MAX_RETRIES=0, so that nothing is
+ * re-published into the links' events) and stored once as an event; the worker is still running. On the embedded bus and on NATS JetStream, both on PostgreSQL (a proxy can only
  * stand before a server). The built server (`npm run build`).
  */
 import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DatabaseSchema } from '../../src/adapters/storage/schema.js';
+import { createEvent, EVENT_TYPES, TOPICS } from '../../src/domain/events.js';
+import { publishDeadLetter } from '../helpers/dead-letters.js';
 import { storedCreatedByCode } from '../helpers/event-store.js';
 import { eventually } from '../helpers/eventually.js';
-import { FLEET_VARIANTS, useFleet, useFleetReader } from '../helpers/fleet.js';
+import { connectFleetBus, FLEET_VARIANTS, useFleet, useFleetReader } from '../helpers/fleet.js';
 import { send } from '../helpers/http-client.js';
 import {
   expectEveryExecutionNotified,
@@ -33,6 +37,8 @@ const CUT_MS = 6_000;
 const USERS = 2;
 /** Per user, submitted while the worker is cut off (under EXECUTION_MAX_PENDING_PER_USER: none is refused). */
 const EXECUTIONS = 5;
+/** Dead letters published while the worker is cut off. */
+const LETTERS = 20;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Creates links through `api` until `stop()` says so; the codes answered 201 (any other answer fails the test). */
@@ -79,10 +85,34 @@ describe.each(VARIANTS)('a worker cut off from PostgreSQL while the API processe
       NATS_ACK_WAIT_MS: '3000',
       EXECUTION_ACK_WAIT_MS: '3000',
       DB_CONNECT_TIMEOUT_MS: '500',
+      DLQ_MAX_RETRIES: '0',
     },
     { workers: 1, apis: 2, workersBehindProxy: true },
   );
   const reader = useFleetReader(variant, fleet);
+  let publisher: Awaited<ReturnType<typeof connectFleetBus>> | undefined;
+  beforeAll(async () => {
+    if (variant.available) publisher = await connectFleetBus(fleet);
+  });
+  afterAll(async () => {
+    await publisher?.close();
+  });
+
+  /** LETTERS dead letters, one after another, each for an event of its own; their event ids. */
+  async function deadLetters(): Promise<string[]> {
+    const letters: string[] = [];
+    for (let i = 0; i < LETTERS; i++) {
+      const code = `wcutdl${String(i).padStart(2, '0')}`;
+      const original = createEvent(
+        EVENT_TYPES.urlCreated,
+        { code, url: `https://example.com/${code}` },
+        { service: 'gave-up', topic: TOPICS.url, key: code },
+      );
+      const given = { envelope: original.envelope, headers: { event_type: 'url.created' }, partition: 0, offset: i };
+      letters.push(await publishDeadLetter(publisher!.bus, given, 'gave-up-elsewhere', `refused ${code}`));
+    }
+    return letters;
+  }
 
   test('every acknowledged link, execution and notification is stored, run and sent once it can reach it again', async () => {
     const { apis, workers, workerProxy } = fleet;
@@ -95,7 +125,8 @@ describe.each(VARIANTS)('a worker cut off from PostgreSQL while the API processe
     await workerProxy!.refuse();
     const acknowledged = new Map<string, Subscriber>();
     const refusals = new Map<number, number>();
-    await Promise.all([
+    const [letters] = await Promise.all([
+      deadLetters(),
       sleep(CUT_MS),
       ...subscribers.map((who) => submitExecutions(a, who, EXECUTIONS, acknowledged, refusals)),
     ]);
@@ -129,11 +160,28 @@ describe.each(VARIANTS)('a worker cut off from PostgreSQL while the API processe
     ).toEqual([]);
 
     const twice = await expectEveryExecutionNotified(db, receiver, subscribers, acknowledged);
+
+    // Every acknowledged dead letter recorded once, parked, and stored once as an event.
+    await eventually(
+      async () => {
+        const recorded = await db
+          .selectFrom('dead_letters')
+          .select(['dlq_event_id', 'status'])
+          .where('dlq_event_id', 'in', letters)
+          .execute();
+        expect(recorded.map((r) => `${r.dlq_event_id} ${r.status}`).sort()).toEqual(
+          letters.map((id) => `${id} parked`).sort(),
+        );
+        const stored = await db.selectFrom('event_store').select('event_id').where('event_id', 'in', letters).execute();
+        expect(stored.map((r) => r.event_id).sort()).toEqual([...letters].sort());
+      },
+      { timeoutMs: 30_000, intervalMs: 250 },
+    );
     expect(workers[0]!.child.exitCode, 'the worker exited').toBeNull();
     console.info(
       `worker cut off on ${variant.name}: ${created.length} links and ${acknowledged.size} executions acknowledged ` +
-        `meanwhile; the event store held every url.created ${caughtUpMs} ms after the worker reached the ` +
-        `database again; every execution ran and was notified (${twice} notifications arrived more than once)`,
+        `and ${letters.length} dead letters published meanwhile; the event store held every url.created ${caughtUpMs} ms after the worker reached the ` +
+        `database again; every execution ran and was notified (${twice} notifications arrived more than once), every letter recorded`,
     );
     expect(await workers[0]!.stop()).toBe(0);
   }, 180_000);
