@@ -113,14 +113,14 @@ export class QuickJsSandbox implements Sandbox {
       slot.worker = program
         ? new Worker(program, { resourceLimits: THREAD_LIMITS, workerData: this.threadData })
         : import.meta.url.endsWith('.ts')
-        ? // Running from TypeScript sources (tests): load the thread through tsx.
-          new Worker(
-            `import('tsx/esm/api').then(({ register }) => { register(); return import(${JSON.stringify(
-              new URL('./sandbox-thread.ts', import.meta.url).href,
-            )}); });`,
-            { eval: true, resourceLimits: THREAD_LIMITS, workerData: this.threadData },
-          )
-        : new Worker(THREAD_PROGRAM, { resourceLimits: THREAD_LIMITS, workerData: this.threadData });
+          ? // Running from TypeScript sources (tests): load the thread through tsx.
+            new Worker(
+              `import('tsx/esm/api').then(({ register }) => { register(); return import(${JSON.stringify(
+                new URL('./sandbox-thread.ts', import.meta.url).href,
+              )}); });`,
+              { eval: true, resourceLimits: THREAD_LIMITS, workerData: this.threadData },
+            )
+          : new Worker(THREAD_PROGRAM, { resourceLimits: THREAD_LIMITS, workerData: this.threadData });
       slot.worker.on('message', (message: { warning?: string }) => {
         if (message.warning === undefined || this.warned) return;
         this.warned = true;
