@@ -27,7 +27,7 @@ import { adminEnv } from '../helpers/app.js';
 import { eventually } from '../helpers/eventually.js';
 import { fetchShorten } from '../helpers/http.js';
 import { type BrowserSession, send, sessionOf } from '../helpers/http-client.js';
-import { connectFleetBus, FLEET_VARIANTS, useFleet, useFleetReader } from '../helpers/fleet.js';
+import { connectFleetBus, type FleetBus, FLEET_VARIANTS, useFleet, useFleetReader } from '../helpers/fleet.js';
 import { type GivenUp, publishDeadLetter } from '../helpers/dead-letters.js';
 
 const ADMIN = { username: 'dlq_procs_admin', email: 'dlq_procs_admin@example.com', password: 'admin password 1' };
@@ -56,7 +56,7 @@ describe.each(FLEET_VARIANTS)('dead letters across processes, the database faili
   /** This test's reading of the tables. */
   const reader = useFleetReader(variant, fleet);
   /** This test's own: two publishers (as two processes would be). */
-  let buses: Awaited<ReturnType<typeof connectFleetBus>>[] = [];
+  let buses: FleetBus[] = [];
   let counting: Subscription | undefined;
 
   beforeAll(async () => {

@@ -178,12 +178,17 @@ export function useFleetReader(variant: BusVariant, fleet: Fleet): Database {
   });
 }
 
+export interface FleetBus {
+  readonly bus: EventBus;
+  close(): Promise<void>;
+}
+
 /**
  * A publisher and subscriber of the test's own on a fleet's bus (as another process of the
  * deployment would be): on NATS JetStream under the fleet's prefix, else the embedded log over a
  * database connection of its own. Closing it closes that connection too.
  */
-export async function connectFleetBus(fleet: Fleet): Promise<{ bus: EventBus; close(): Promise<void> }> {
+export async function connectFleetBus(fleet: Fleet): Promise<FleetBus> {
   const { natsPrefix } = fleet;
   if (natsPrefix) {
     const bus = await connectTestNatsBus(NATS_URL, natsPrefix, 3_000);

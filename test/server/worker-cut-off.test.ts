@@ -23,7 +23,7 @@ import { createEvent, EVENT_TYPES, TOPICS } from '../../src/domain/events.js';
 import { publishDeadLetter } from '../helpers/dead-letters.js';
 import { storedCreatedByCode } from '../helpers/event-store.js';
 import { eventually } from '../helpers/eventually.js';
-import { connectFleetBus, FLEET_VARIANTS, useFleet, useFleetReader } from '../helpers/fleet.js';
+import { connectFleetBus, type FleetBus, FLEET_VARIANTS, useFleet, useFleetReader } from '../helpers/fleet.js';
 import { send } from '../helpers/http-client.js';
 import {
   expectEveryExecutionNotified,
@@ -90,7 +90,7 @@ describe.each(VARIANTS)('a worker cut off from PostgreSQL while the API processe
     { workers: 1, apis: 2, workersBehindProxy: true },
   );
   const reader = useFleetReader(variant, fleet);
-  let publisher: Awaited<ReturnType<typeof connectFleetBus>> | undefined;
+  let publisher: FleetBus | undefined;
   beforeAll(async () => {
     if (variant.available) publisher = await connectFleetBus(fleet);
   });
@@ -114,7 +114,7 @@ describe.each(VARIANTS)('a worker cut off from PostgreSQL while the API processe
     return letters;
   }
 
-  test('every acknowledged link, execution and notification is stored, run and sent once it can reach it again', async () => {
+  test('every acknowledged link, execution, notification and dead letter is stored, run, sent and recorded once it can reach the database again', async () => {
     const { apis, workers, workerProxy } = fleet;
     const [a, b] = apis.map((api) => api.url) as [string, string];
     const db = reader.db as unknown as Kysely<DatabaseSchema>;
