@@ -27,7 +27,8 @@ export async function startServer(env: Record<string, string>, args: string[] = 
   let output = '';
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start:\n${output}`)), 20_000);
+    // Generous: two passes of the suite on 2 loaded cores once took a start past 20 s.
+    const timer = setTimeout(() => reject(new Error(`server did not start:\n${output}`)), 60_000);
     const onData = (chunk: Buffer) => {
       output += chunk.toString();
       const match = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(output);

@@ -66,7 +66,8 @@ describe('npm start', () => {
         if (!line) throw new Error(`not listening yet:\n${output}`);
         return JSON.parse(line) as { pid: number; msg: string };
       },
-      { timeoutMs: 20_000 },
+      // Generous: its speed is not the subject, and a loaded CI rehearsal once took past 20 s.
+      { timeoutMs: 60_000 },
     );
     // npm's child, killed too whatever fails below (SIGKILL to npm would leave it serving).
     const node = listening.pid;
@@ -87,7 +88,7 @@ describe('npm start', () => {
     expect(output).toContain('shut down cleanly');
     forget(npm.pid!);
     forget(node);
-  });
+  }, 90_000);
 });
 
 describe('scripts/build.mjs --if-stale', () => {
