@@ -69,8 +69,11 @@ describe.skipIf(!postgres.available)('visit reservations with PostgreSQL failing
     let sent = 0;
     let answered = 0;
     let cut: Promise<void> | undefined;
+    // 600 requests, and more while the link is not used up yet (at most 3,000): how many it takes
+    // after the cut depends on how soon the processes reach PostgreSQL again, seconds on a loaded
+    // machine, each request meanwhile answered 503 at once.
     const worker = async (w: number) => {
-      while (sent < 600) {
+      while (sent < 600 || ((statuses['410'] ?? 0) === 0 && sent < 3_000)) {
         const n = sent++;
         let status: string;
         try {
@@ -97,7 +100,7 @@ describe.skipIf(!postgres.available)('visit reservations with PostgreSQL failing
     await cut;
 
     const ok = statuses['302'] ?? 0;
-    const failed = 600 - ok - (statuses['410'] ?? 0);
+    const failed = sent - ok - (statuses['410'] ?? 0);
     expect(
       Object.keys(statuses).every((s) => ['302', '410', '503'].includes(s)),
       JSON.stringify(statuses),
