@@ -14,11 +14,17 @@
  * bus (SQLite, PostgreSQL) and on NATS JetStream (with PostgreSQL).
  */
 import type { Kysely } from 'kysely';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { DatabaseSchema } from '../../src/adapters/storage/schema.js';
 import { FLEET_VARIANTS, useFleet, useFleetReader } from '../helpers/fleet.js';
-import { expectEveryExecutionNotified, submitExecutions, type Subscriber, subscriber } from './notified.js';
-import { Receiver } from './receiver.js';
+import {
+  expectEveryExecutionNotified,
+  NOTIFYING_FLEET_ENV,
+  submitExecutions,
+  type Subscriber,
+  subscriber,
+  useReceiver,
+} from './notified.js';
 
 const USERS = 3;
 /** Per user; each user's executions go one after another (at most EXECUTION_MAX_PENDING_PER_USER queued). */
@@ -27,21 +33,8 @@ const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 describe.each(FLEET_VARIANTS)('notifications across processes, the database failing, on $name', (variant) => {
   const test = it.skipIf(!variant.available);
-  const receiver = new Receiver();
-  beforeAll(async () => {
-    if (variant.available) await receiver.listen();
-  });
-  afterAll(async () => {
-    if (variant.available) await receiver.close();
-  });
-  const fleet = useFleet(variant, {
-    RATE_LIMIT_ENABLED: 'false',
-    NOTIFICATIONS_ALLOW_PRIVATE: 'true',
-    EVENT_LEASE_MS: '1000',
-    EVENT_POLL_MS: '50',
-    NATS_ACK_WAIT_MS: '3000',
-    EXECUTION_ACK_WAIT_MS: '3000',
-  });
+  const receiver = useReceiver(variant.available);
+  const fleet = useFleet(variant, NOTIFYING_FLEET_ENV);
   const reader = useFleetReader(variant, fleet);
 
   test('every acknowledged execution ends once and its notification arrives, recorded once', async () => {

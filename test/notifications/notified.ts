@@ -5,15 +5,40 @@
  * final events stored).
  */
 import type { Kysely } from 'kysely';
-import { expect } from 'vitest';
+import { afterAll, beforeAll, expect } from 'vitest';
 import type { DatabaseSchema } from '../../src/adapters/storage/schema.js';
 import { eventually } from '../helpers/eventually.js';
 import { type BrowserSession, newAccount, send, sessionOf } from '../helpers/http-client.js';
-import { type Receiver, verifyStandardWebhook } from './receiver.js';
+import { Receiver, verifyStandardWebhook } from './receiver.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const FINAL = new Set(['completed', 'failed', 'timed_out']);
 const FINAL_EVENTS = ['execution.completed', 'execution.failed', 'execution.timed_out'];
+
+/**
+ * What a fleet that runs and notifies executions is started with: webhooks to the test's receiver
+ * on 127.0.0.1 allowed, the bus's and the executor's redeliveries quick.
+ */
+export const NOTIFYING_FLEET_ENV = {
+  RATE_LIMIT_ENABLED: 'false',
+  NOTIFICATIONS_ALLOW_PRIVATE: 'true',
+  EVENT_LEASE_MS: '1000',
+  EVENT_POLL_MS: '50',
+  NATS_ACK_WAIT_MS: '3000',
+  EXECUTION_ACK_WAIT_MS: '3000',
+} as const;
+
+/** A receiver of webhooks listening for the suite this is called in (when `available`). */
+export function useReceiver(available: boolean): Receiver {
+  const receiver = new Receiver();
+  beforeAll(async () => {
+    if (available) await receiver.listen();
+  });
+  afterAll(async () => {
+    if (available) await receiver.close();
+  });
+  return receiver;
+}
 
 export interface Subscriber {
   readonly session: BrowserSession;

@@ -27,11 +27,12 @@ import { connectFleetBus, type FleetBus, FLEET_VARIANTS, useFleet, useFleetReade
 import { send } from '../helpers/http-client.js';
 import {
   expectEveryExecutionNotified,
+  NOTIFYING_FLEET_ENV,
   submitExecutions,
   type Subscriber,
   subscriber,
+  useReceiver,
 } from '../notifications/notified.js';
-import { Receiver } from '../notifications/receiver.js';
 
 const CUT_MS = 6_000;
 const USERS = 2;
@@ -68,25 +69,10 @@ const VARIANTS = FLEET_VARIANTS.filter((variant) => variant.backend.name === 'po
 
 describe.each(VARIANTS)('a worker cut off from PostgreSQL while the API processes go on, on $name', (variant) => {
   const test = it.skipIf(!variant.available);
-  const receiver = new Receiver();
-  beforeAll(async () => {
-    if (variant.available) await receiver.listen();
-  });
-  afterAll(async () => {
-    if (variant.available) await receiver.close();
-  });
+  const receiver = useReceiver(variant.available);
   const fleet = useFleet(
     variant,
-    {
-      RATE_LIMIT_ENABLED: 'false',
-      NOTIFICATIONS_ALLOW_PRIVATE: 'true',
-      EVENT_LEASE_MS: '1000',
-      EVENT_POLL_MS: '50',
-      NATS_ACK_WAIT_MS: '3000',
-      EXECUTION_ACK_WAIT_MS: '3000',
-      DB_CONNECT_TIMEOUT_MS: '500',
-      DLQ_MAX_RETRIES: '0',
-    },
+    { ...NOTIFYING_FLEET_ENV, DB_CONNECT_TIMEOUT_MS: '500', DLQ_MAX_RETRIES: '0' },
     { workers: 1, apis: 2, workersBehindProxy: true },
   );
   const reader = useFleetReader(variant, fleet);
