@@ -110,17 +110,18 @@ export class QuickJsSandbox implements Sandbox {
   private thread(slot: Slot): Worker {
     if (!slot.worker) {
       const program = this.options.threadProgram;
+      const options = { resourceLimits: THREAD_LIMITS, workerData: this.threadData };
       slot.worker = program
-        ? new Worker(program, { resourceLimits: THREAD_LIMITS, workerData: this.threadData })
+        ? new Worker(program, options)
         : import.meta.url.endsWith('.ts')
           ? // Running from TypeScript sources (tests): load the thread through tsx.
             new Worker(
               `import('tsx/esm/api').then(({ register }) => { register(); return import(${JSON.stringify(
                 new URL('./sandbox-thread.ts', import.meta.url).href,
               )}); });`,
-              { eval: true, resourceLimits: THREAD_LIMITS, workerData: this.threadData },
+              { ...options, eval: true },
             )
-          : new Worker(THREAD_PROGRAM, { resourceLimits: THREAD_LIMITS, workerData: this.threadData });
+          : new Worker(THREAD_PROGRAM, options);
       slot.worker.on('message', (message: { warning?: string }) => {
         if (message.warning === undefined || this.warned) return;
         this.warned = true;
