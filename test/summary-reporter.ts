@@ -8,8 +8,9 @@ import type { Reporter, TestModule } from 'vitest/node';
  * errors` when vitest caught errors outside any test (they fail the run with every test passed).
  *
  * Before it, one `failed: ` line per failed test, suite or file and per unhandled error, with the
- * first line of its error: CI's record of a run keeps only its last part, and a long run's own
- * failure report sits far above it (`.ci/run` prints these lines again after everything else).
+ * first line of its error and, when it has more, its last (a server's output ends with why it
+ * stopped): CI's record of a run keeps only its last part, and a long run's own failure report
+ * sits far above it (`.ci/run` prints these lines again after everything else).
  */
 export default class SummaryReporter implements Reporter {
   onTestRunEnd(testModules: ReadonlyArray<TestModule>, unhandledErrors: ReadonlyArray<SerializedError> = []): void {
@@ -47,6 +48,11 @@ export default class SummaryReporter implements Reporter {
 
 function firstLine(error: SerializedError | undefined): string {
   if (error === undefined) return '(no error recorded)';
-  const text = `${error.name ?? 'Error'}: ${error.message ?? ''}`.split('\n', 1)[0] ?? '';
+  const lines = `${error.name ?? 'Error'}: ${error.message ?? ''}`.split('\n').filter((line) => line.trim() !== '');
+  const first = cut(lines[0] ?? '');
+  return lines.length > 1 ? `${first} … ${cut(lines.at(-1)!.trim())}` : first;
+}
+
+function cut(text: string): string {
   return text.length > 300 ? `${text.slice(0, 300)}…` : text;
 }
