@@ -20,7 +20,13 @@ const WAKE_LINGER_MS = 20;
 export class GroupConsumer {
   private readonly group: GroupKey;
   private readonly leases: GroupLeases;
+  /** The partitions this member holds a lease on: its share, and those it is releasing. */
   private readonly owned = new Set<number>();
+  /**
+   * Held beyond the share while their worker finishes what it handed out (and commits it): nothing
+   * new is taken from them, and they go back at the first round after.
+   */
+  private readonly releasing = new Set<number>();
   private readonly workers = new Map<number, Promise<void>>();
   /** Failed deliveries so far, by offset × 65,536 + partition. */
   private readonly failures = new Map<number, number>();
@@ -110,10 +116,21 @@ export class GroupConsumer {
 
   private async rebalanceOnce(): Promise<void> {
     if (!this.running) return;
-    const held = await this.leases.rebalance(this.log.now());
+    const { kept, releasing } = await this.leases.rebalance(this.log.now(), (p) => this.workers.has(p));
     this.owned.clear();
-    for (const p of held) this.owned.add(p);
-    for (const p of held) this.startWorker(p);
+    this.releasing.clear();
+    for (const p of kept) this.owned.add(p);
+    for (const p of releasing) {
+      this.owned.add(p);
+      this.releasing.add(p);
+    }
+    for (const p of kept) this.startWorker(p);
+    if (releasing.length > 0) this.log.wake.emit(this.group.topic); // an idle worker sees it sooner
+  }
+
+  /** Whether to hand out more of partition `p`: the member runs, holds it and is not releasing it. */
+  private taking(p: number): boolean {
+    return this.running && this.owned.has(p) && !this.releasing.has(p);
   }
 
   /** Starts working partition `p` unless it is worked already (a worker stops once `p` is not held). */
@@ -130,7 +147,7 @@ export class GroupConsumer {
   private async work(p: number): Promise<void> {
     if (this.window) return deliverWindowed(this.partitionAccess(p), this.window);
     let next: number | undefined;
-    while (this.running && this.owned.has(p)) {
+    while (this.taking(p)) {
       try {
         next ??= Number((await this.positionRow(p)).next_offset);
         const rows = await this.read(p, next);
@@ -142,7 +159,7 @@ export class GroupConsumer {
         const from = next;
         const handled = await this.deliverAll(p, rows);
         if (handled > 0) next = Number(rows[handled - 1]!.log_offset) + 1;
-        const failed = handled < rows.length && this.running && this.owned.has(p);
+        const failed = handled < rows.length && this.taking(p);
         if (next > from) await this.commit(p, next);
         if (failed) {
           next = undefined; // read the committed position again, then retry the message that failed
@@ -185,7 +202,7 @@ export class GroupConsumer {
         await this.commit(p, next);
       },
       idle: () => this.idle(),
-      taking: () => this.running && this.owned.has(p),
+      taking: () => this.taking(p),
       holding: () => this.owned.has(p),
       retryDelayMs: this.log.options.retryDelayMs,
     };
@@ -224,14 +241,14 @@ export class GroupConsumer {
    */
   private async deliverAll(p: number, rows: readonly LogRow[]): Promise<number> {
     if (this.subscription.ordered === false) {
-      if (!this.running || !this.owned.has(p)) return 0;
+      if (!this.taking(p)) return 0;
       const outcomes = await Promise.all(rows.map((row) => this.deliver(row)));
       const failure = outcomes.indexOf(false);
       return failure === -1 ? rows.length : failure;
     }
     let handled = 0;
     for (const row of rows) {
-      if (!this.running || !this.owned.has(p) || !(await this.deliver(row))) break;
+      if (!this.taking(p) || !(await this.deliver(row))) break;
       handled++;
     }
     return handled;

@@ -9,6 +9,12 @@ export interface GroupKey {
 
 type Lease = Pick<EventTables['consumer_leases'], 'partition_no' | 'owner' | 'expires_at'>;
 
+/** What a member holds after a round: its share to work, and partitions it hands over once their handler is done. */
+export interface HeldPartitions {
+  readonly kept: readonly number[];
+  readonly releasing: readonly number[];
+}
+
 /**
  * One member's leases on the partitions of its group's topic. Members announce themselves with a
  * heartbeat; each holds at most a fair share (the partitions over the live members, rounded up),
@@ -35,8 +41,13 @@ export class GroupLeases {
       .execute();
   }
 
-  /** One round at time `now`: renews this member's leases, moves towards a fair share; the partitions it holds. */
-  async rebalance(now: number): Promise<number[]> {
+  /**
+   * One round at time `now`: renews this member's leases and moves towards a fair share. What it
+   * holds beyond its share goes back, but not a partition that is `busy` (its worker has messages
+   * in the handler or not yet committed, which the next holder would deliver again): that one stays
+   * `releasing`, renewed and taking nothing new, until a later round finds it done.
+   */
+  async rebalance(now: number, busy: (partition: number) => boolean = () => false): Promise<HeldPartitions> {
     const until = now + this.leaseMs;
     await this.announce(until);
     const live = await this.countLive(now);
@@ -44,10 +55,12 @@ export class GroupLeases {
     await this.renewHeld(now, until);
     const leases = await this.leases();
     const held = leases.filter((l) => l.owner === this.member && Number(l.expires_at) > now).map((l) => l.partition_no);
-    await this.giveBack(held.slice(share));
     const kept = held.slice(0, share);
+    const surplus = held.slice(share);
+    const releasing = surplus.filter(busy);
+    await this.giveBack(surplus.filter((p) => !busy(p)));
     await this.claimExpired(leases, kept, share, now, until);
-    return kept;
+    return { kept, releasing };
   }
 
   /** Gives back every lease this member holds and leaves the group (when it closes). */
