@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { type Config, ConfigError, loadConfig, ROLES, type Role, settingsMarkdown } from './config/config.js';
-import { startupFailure } from './composition/startup-failure.js';
+import { startupFailure, waitingForDatabase } from './composition/startup-failure.js';
 import { createInterface } from 'node:readline';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { AppError } from './domain/errors.js';
@@ -199,15 +199,21 @@ async function migrate(config: Config): Promise<number> {
   return 0;
 }
 
-/** Brings the database's schema up to date; answers the migrations it applied. */
+/** Brings the database's schema up to date once it answers (DB_START_TIMEOUT_MS); answers the migrations it applied. */
 async function migrateSchema(config: Config): Promise<readonly string[]> {
-  const [{ openDatabase }, { migrateToLatest }] = await Promise.all([
+  const [{ openDatabase }, { migrateToLatest }, { untilDatabaseAnswers }] = await Promise.all([
     import('./adapters/storage/database.js'),
     import('./adapters/storage/migrations.js'),
+    import('./adapters/storage/until-database-answers.js'),
   ]);
   const database = openDatabase(config.database);
   try {
-    return (await migrateToLatest(database.db, database.dialect)).applied;
+    const migrated = await untilDatabaseAnswers(
+      () => migrateToLatest(database.db, database.dialect),
+      config.database.startTimeoutMs ?? 0,
+      (error) => process.stderr.write(`${waitingForDatabase(error, config.database)}\n`),
+    );
+    return migrated.applied;
   } finally {
     await database.close();
   }

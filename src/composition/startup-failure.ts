@@ -1,4 +1,4 @@
-import type { Config } from '../config/config.js';
+import type { Config, DatabaseConfig } from '../config/config.js';
 import { isDatabaseUnavailable } from '../adapters/storage/connection-errors.js';
 
 interface SystemError {
@@ -44,6 +44,17 @@ function listenFailure(error: SystemError, { host, port }: Config): string {
   }
 }
 
+/** The first message in `error` and its causes (a failed connection to both of localhost's addresses has none of its own). */
+function firstMessage(error: unknown): string {
+  return String(find(error, (e) => typeof e.message === 'string' && e.message !== '')?.message);
+}
+
+/** What the start says once when PostgreSQL does not answer and it waits (DB_START_TIMEOUT_MS). */
+export function waitingForDatabase(error: unknown, { url, startTimeoutMs = 0 }: DatabaseConfig): string {
+  const seconds = Math.round(startTimeoutMs / 100) / 10;
+  return `waiting for PostgreSQL at ${withoutPassword(url)} (${firstMessage(error)}); trying again every second for up to ${seconds} s (DB_START_TIMEOUT_MS)`;
+}
+
 /**
  * The one line to print when the service cannot start because of its surroundings (an address
  * taken, a database away), naming the setting to check; undefined for anything else (a bug, whose
@@ -56,9 +67,7 @@ export function startupFailure(error: unknown, config: Config): string | undefin
   if (kind === 'postgres') {
     const refused = find(error, (e) => typeof e.code === 'string' && POSTGRES_REFUSALS.has(e.code));
     if (refused || isDatabaseUnavailable(error)) {
-      const reason = String(
-        (refused ?? find(error, (e) => typeof e.message === 'string' && e.message !== ''))?.message,
-      );
+      const reason = refused ? String(refused.message) : firstMessage(error);
       return `cannot use PostgreSQL at ${withoutPassword(url)} (${reason}); check DATABASE_URL and that the server runs`;
     }
   }

@@ -1,7 +1,9 @@
 import { type Database, openDatabase } from '../adapters/storage/database.js';
 import { migrateToLatest } from '../adapters/storage/migrations.js';
+import { untilDatabaseAnswers } from '../adapters/storage/until-database-answers.js';
 import { KyselyTracingPlugin } from '../adapters/telemetry/kysely-tracing-plugin.js';
 import type { CompositionContext } from './context.js';
+import { waitingForDatabase } from './startup-failure.js';
 
 /** How often a SQLite database's WAL is checkpointed in the background. */
 const SQLITE_CHECKPOINT_INTERVAL_MS = 100;
@@ -17,7 +19,7 @@ function everyFewSeconds(log: (error: Error) => void): (error: Error) => void {
   };
 }
 
-/** The service's database, traced when tracing is on, with its schema brought up to date. */
+/** The service's database, traced when tracing is on, with its schema brought up to date once it answers. */
 export async function openStorage({ config, logger, stack }: CompositionContext): Promise<Database> {
   // One span per SQL statement when tracing is on; nothing in the way when it is off.
   const tracing = config.tracing.enabled ? new KyselyTracingPlugin({ dialect: config.database.kind }) : undefined;
@@ -32,6 +34,11 @@ export async function openStorage({ config, logger, stack }: CompositionContext)
       ),
     }),
   );
-  await migrateToLatest(database.db, database.dialect);
+  // PostgreSQL still starting (or too busy to answer in time) is waited for, DB_START_TIMEOUT_MS at most.
+  await untilDatabaseAnswers(
+    () => migrateToLatest(database.db, database.dialect),
+    config.database.startTimeoutMs ?? 0,
+    (error) => logger.warn(waitingForDatabase(error, config.database)),
+  );
   return database;
 }

@@ -191,11 +191,16 @@ function assemble(v: SettingValues): Config {
   };
 }
 
-/** SQLite always on one connection; PostgreSQL with its pool and connection deadline. */
+/** SQLite always on one connection; PostgreSQL with its pool and its connection and start deadlines. */
 function databaseConfig(v: SettingValues): DatabaseConfig {
   const database = v.DATABASE_URL;
   if (database.kind === 'sqlite') return { ...database, poolMax: 1 };
-  return { ...database, poolMax: v.DB_POOL_MAX, connectTimeoutMs: v.DB_CONNECT_TIMEOUT_MS };
+  return {
+    ...database,
+    poolMax: v.DB_POOL_MAX,
+    connectTimeoutMs: v.DB_CONNECT_TIMEOUT_MS,
+    startTimeoutMs: v.DB_START_TIMEOUT_MS,
+  };
 }
 
 function authConfig(v: SettingValues, database: DatabaseConfig): AuthConfig {

@@ -72,6 +72,12 @@ export const SETTINGS = named({
       'PostgreSQL: how long a request may wait for a database connection (the server away or restarting, or every pooled connection busy) before it answers 503 `Database unavailable`.',
     parse: integer(100, 600_000),
   },
+  DB_START_TIMEOUT_MS: {
+    default: '30000',
+    description:
+      'PostgreSQL: how long `serve` and `migrate` wait at start for the database to answer (the server starting up, restarting, out of connections or slower than `DB_CONNECT_TIMEOUT_MS`), trying again every second, before they give up with exit code 1. A refused login or an unknown database ends the start at once; `0` does not wait.',
+    parse: integer(0, 3_600_000),
+  },
   BODY_LIMIT: {
     default: '1048576',
     description: 'Largest accepted request body, in bytes; larger bodies get 413.',

@@ -30,6 +30,8 @@ export interface DatabaseConfig {
   readonly poolMax: number;
   /** PostgreSQL: how long a query may wait for a connection before it fails (503). */
   readonly connectTimeoutMs?: number;
+  /** PostgreSQL: how long the start waits for the database to answer before it gives up. */
+  readonly startTimeoutMs?: number;
 }
 
 export interface Config {

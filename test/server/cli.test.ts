@@ -96,11 +96,12 @@ describe('a service that cannot start', () => {
   });
 
   it.each([['serve'], ['migrate']])(
-    '%s with PostgreSQL unreachable: one line naming DATABASE_URL, password hidden, exit 1',
+    '%s with PostgreSQL unreachable and no start wait: one line naming DATABASE_URL, password hidden, exit 1',
     async (command) => {
       const port = await freePort();
       const url = `postgres://postgres:hunter2@127.0.0.1:${port}/test`;
-      const { code, output } = await runCli([command], { DATABASE_URL: url });
+      // Waiting at start (DB_START_TIMEOUT_MS) has its own suite: test/server/database-start.test.ts.
+      const { code, output } = await runCli([command], { DATABASE_URL: url, DB_START_TIMEOUT_MS: '0' });
       expect(code, output).toBe(1);
       expect(output.trim().split('\n')).toEqual([
         `cannot use PostgreSQL at postgres://postgres:***@127.0.0.1:${port}/test (connect ECONNREFUSED 127.0.0.1:${port}); check DATABASE_URL and that the server runs`,
