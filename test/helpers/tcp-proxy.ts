@@ -17,6 +17,8 @@ export const PG_COMMIT = /^Q[\s\S]{4}commit\0/i;
 export class TcpProxy {
   private readonly sockets = new Set<net.Socket>();
   private mode: Mode = 'pass';
+  /** Connections reset by `refuse` so far: how often a client has tried meanwhile. */
+  refused = 0;
   /** Armed by `loseAnswerTo`: the request to deliver unanswered, and what to tell once it was. */
   private unanswered: { pattern: RegExp; after?: RegExp; lost: () => void } | undefined;
 
@@ -70,6 +72,7 @@ export class TcpProxy {
 
   private accept(client: net.Socket): void {
     if (this.mode === 'refuse') {
+      this.refused++;
       client.on('error', () => undefined).resetAndDestroy();
       return;
     }

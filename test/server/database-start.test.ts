@@ -3,19 +3,22 @@
  * once that they wait, try again every second, and go on as soon as it answers; past the deadline
  * they end with the one line naming DATABASE_URL and exit 1; a refusal that waiting cannot change
  * (an unknown database) ends the start at once. The database "starting" is a proxy in front of the
- * test server that resets every connection until the test lets them through. The built service
- * (`npm run build`).
+ * test server that resets every connection until it has reset two of the start's tries. The built
+ * service (`npm run build`).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { postgres, type TestDatabase } from '../helpers/backends.js';
+import { eventually } from '../helpers/eventually.js';
 import { send } from '../helpers/http-client.js';
 import { freePort } from '../helpers/own-server.js';
 import { runCli, type ServerProcess, startServer } from '../helpers/server-process.js';
 import { postgresBehindProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
 
-/** How long the proxy refuses before it lets the start through: a few of its tries. */
-const REFUSED_MS = 2_500;
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+/**
+ * Connections the proxy refuses before it lets the start through: two of its tries, a second
+ * apart (counted, not timed: on a loaded machine a process may take seconds to reach its first).
+ */
+const REFUSED_TRIES = 2;
 const lines = (output: string, pattern: RegExp) => output.split('\n').filter((line) => pattern.test(line));
 const WAITING =
   /waiting for PostgreSQL at postgres:\/\/postgres@127\.0\.0\.1:\d+\/test.*; trying again every second for up to 30 s \(DB_START_TIMEOUT_MS\)/;
@@ -36,25 +39,29 @@ describe.skipIf(!postgres.available)('the start while PostgreSQL does not answer
     await database?.drop();
   });
 
-  it('migrate waits, says so once, and applies the schema once the server answers', async () => {
+  /** Runs `start` with the proxy refusing, and lets it through once it has been refused REFUSED_TRIES times. */
+  async function throughRefusals<T>(start: () => Promise<T>): Promise<T> {
     await proxy.refuse();
-    const started = Date.now();
-    const migrating = runCli(['migrate'], { DATABASE_URL: url });
-    await sleep(REFUSED_MS);
+    const before = proxy.refused;
+    const started = start();
+    started.catch(() => undefined); // awaited below; a failed start is the test's failure there
+    await eventually(() => expect(proxy.refused - before).toBeGreaterThanOrEqual(REFUSED_TRIES), {
+      timeoutMs: 60_000,
+      intervalMs: 50,
+    });
     await proxy.pass();
-    const { code, output } = await migrating;
+    return started;
+  }
+
+  it('migrate waits, says so once, and applies the schema once the server answers', async () => {
+    const { code, output } = await throughRefusals(() => runCli(['migrate'], { DATABASE_URL: url }));
     expect(code, output).toBe(0);
-    expect(Date.now() - started).toBeGreaterThanOrEqual(REFUSED_MS);
     expect(lines(output, WAITING), output).toHaveLength(1);
     expect(output).toMatch(/^applied: /m);
   }, 60_000);
 
   it('serve waits, says so once, and serves once the server answers', async () => {
-    await proxy.refuse();
-    const starting = startServer({ DATABASE_URL: url, RATE_LIMIT_ENABLED: 'false' });
-    await sleep(REFUSED_MS);
-    await proxy.pass();
-    const server = await starting;
+    const server = await throughRefusals(() => startServer({ DATABASE_URL: url, RATE_LIMIT_ENABLED: 'false' }));
     servers.push(server);
     const output = server.output();
     const waiting = lines(output, WAITING);
