@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { type Config, ConfigError, loadConfig, ROLES, type Role, settingsMarkdown } from './config/config.js';
-import { startupFailure, waitingForDatabase } from './composition/startup-failure.js';
+import { startupFailure } from './composition/startup-failure.js';
 import { createInterface } from 'node:readline';
 import { parseArgs, type ParseArgsConfig } from 'node:util';
 import { AppError } from './domain/errors.js';
@@ -201,19 +201,13 @@ async function migrate(config: Config): Promise<number> {
 
 /** Brings the database's schema up to date once it answers (DB_START_TIMEOUT_MS); answers the migrations it applied. */
 async function migrateSchema(config: Config): Promise<readonly string[]> {
-  const [{ openDatabase }, { migrateToLatest }, { untilDatabaseAnswers }] = await Promise.all([
+  const [{ openDatabase }, { migrateOnceItAnswers }] = await Promise.all([
     import('./adapters/storage/database.js'),
-    import('./adapters/storage/migrations.js'),
-    import('./adapters/storage/until-database-answers.js'),
+    import('./composition/storage.js'),
   ]);
   const database = openDatabase(config.database);
   try {
-    const migrated = await untilDatabaseAnswers(
-      () => migrateToLatest(database.db, database.dialect),
-      config.database.startTimeoutMs ?? 0,
-      (error) => process.stderr.write(`${waitingForDatabase(error, config.database)}\n`),
-    );
-    return migrated.applied;
+    return await migrateOnceItAnswers(database, config.database, (line) => process.stderr.write(`${line}\n`));
   } finally {
     await database.close();
   }

@@ -21,7 +21,7 @@ export default class SummaryReporter implements Reporter {
     const suiteFailed = (where: string, errors: ReadonlyArray<SerializedError>) => {
       if (errors.length === 0) return;
       failedSuites++;
-      failures.push(`${where}: ${firstLine(errors[0])}`);
+      failures.push(`${where}: ${summaryOf(errors[0])}`);
     };
     for (const module of testModules) {
       const file = module.relativeModuleId;
@@ -32,11 +32,11 @@ export default class SummaryReporter implements Reporter {
         if (result.state === 'passed') counts.passed++;
         else if (result.state === 'failed') {
           counts.failed++;
-          failures.push(`${file} > ${test.fullName}: ${firstLine(result.errors?.[0])}`);
+          failures.push(`${file} > ${test.fullName}: ${summaryOf(result.errors?.[0])}`);
         } else counts.skipped++;
       }
     }
-    for (const error of unhandledErrors) failures.push(`unhandled error: ${firstLine(error)}`);
+    for (const error of unhandledErrors) failures.push(`unhandled error: ${summaryOf(error)}`);
     const suites = failedSuites > 0 ? `, ${failedSuites} failed suites` : '';
     const unhandled = unhandledErrors.length > 0 ? `, ${unhandledErrors.length} unhandled errors` : '';
     process.stdout.write(
@@ -46,7 +46,7 @@ export default class SummaryReporter implements Reporter {
   }
 }
 
-function firstLine(error: SerializedError | undefined): string {
+function summaryOf(error: SerializedError | undefined): string {
   if (error === undefined) return '(no error recorded)';
   const lines = `${error.name ?? 'Error'}: ${error.message ?? ''}`.split('\n').filter((line) => line.trim() !== '');
   const first = cut(lines[0] ?? '');

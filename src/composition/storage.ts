@@ -2,6 +2,7 @@ import { type Database, openDatabase } from '../adapters/storage/database.js';
 import { migrateToLatest } from '../adapters/storage/migrations.js';
 import { untilDatabaseAnswers } from '../adapters/storage/until-database-answers.js';
 import { KyselyTracingPlugin } from '../adapters/telemetry/kysely-tracing-plugin.js';
+import type { DatabaseConfig } from '../config/config.js';
 import type { CompositionContext } from './context.js';
 import { waitingForDatabase } from './startup-failure.js';
 
@@ -34,11 +35,24 @@ export async function openStorage({ config, logger, stack }: CompositionContext)
       ),
     }),
   );
-  // PostgreSQL still starting (or too busy to answer in time) is waited for, DB_START_TIMEOUT_MS at most.
-  await untilDatabaseAnswers(
-    () => migrateToLatest(database.db, database.dialect),
-    config.database.startTimeoutMs ?? 0,
-    (error) => logger.warn(waitingForDatabase(error, config.database)),
-  );
+  await migrateOnceItAnswers(database, config.database, (line) => logger.warn(line));
   return database;
+}
+
+/**
+ * Brings `database`'s schema up to date once it answers: a PostgreSQL still starting (or too busy
+ * to answer in time) is waited for, DB_START_TIMEOUT_MS at most, and `say` hears that once. What
+ * `serve` and `migrate` both do first. The migrations it applied.
+ */
+export async function migrateOnceItAnswers(
+  database: Database,
+  config: DatabaseConfig,
+  say: (line: string) => void,
+): Promise<readonly string[]> {
+  const migrated = await untilDatabaseAnswers(
+    () => migrateToLatest(database.db, database.dialect),
+    config.startTimeoutMs ?? 0,
+    (error) => say(waitingForDatabase(error, config)),
+  );
+  return migrated.applied;
 }

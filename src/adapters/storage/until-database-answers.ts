@@ -2,7 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { isDatabaseUnavailable } from './connection-errors.js';
 
 /** How often the start tries the database again while it does not answer. */
-export const START_RETRY_MS = 1000;
+const START_RETRY_MS = 1000;
 
 /**
  * Runs `attempt` (the start's first use of the database: its migrations) until it succeeds,
