@@ -49,6 +49,8 @@ export interface Fleet {
    * what it did.
    */
   failDatabase(drops?: readonly number[]): Promise<string>;
+  /** Starts one more worker process on the fleet's database and bus (a worker joining its groups). */
+  addWorker(): Promise<ServerProcess>;
   /** Kills what is left of the fleet and removes its database and streams. */
   destroy(): Promise<void>;
 }
@@ -82,22 +84,27 @@ export async function startFleet(
   };
   const started: ServerProcess[] = [];
   let workerProxy: TcpProxy | undefined;
+  let workerEnv: Record<string, string> = fleetEnv;
   const destroy = async () => {
     for (const server of started) await server.stop('SIGKILL');
     await workerProxy?.close();
     if (natsPrefix) await deleteNatsStreams(natsPrefix);
     await database.drop();
   };
+  const startWorker = async () => {
+    const worker = await startServer(workerEnv, ['serve', '--role', 'worker']);
+    started.push(worker);
+    return worker;
+  };
   try {
     // One after the other: the first makes the schema (and an administrator from the env).
     for (let i = 0; i < apis; i++) started.push(await startServer(fleetEnv, ['serve', '--role', 'api']));
-    let workerEnv = fleetEnv;
     if (workersBehindProxy) {
       const behind = await postgresBehindProxy(fleetEnv.DATABASE_URL);
       workerProxy = behind.proxy;
       workerEnv = { ...fleetEnv, DATABASE_URL: behind.url };
     }
-    for (let i = 0; i < workers; i++) started.push(await startServer(workerEnv, ['serve', '--role', 'worker']));
+    for (let i = 0; i < workers; i++) await startWorker();
   } catch (error) {
     await destroy();
     throw error;
@@ -109,6 +116,7 @@ export async function startFleet(
     workers: started.slice(apis),
     natsPrefix,
     workerProxy,
+    addWorker: startWorker,
     destroy,
     async failDatabase(drops = DROPS_MS) {
       if (variant.backend.name === 'sqlite') {
