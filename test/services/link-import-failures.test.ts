@@ -71,11 +71,7 @@ describe.each([sqlite, postgres])('an import whose database fails part-way on $n
     async () => {
       const db = await breakable(backend);
       try {
-        const app = await start(
-          backend,
-          { DB_CONNECT_TIMEOUT_MS: '500' },
-          { database: { databaseUrl: db.serviceUrl, drop: async () => undefined } },
-        );
+        const app = await start(backend, {}, { database: { databaseUrl: db.serviceUrl, drop: async () => undefined } });
         let failed = false;
         const outcomes: RowOutcome[] = [];
         const report: ImportReport = await app.service.linkTransfer.importLinks(file, {
@@ -130,11 +126,7 @@ describe.skipIf(!postgres.available)('an import whose batch commits unanswered, 
     const database = await postgres.create();
     const { proxy, url } = await postgresBehindProxy(database.databaseUrl);
     try {
-      const app = await start(
-        postgres,
-        { DB_CONNECT_TIMEOUT_MS: '500' },
-        { database: { databaseUrl: url, drop: async () => undefined } },
-      );
+      const app = await start(postgres, {}, { database: { databaseUrl: url, drop: async () => undefined } });
       let lost: Promise<void> | undefined;
       const first = await app.service.linkTransfer.importLinks(file, {
         owner: null,
