@@ -1,5 +1,6 @@
 import type { Config, DatabaseConfig } from '../config/config.js';
 import { isDatabaseUnavailable } from '../adapters/storage/connection-errors.js';
+import { UnsupportedRuntimeError } from '../adapters/storage/sqlite-runtime.js';
 
 interface SystemError {
   readonly code?: unknown;
@@ -71,6 +72,8 @@ export function startupFailure(error: unknown, config: Config): string | undefin
       return `cannot use PostgreSQL at ${withoutPassword(url)} (${reason}); check DATABASE_URL and that the server runs`;
     }
   }
+  const runtime = find(error, (e) => e instanceof UnsupportedRuntimeError);
+  if (runtime) return String(runtime.message);
   const sqlite = find(error, (e) => typeof e.code === 'string' && e.code.startsWith('SQLITE_CANTOPEN'));
   if (kind === 'sqlite' && sqlite) {
     return `cannot open the SQLite database ${url} (${String(sqlite.message)}); check DATABASE_URL and that its folder exists and is writable`;

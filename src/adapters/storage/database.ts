@@ -30,6 +30,7 @@ import type { DatabaseConfig } from '../../config/config.js';
 import { canonicalTimestamp } from '../../domain/timestamp.js';
 import type { DatabaseSchema } from './schema.js';
 import { FALLBACK_AUTOCHECKPOINT_PAGES, SqliteCheckpointer } from './sqlite-checkpointer.js';
+import { assertSqliteRuntime } from './sqlite-runtime.js';
 
 export type Dialect = DatabaseConfig['kind'];
 
@@ -103,6 +104,7 @@ function withPing(db: Kysely<DatabaseSchema>, dialect: Dialect): Database {
 }
 
 function openSqlite(file: string, options: OpenDatabaseOptions): Database {
+  assertSqliteRuntime();
   if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
   const connection = new SQLite(file);
   // WAL + NORMAL: a committed transaction survives a crash of the process (not of the machine's power).
