@@ -7,6 +7,7 @@ import { AppError } from './domain/errors.js';
 import cluster from 'node:cluster';
 import { WORKER_SETTINGS } from './config/settings-workers.js';
 import type { TransferOptions } from './cli-link-transfer.js';
+import { enableCompileCache } from './support/compile-cache.js';
 
 // The service's modules (the HTTP app, the adapters, their drivers: about a second to load) are
 // imported by the commands that use them, so that `--help`, a usage error or `config` answer at once.
@@ -312,6 +313,9 @@ async function readPasswordLine(): Promise<string | undefined> {
   }
   return undefined;
 }
+
+// Before the commands import the service's modules (see above), so that they are read compiled.
+enableCompileCache();
 
 main(process.argv.slice(2)).then(
   (code) => {

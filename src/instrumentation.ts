@@ -8,6 +8,7 @@
  */
 import { register } from 'node:module';
 import { ConfigError, loadConfig, type Config } from './config/config.js';
+import { enableCompileCache } from './support/compile-cache.js';
 
 function configOrUndefined(): Config | undefined {
   try {
@@ -17,6 +18,9 @@ function configOrUndefined(): Config | undefined {
     throw error;
   }
 }
+
+// Before tracing's modules are imported (the command line turns it on again: nothing to undo).
+enableCompileCache();
 
 const config = configOrUndefined();
 if (config?.tracing.enabled) {

@@ -6,7 +6,8 @@
  * is built to ride them out).
  * Real processes of the built CLI (`npm run build`).
  */
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import nodeModule from 'node:module';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -164,5 +165,48 @@ describe('a service that cannot start', () => {
       expect(await server.stop()).toBe(0);
     }
     expectOneClearLine(server.output(), 'REDIS_URL');
+  });
+});
+
+/**
+ * Node's on-disk cache of compiled code (src/support/compile-cache.ts): a command's process keeps
+ * the service's modules compiled, on Node 22.1 and later (CI's Node 24 pass runs this file), in
+ * Node's default folder (in the temporary directory: here TMPDIR, a folder of this file's; the
+ * environment's NODE_COMPILE_CACHE would turn it on by itself); Node 20 has no such cache.
+ */
+describe('the compile cache', () => {
+  const hasCache = typeof (nodeModule as { enableCompileCache?: unknown }).enableCompileCache === 'function';
+  const cachedFiles = (tmp: string): number => {
+    const cache = join(tmp, 'node-compile-cache');
+    return existsSync(cache)
+      ? readdirSync(cache, { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).length
+      : 0;
+  };
+
+  it(`holds the modules a command loaded ${hasCache ? 'on this Node' : 'nowhere on Node 20'} (${process.version})`, async () => {
+    const tmp = mkdtempSync(join(dir, 'tmp-'));
+    const env = { DATABASE_URL: sqliteUrl('compile-cache.db'), TMPDIR: tmp };
+    const first = await runCli(['openapi'], env);
+    expect(first.code, first.output).toBe(0);
+    if (!hasCache) {
+      expect(cachedFiles(tmp)).toBe(0);
+      return;
+    }
+    // The CLI's own small modules load before it turns the cache on; the service's (a dozen chunks) after.
+    expect(cachedFiles(tmp)).toBeGreaterThan(5);
+    const again = await runCli(['openapi'], env);
+    expect(again.code, again.output).toBe(0);
+    expect(again.output).toBe(first.output);
+  });
+
+  it('stays off with NODE_DISABLE_COMPILE_CACHE=1', async () => {
+    const tmp = mkdtempSync(join(dir, 'tmp-'));
+    const { code, output } = await runCli(['openapi'], {
+      DATABASE_URL: sqliteUrl('compile-cache-off.db'),
+      TMPDIR: tmp,
+      NODE_DISABLE_COMPILE_CACHE: '1',
+    });
+    expect(code, output).toBe(0);
+    expect(cachedFiles(tmp)).toBe(0);
   });
 });
