@@ -6,7 +6,7 @@
  * is built to ride them out).
  * Real processes of the built CLI (`npm run build`).
  */
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import nodeModule from 'node:module';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
@@ -170,43 +170,47 @@ describe('a service that cannot start', () => {
 
 /**
  * Node's on-disk cache of compiled code (src/support/compile-cache.ts): a command's process keeps
- * the service's modules compiled, on Node 22.1 and later (CI's Node 24 pass runs this file), in
- * Node's default folder (in the temporary directory: here TMPDIR, a folder of this file's; the
- * environment's NODE_COMPILE_CACHE would turn it on by itself); Node 20 has no such cache.
+ * the service's modules compiled in a private folder of the account's cache home (here
+ * XDG_CACHE_HOME, a folder of this file's), on Node 22.1 and later (CI's Node 24 pass runs this
+ * file); Node 20 has no such cache. Not in a folder another account can write.
  */
 describe('the compile cache', () => {
   const hasCache = typeof (nodeModule as { enableCompileCache?: unknown }).enableCompileCache === 'function';
-  const cachedFiles = (tmp: string): number => {
-    const cache = join(tmp, 'node-compile-cache');
-    return existsSync(cache)
-      ? readdirSync(cache, { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).length
+  const cacheFolder = (home: string) => join(home, 'urlshortener', 'node-compile-cache');
+  const cachedFiles = (home: string): number =>
+    existsSync(cacheFolder(home))
+      ? readdirSync(cacheFolder(home), { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).length
       : 0;
-  };
+  const openapi = (home: string, env: Record<string, string> = {}) =>
+    runCli(['openapi'], { DATABASE_URL: sqliteUrl('compile-cache.db'), XDG_CACHE_HOME: home, ...env });
 
   it(`holds the modules a command loaded ${hasCache ? 'on this Node' : 'nowhere on Node 20'} (${process.version})`, async () => {
-    const tmp = mkdtempSync(join(dir, 'tmp-'));
-    const env = { DATABASE_URL: sqliteUrl('compile-cache.db'), TMPDIR: tmp };
-    const first = await runCli(['openapi'], env);
+    const home = mkdtempSync(join(dir, 'cache-'));
+    const first = await openapi(home);
     expect(first.code, first.output).toBe(0);
     if (!hasCache) {
-      expect(cachedFiles(tmp)).toBe(0);
+      expect(existsSync(join(home, 'urlshortener'))).toBe(false);
       return;
     }
     // The CLI's own small modules load before it turns the cache on; the service's (a dozen chunks) after.
-    expect(cachedFiles(tmp)).toBeGreaterThan(5);
-    const again = await runCli(['openapi'], env);
+    expect(cachedFiles(home)).toBeGreaterThan(5);
+    expect(statSync(cacheFolder(home)).mode & 0o777).toBe(0o700);
+    const again = await openapi(home);
     expect(again.code, again.output).toBe(0);
     expect(again.output).toBe(first.output);
   });
 
-  it('stays off with NODE_DISABLE_COMPILE_CACHE=1', async () => {
-    const tmp = mkdtempSync(join(dir, 'tmp-'));
-    const { code, output } = await runCli(['openapi'], {
-      DATABASE_URL: sqliteUrl('compile-cache-off.db'),
-      TMPDIR: tmp,
-      NODE_DISABLE_COMPILE_CACHE: '1',
-    });
-    expect(code, output).toBe(0);
-    expect(cachedFiles(tmp)).toBe(0);
+  it('stays off in a folder other accounts can write, and with NODE_DISABLE_COMPILE_CACHE=1', async () => {
+    const shared = mkdtempSync(join(dir, 'cache-'));
+    mkdirSync(cacheFolder(shared), { recursive: true });
+    chmodSync(cacheFolder(shared), 0o777);
+    const sharedRun = await openapi(shared);
+    expect(sharedRun.code, sharedRun.output).toBe(0);
+    expect(cachedFiles(shared)).toBe(0);
+
+    const home = mkdtempSync(join(dir, 'cache-'));
+    const off = await openapi(home, { NODE_DISABLE_COMPILE_CACHE: '1' });
+    expect(off.code, off.output).toBe(0);
+    expect(existsSync(join(home, 'urlshortener'))).toBe(false);
   });
 });
