@@ -15,9 +15,9 @@
  * - native modules (better-sqlite3, bcrypt) and packages that read files beside their own code
  *   (`__dirname`: QuickJS's WebAssembly, Swagger UI's and @fastify/static's assets,
  *   @fastify/swagger's package.json, pino's transport threads);
- * - what tracing patches where it is loaded (ioredis, through the import-in-the-middle hook of
- *   `--import ./dist/instrumentation.js`) and the OpenTelemetry packages (one copy of each, shared
- *   with that hook);
+ * - what tracing patches where it is loaded (ioredis, required by the first Redis connection and
+ *   patched as it is required) and the OpenTelemetry packages (one copy of each, shared with the
+ *   import-in-the-middle hook of `--import ./dist/instrumentation.js`);
  * - `pg`, which the storage adapter requires only when it opens a PostgreSQL database (on Node 20,
  *   loading it loads node's `fetch` too: 30 ms of every start on SQLite, before).
  *   No entry below: esbuild leaves a `createRequire(…)('pg')` call alone.

@@ -126,14 +126,15 @@ export function startTracing(config: TracingConfig, options: StartTracingOptions
  * Requiring the instrumented CommonJS modules once more applies their patches even when they were
  * loaded before tracing started (the `serve` command without `--import`, or a test process): the
  * patches go on shared objects (`http.Server.prototype`, the `http` exports, `Redis.prototype`).
+ * ioredis only if it was loaded: a process that never connects to Redis never loads it (see
+ * connectRedis), and one that does later is patched as it requires it.
  */
 function patchLoadedModules(): void {
   const require = createRequire(import.meta.url);
-  for (const name of ['http', 'https', 'ioredis']) {
-    try {
-      require(name);
-    } catch {
-      // not installed: nothing to patch
-    }
+  for (const name of ['http', 'https']) require(name);
+  try {
+    if (require.cache[require.resolve('ioredis')] !== undefined) require('ioredis');
+  } catch {
+    // not installed: nothing to patch
   }
 }
