@@ -1,7 +1,7 @@
 import { lstatSync, mkdirSync } from 'node:fs';
 import nodeModule from 'node:module';
 import { homedir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 
 /** `module.enableCompileCache`, which Node has from 22.1 on (the types installed are Node 20's). */
 type EnableCompileCache = (directory: string) => unknown;
@@ -31,7 +31,9 @@ export function enableCompileCache(
   enable: EnableCompileCache | null = NODE_ENABLE,
 ): string | undefined {
   if (enable === null || env.NODE_DISABLE_COMPILE_CACHE || env.NODE_COMPILE_CACHE) return undefined;
-  const home = env.XDG_CACHE_HOME || join(homedir(), '.cache');
+  // Resolved, so that walking up from the folder meets it (a trailing slash, a `.`): unresolved,
+  // the walk went past it (and refused, or at `/` never ended).
+  const home = resolve(env.XDG_CACHE_HOME || join(homedir(), '.cache'));
   const folder = join(home, 'urlshortener', 'node-compile-cache');
   try {
     mkdirSync(folder, { recursive: true, mode: 0o700 });

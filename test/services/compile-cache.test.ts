@@ -6,7 +6,7 @@
  */
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { enableCompileCache } from '../../src/support/compile-cache.js';
 
@@ -29,6 +29,13 @@ describe('the compile cache folder', () => {
     expect(enabled).toEqual([folderIn(home)]);
     expect(statSync(folderIn(home)).mode & 0o777).toBe(0o700);
     expect(statSync(join(home, 'urlshortener')).mode & 0o777).toBe(0o700);
+  });
+
+  it('is found from a cache home written with a trailing slash or relative to the working folder', () => {
+    const home = mkdtempSync(join(root, 'home-'));
+    expect(attempt({ XDG_CACHE_HOME: `${home}/` }).enabled).toEqual([folderIn(home)]);
+    expect(attempt({ XDG_CACHE_HOME: `${home}/./` }).enabled).toEqual([folderIn(home)]);
+    expect(attempt({ XDG_CACHE_HOME: relative(process.cwd(), home) }).enabled).toEqual([folderIn(home)]);
   });
 
   it('is used again as it is', () => {
