@@ -200,4 +200,53 @@ describe.each(BACKENDS)('VisitRepository on $name', (backend) => {
     },
     60_000,
   );
+
+  // PostgreSQL only: on SQLite a fold takes the write lock first and waits for the other's.
+  it.skipIf(!backend.available || backend.name !== 'postgres')(
+    'a fold passes over the segments another instance holds (a cut fold its server has not yet rolled back), and a later fold takes them once',
+    async () => {
+      await foldRun(visits, 1_000); // what earlier tests left
+      const links = [700, 701, 702, 703];
+      const start = Date.UTC(2026, 10, 24, 9);
+      const batchVisits = links.flatMap((urlId) => visitsOf(urlId, 10, start, 60_000, urlId));
+      await visits.writeBatch(
+        visitBatch(
+          randomUUID(),
+          batchVisits,
+          batchVisits.map((_, n) => n),
+        ),
+      );
+      const upTo = await visits.foldMark();
+      // The other instance's transaction holds the first two links' segments, as a fold's take does.
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => (release = resolve));
+      let held!: () => void;
+      const holding = new Promise<void>((resolve) => (held = resolve));
+      const holder = other.db.transaction().execute(async (trx) => {
+        await trx
+          .selectFrom('visit_unfolded')
+          .select('segment_id')
+          .where('url_id', 'in', links.slice(0, 2))
+          .forUpdate()
+          .execute();
+        held();
+        await released;
+        throw new Error('rolled back');
+      });
+      await holding;
+      // The whole list in one step: it takes the two links nobody holds, and waits for none.
+      const passing = await visits.fold(1_000, upTo, 0);
+      expect(passing.segments).toBe(2);
+      // Only the held ones left: a step of their range takes nothing while they are held.
+      expect(await visits.fold(1_000, upTo, 0)).toMatchObject({ segments: 0 });
+      release();
+      await expect(holder).rejects.toThrow('rolled back');
+      expect(await visits.fold(1_000, upTo, 0)).toMatchObject({ segments: 2 });
+      for (const urlId of links) {
+        const { count, recount, stored } = await rollupsAndRecount(database.db, urlId);
+        expect(count).toBe(10);
+        expect(stored).toEqual(recount);
+      }
+    },
+  );
 });
