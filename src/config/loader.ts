@@ -200,6 +200,7 @@ function databaseConfig(v: SettingValues): DatabaseConfig {
     poolMax: v.DB_POOL_MAX,
     connectTimeoutMs: v.DB_CONNECT_TIMEOUT_MS,
     startTimeoutMs: v.DB_START_TIMEOUT_MS,
+    idleInTransactionTimeoutMs: v.DB_IDLE_IN_TRANSACTION_TIMEOUT_MS,
   };
 }
 

@@ -72,6 +72,12 @@ export const SETTINGS = named({
       'PostgreSQL: how long a request may wait for a database connection (the server away or restarting, or every pooled connection busy) before it answers 503 `Database unavailable`.',
     parse: integer(100, 600_000),
   },
+  DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: {
+    default: '30000',
+    description:
+      "PostgreSQL: the server ends a session of the service that has sat inside a transaction this long without a statement (its process frozen, or its host cut off from the database without the server hearing of it), and so lets go of the transaction's locks: without it such a session keeps them until the server's TCP keepalive gives up on the client (about two hours with Linux's defaults), and meanwhile every instance's visit merge stops and an edit of a link it had locked waits. The service's transactions run their statements back to back. Set on each connection (`idle_in_transaction_session_timeout`); `0` leaves the server's own setting.",
+    parse: integer(0, 86_400_000),
+  },
   DB_START_TIMEOUT_MS: {
     default: '30000',
     description:

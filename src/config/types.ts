@@ -32,6 +32,8 @@ export interface DatabaseConfig {
   readonly connectTimeoutMs?: number;
   /** PostgreSQL: how long the start waits for the database to answer before it gives up. */
   readonly startTimeoutMs?: number;
+  /** PostgreSQL: the server ends a session idle inside a transaction this long (0: the server's setting). */
+  readonly idleInTransactionTimeoutMs?: number;
 }
 
 export interface Config {

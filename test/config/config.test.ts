@@ -13,7 +13,7 @@ describe('configuration', () => {
     expect(config.redirect.cacheControl).toBe('private, max-age=0');
   });
 
-  it('reads PostgreSQL URLs, pool size, connection deadline and start deadline', () => {
+  it('reads PostgreSQL URLs, pool size, connection deadline, start deadline and idle-in-transaction timeout', () => {
     const config = loadConfig({ DATABASE_URL: 'postgres://u@db:5432/x', DB_POOL_MAX: '4' });
     expect(config.database).toEqual({
       kind: 'postgres',
@@ -21,15 +21,19 @@ describe('configuration', () => {
       poolMax: 4,
       connectTimeoutMs: 3000,
       startTimeoutMs: 30_000,
+      idleInTransactionTimeoutMs: 30_000,
     });
     const custom = loadConfig({
       DATABASE_URL: 'postgres://u@db:5432/x',
       DB_CONNECT_TIMEOUT_MS: '750',
       DB_START_TIMEOUT_MS: '0',
+      DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: '0',
     });
-    expect(custom.database).toMatchObject({ connectTimeoutMs: 750, startTimeoutMs: 0 });
+    expect(custom.database).toMatchObject({ connectTimeoutMs: 750, startTimeoutMs: 0, idleInTransactionTimeoutMs: 0 });
     expect(() => loadConfig({ DB_CONNECT_TIMEOUT_MS: '0' })).toThrow(ConfigError);
     expect(() => loadConfig({ DB_START_TIMEOUT_MS: '-1' })).toThrow(ConfigError);
+    expect(() => loadConfig({ DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: '-1' })).toThrow(ConfigError);
+    expect(() => loadConfig({ DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: '1.5' })).toThrow(ConfigError);
   });
 
   it('flushes visits with the clicks unless VISIT_FLUSH_INTERVAL_MS says otherwise', () => {

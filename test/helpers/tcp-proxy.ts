@@ -1,7 +1,7 @@
 import net from 'node:net';
 import { POSTGRES_URL } from './services.js';
 
-type Mode = 'pass' | 'refuse' | 'blackhole';
+type Mode = 'pass' | 'refuse' | 'blackhole' | 'partition';
 
 /** A PostgreSQL simple-protocol query message (`Q`, its length, the text) that is COMMIT: how Kysely ends a transaction. */
 export const PG_COMMIT = /^Q[\s\S]{4}commit\0/i;
@@ -10,12 +10,18 @@ export const PG_COMMIT = /^Q[\s\S]{4}commit\0/i;
  * A TCP proxy on 127.0.0.1 in front of a backend, that a test can cut: `refuse` closes every
  * connection and resets each new one at once (a server that is down), `blackhole` closes every
  * connection and accepts new ones without ever answering (a host that is unreachable), `pass`
- * forwards again. It listens on one port from `start` to `close`, whatever the mode: a port let go
+ * forwards again. `partition` cuts the path between client and server without either hearing of
+ * it (a host gone, a network split): nothing more passes on the connections open, neither side
+ * hears when the other closes (no FIN crosses), and new connections are accepted and never
+ * answered; `pass` after it resets the clients whose server side has closed meanwhile, and
+ * `close` closes every side. It listens on one port from `start` to `close`, whatever the mode: a port let go
  * while the backend is "down" could be taken by another test file's process meanwhile, whose
  * server the clients would then reach instead.
  */
 export class TcpProxy {
   private readonly sockets = new Set<net.Socket>();
+  /** The connections forwarded: `partition` cuts them. */
+  private readonly paths = new Set<{ cut: boolean; readonly client: net.Socket; readonly upstream: net.Socket }>();
   private mode: Mode = 'pass';
   /** Connections reset by `refuse` so far: how often a client has tried meanwhile. */
   refused = 0;
@@ -41,6 +47,9 @@ export class TcpProxy {
 
   async pass(): Promise<void> {
     this.mode = 'pass';
+    // Back from a partition: a client whose session the server ended meanwhile hears so at once
+    // (a reset, as at its next packet). A cut connection the server still holds stays cut.
+    for (const path of this.paths) if (path.cut && path.upstream.destroyed) path.client.destroy();
   }
 
   async refuse(): Promise<void> {
@@ -51,6 +60,12 @@ export class TcpProxy {
   async blackhole(): Promise<void> {
     this.mode = 'blackhole';
     this.dropAll();
+  }
+
+  /** Cuts the open connections without closing them (see above); `pass` forwards new ones again. */
+  async partition(): Promise<void> {
+    this.mode = 'partition';
+    for (const path of this.paths) path.cut = true;
   }
 
   /**
@@ -77,30 +92,51 @@ export class TcpProxy {
       return;
     }
     this.track(client);
-    if (this.mode === 'blackhole') return;
+    if (this.mode === 'blackhole' || this.mode === 'partition') return;
     const upstream = net.connect(this.target.port, this.target.host);
     this.track(upstream);
     let cutOnAnswer: (() => void) | undefined;
     let sentAfter = false;
-    forward(client, upstream, (data) => {
-      const armed = this.unanswered;
-      if (!armed) return;
-      const text = data.toString('latin1');
-      if (armed.after?.test(text)) sentAfter = true;
-      if ((armed.after === undefined || sentAfter) && armed.pattern.test(text)) {
-        this.unanswered = undefined;
-        cutOnAnswer = armed.lost;
-      }
+    const path = { cut: false, client, upstream };
+    this.paths.add(path);
+    const isCut = () => path.cut;
+    forward(
+      client,
+      upstream,
+      (data) => {
+        if (path.cut) return false;
+        const armed = this.unanswered;
+        if (!armed) return;
+        const text = data.toString('latin1');
+        if (armed.after?.test(text)) sentAfter = true;
+        if ((armed.after === undefined || sentAfter) && armed.pattern.test(text)) {
+          this.unanswered = undefined;
+          cutOnAnswer = armed.lost;
+        }
+      },
+      isCut,
+    );
+    forward(
+      upstream,
+      client,
+      () => {
+        if (path.cut) return false;
+        if (!cutOnAnswer) return true;
+        client.destroy();
+        upstream.destroy();
+        cutOnAnswer();
+        return false;
+      },
+      isCut,
+    );
+    // Across a partition neither side hears that the other closed.
+    client.on('close', () => {
+      this.paths.delete(path);
+      if (!path.cut) upstream.destroy();
     });
-    forward(upstream, client, () => {
-      if (!cutOnAnswer) return true;
-      client.destroy();
-      upstream.destroy();
-      cutOnAnswer();
-      return false;
+    upstream.on('close', () => {
+      if (!path.cut) client.destroy();
     });
-    client.on('close', () => upstream.destroy());
-    upstream.on('close', () => client.destroy());
   }
 
   private dropAll(): void {
@@ -116,15 +152,22 @@ export class TcpProxy {
 
 /**
  * Writes what `from` reads to `to`, pausing while `to` is full (what `pipe` does), after
- * `inspect` has seen it; `inspect` answering false drops it.
+ * `inspect` has seen it; `inspect` answering false drops it. `from`'s end ends `to`, unless `cut`.
  */
-function forward(from: net.Socket, to: net.Socket, inspect: (data: Buffer) => boolean | void): void {
+function forward(
+  from: net.Socket,
+  to: net.Socket,
+  inspect: (data: Buffer) => boolean | void,
+  cut: () => boolean = () => false,
+): void {
   from.on('data', (data: Buffer) => {
     if (inspect(data) === false || to.destroyed) return;
     if (!to.write(data)) from.pause();
   });
   to.on('drain', () => from.resume());
-  from.on('end', () => to.end());
+  from.on('end', () => {
+    if (!cut()) to.end();
+  });
 }
 
 /**

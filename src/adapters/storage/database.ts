@@ -375,6 +375,8 @@ function withStatementCache(connection: SQLite.Database): StatementCache {
 
 /** DB_CONNECT_TIMEOUT_MS's default, for callers that open a database without the configuration. */
 const DEFAULT_CONNECT_TIMEOUT_MS = 3000;
+/** DB_IDLE_IN_TRANSACTION_TIMEOUT_MS's, likewise. */
+const DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS = 30_000;
 const PG_INT8 = 20;
 const PG_TIMESTAMPTZ = 1184;
 
@@ -413,10 +415,19 @@ function openPostgres(config: DatabaseConfig, options: OpenDatabaseOptions): Dat
   // out); unheard, that event would end the process. The pool replaces broken connections.
   const lost = (error: Error) => options.onConnectionLost?.(error);
   pool.on('error', lost);
+  // A session left inside a transaction (this process frozen, or cut off without the server
+  // hearing of it) is ended by the server after this, and its locks go with it: the merge's, the
+  // rows of a link being edited. The service's transactions run their statements back to back.
+  const idleInTransactionMs = config.idleInTransactionTimeoutMs ?? DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS;
   pool.on('connect', (client) => {
     client.on('error', lost);
-    // Timestamps come back in UTC whatever the server's default time zone is.
+    // Timestamps come back in UTC whatever the server's default time zone is. (Queued before
+    // anything the pool's caller sends on the connection.)
     client.query(`SET TIME ZONE 'UTC'`).catch(() => undefined);
+    if (idleInTransactionMs > 0)
+      client
+        .query(`SET idle_in_transaction_session_timeout = ${Math.trunc(idleInTransactionMs)}`)
+        .catch(() => undefined);
   });
   const db = new Kysely<DatabaseSchema>({ dialect: new SteadyPostgresDialect({ pool }), ...kyselyOptions(options) });
   return withPing(db, 'postgres');
