@@ -109,6 +109,12 @@ describe.skipIf(!postgres.available)('an instance cut off from PostgreSQL inside
 
   it('the server ends the lost session after DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: the merge and an edit go on, every visit merged once', async () => {
     await start('2000');
+    // Set on the service's connections, beside their time zone.
+    const shown = await sql<Record<string, string>>`SHOW idle_in_transaction_session_timeout`.execute(
+      lost!.database.db,
+    );
+    expect(shown.rows[0]).toEqual({ idle_in_transaction_session_timeout: '2s' });
+    expect((await sql`SHOW TIME ZONE`.execute(lost!.database.db)).rows[0]).toEqual({ TimeZone: 'UTC' });
     const made = codeMaker('ptn');
     const links = await Promise.all(Array.from({ length: 12 }, () => createMapping(going.app, newMapping(made))));
     const acknowledged = await visit(links);
@@ -170,6 +176,11 @@ describe.skipIf(!postgres.available)('an instance cut off from PostgreSQL inside
 
   it('with 0, the server keeps the lost session and its locks for as long as it does not hear of the cut', async () => {
     await start('0');
+    // The server's own setting (its default, 0: none).
+    const shown = await sql<Record<string, string>>`SHOW idle_in_transaction_session_timeout`.execute(
+      lost!.database.db,
+    );
+    expect(shown.rows[0]).toEqual({ idle_in_transaction_session_timeout: '0' });
     const journal = new KyselyVisitJournal(going.database.db, going.database.dialect);
     const made = codeMaker('ptz');
     const links = await Promise.all(Array.from({ length: 3 }, () => createMapping(going.app, newMapping(made))));

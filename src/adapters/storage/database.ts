@@ -421,13 +421,12 @@ function openPostgres(config: DatabaseConfig, options: OpenDatabaseOptions): Dat
   const idleInTransactionMs = config.idleInTransactionTimeoutMs ?? DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS;
   pool.on('connect', (client) => {
     client.on('error', lost);
-    // Timestamps come back in UTC whatever the server's default time zone is. (Queued before
-    // anything the pool's caller sends on the connection.)
-    client.query(`SET TIME ZONE 'UTC'`).catch(() => undefined);
-    if (idleInTransactionMs > 0)
-      client
-        .query(`SET idle_in_transaction_session_timeout = ${Math.trunc(idleInTransactionMs)}`)
-        .catch(() => undefined);
+    // Timestamps come back in UTC whatever the server's default time zone is. One query, queued
+    // before anything the pool's caller sends on the connection (a second one sent while the
+    // first runs has pg warn, on the process's stderr, that queueing queries is deprecated).
+    const timeout =
+      idleInTransactionMs > 0 ? `; SET idle_in_transaction_session_timeout = ${Math.trunc(idleInTransactionMs)}` : '';
+    client.query(`SET TIME ZONE 'UTC'${timeout}`).catch(() => undefined);
   });
   const db = new Kysely<DatabaseSchema>({ dialect: new SteadyPostgresDialect({ pool }), ...kyselyOptions(options) });
   return withPing(db, 'postgres');
