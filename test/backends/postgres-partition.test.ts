@@ -108,12 +108,12 @@ describe.skipIf(!postgres.available)('an instance cut off from PostgreSQL inside
     );
 
   it('the server ends the lost session after DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: the merge and an edit go on, every visit merged once', async () => {
-    await start('2000');
+    await start('3000');
     // Set on the service's connections, beside their time zone.
     const shown = await sql<Record<string, string>>`SHOW idle_in_transaction_session_timeout`.execute(
       lost!.database.db,
     );
-    expect(shown.rows[0]).toEqual({ idle_in_transaction_session_timeout: '2s' });
+    expect(shown.rows[0]).toEqual({ idle_in_transaction_session_timeout: '3s' });
     expect((await sql`SHOW TIME ZONE`.execute(lost!.database.db)).rows[0]).toEqual({ TimeZone: 'UTC' });
     const made = codeMaker('ptn');
     const links = await Promise.all(Array.from({ length: 12 }, () => createMapping(going.app, newMapping(made))));
@@ -131,16 +131,16 @@ describe.skipIf(!postgres.available)('an instance cut off from PostgreSQL inside
     });
     // An edit of the locked link waits for its row.
     const editing = patchMapping(going.app, edited.code, { url: 'https://going.example/' });
-    const journal = new KyselyVisitJournal(going.database.db, going.database.dialect);
-    // While the server still holds the session, the going instance's merge stops (another merges).
-    expect(await mergeJournal(journal)).toBe(0);
-    expect(await journalRows()).toBeGreaterThan(0);
     let waited = false;
-    for (let polls = 0; !waited && polls < 50; polls++) {
+    for (let polls = 0; !waited && polls < 100; polls++) {
       waited = await goingWaitsForALock();
-      if (!waited) await sleep(20);
+      if (!waited) await sleep(10);
     }
     expect(waited, 'the edit waited for the row the lost session holds').toBe(true);
+    // While the server still holds the session, the going instance's merge stops (another merges).
+    const journal = new KyselyVisitJournal(going.database.db, going.database.dialect);
+    expect(await mergeJournal(journal)).toBe(0);
+    expect(await journalRows()).toBeGreaterThan(0);
     // The server ends the session: the edit goes through.
     expect((await editing).statusCode).toBe(200);
     // The merge goes on, until the journal is empty.
@@ -188,8 +188,8 @@ describe.skipIf(!postgres.available)('an instance cut off from PostgreSQL inside
     const { transaction } = await cutOffInside((trx) =>
       sql`SELECT pg_advisory_xact_lock(${KyselyVisitJournal.PG_MERGE_LOCK})`.execute(trx),
     );
-    // Four seconds on, twice the timeout above, the merge still finds the lock held.
-    await sleep(4_000);
+    // Five seconds on, longer than the timeout above, the merge still finds the lock held.
+    await sleep(5_000);
     expect(await mergeJournal(journal)).toBe(0);
     expect(await journalRows()).toBeGreaterThan(0);
     // The server hears of the cut (the proxy closes its side): the lock is let go, the merge goes on.
