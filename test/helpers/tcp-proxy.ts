@@ -14,9 +14,9 @@ export const PG_COMMIT = /^Q[\s\S]{4}commit\0/i;
  * it (a host gone, a network split): nothing more passes on the connections open, neither side
  * hears when the other closes (no FIN crosses), and new connections are accepted and never
  * answered; `pass` after it resets the clients whose server side has closed meanwhile, and
- * `close` closes every side. It listens on one port from `start` to `close`, whatever the mode: a port let go
- * while the backend is "down" could be taken by another test file's process meanwhile, whose
- * server the clients would then reach instead.
+ * `close` closes every side. It listens on one port from `start` to `close`, whatever the mode:
+ * a port let go while the backend is "down" could be taken by another test file's process
+ * meanwhile, whose server the clients would then reach instead.
  */
 export class TcpProxy {
   private readonly sockets = new Set<net.Socket>();
@@ -104,7 +104,6 @@ export class TcpProxy {
       client,
       upstream,
       (data) => {
-        if (path.cut) return false;
         const armed = this.unanswered;
         if (!armed) return;
         const text = data.toString('latin1');
@@ -120,7 +119,6 @@ export class TcpProxy {
       upstream,
       client,
       () => {
-        if (path.cut) return false;
         if (!cutOnAnswer) return true;
         client.destroy();
         upstream.destroy();
@@ -152,7 +150,8 @@ export class TcpProxy {
 
 /**
  * Writes what `from` reads to `to`, pausing while `to` is full (what `pipe` does), after
- * `inspect` has seen it; `inspect` answering false drops it. `from`'s end ends `to`, unless `cut`.
+ * `inspect` has seen it; `inspect` answering false drops it. Once `cut`, nothing passes: neither
+ * what `from` reads nor its end (which ends `to` otherwise).
  */
 function forward(
   from: net.Socket,
@@ -161,7 +160,7 @@ function forward(
   cut: () => boolean = () => false,
 ): void {
   from.on('data', (data: Buffer) => {
-    if (inspect(data) === false || to.destroyed) return;
+    if (cut() || inspect(data) === false || to.destroyed) return;
     if (!to.write(data)) from.pause();
   });
   to.on('drain', () => from.resume());
