@@ -17,7 +17,7 @@ import { mergeJournal } from '../../src/composition/visits.js';
 import { postgres, type TestDatabase, testConfig } from '../helpers/backends.js';
 import { codeMaker, createMapping, newMapping, patchMapping } from '../helpers/http.js';
 import { postgresBehindProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
-import { rollupsAndRecount, USER_AGENTS } from '../helpers/visits.js';
+import { rollupsAndRecount, visitEachLink } from '../helpers/visits.js';
 
 describe.skipIf(!postgres.available)('an instance cut off from PostgreSQL inside a transaction', () => {
   let database: TestDatabase;
@@ -60,24 +60,6 @@ describe.skipIf(!postgres.available)('an instance cut off from PostgreSQL inside
     await database?.drop();
   });
 
-  /** Visits of `links` on the going instance, flushed to its journal: those it acknowledged (302). */
-  const visit = async (links: readonly { code: string }[]) => {
-    const acknowledged = new Map<string, number>();
-    for (let round = 0; round < 3; round++) {
-      for (const [i, link] of links.entries()) {
-        const userAgent = USER_AGENTS[(i + round) % USER_AGENTS.length];
-        const answer = await going.app.inject({
-          method: 'GET',
-          url: `/${link.code}`,
-          headers: userAgent ? { 'user-agent': userAgent } : {},
-        });
-        if (answer.statusCode === 302) acknowledged.set(link.code, (acknowledged.get(link.code) ?? 0) + 1);
-      }
-      await going.visits.buffer!.flush();
-    }
-    return acknowledged;
-  };
-
   /**
    * The lost instance begins a transaction, runs `statements` in it, and is cut off before its
    * next one (which never arrives): resolves once the cut is made. The transaction ends with an
@@ -117,7 +99,7 @@ describe.skipIf(!postgres.available)('an instance cut off from PostgreSQL inside
     expect((await sql`SHOW TIME ZONE`.execute(lost!.database.db)).rows[0]).toEqual({ TimeZone: 'UTC' });
     const made = codeMaker('ptn');
     const links = await Promise.all(Array.from({ length: 12 }, () => createMapping(going.app, newMapping(made))));
-    const acknowledged = await visit(links);
+    const acknowledged = await visitEachLink(going, links, 3);
     expect(await journalRows()).toBeGreaterThan(0);
     // Cut off while merging (its lock taken) and editing the first link (its row locked).
     const edited = links[0]!;
@@ -162,7 +144,7 @@ describe.skipIf(!postgres.available)('an instance cut off from PostgreSQL inside
     // Every acknowledged visit once: the day rows against their recount.
     for (const row of stored) {
       const { count, recount, stored: days } = await rollupsAndRecount(going.database.db, row.id);
-      expect(count).toBe(acknowledged.get(row.code) ?? 0);
+      expect(count).toBe(acknowledged.get(row.code));
       expect(days).toEqual(recount);
     }
     // The path comes back: the lost instance hears its session was ended (its transaction failed,
@@ -184,7 +166,7 @@ describe.skipIf(!postgres.available)('an instance cut off from PostgreSQL inside
     const journal = new KyselyVisitJournal(going.database.db, going.database.dialect);
     const made = codeMaker('ptz');
     const links = await Promise.all(Array.from({ length: 3 }, () => createMapping(going.app, newMapping(made))));
-    await visit(links);
+    await visitEachLink(going, links, 3);
     const { transaction } = await cutOffInside((trx) =>
       sql`SELECT pg_advisory_xact_lock(${KyselyVisitJournal.PG_MERGE_LOCK})`.execute(trx),
     );

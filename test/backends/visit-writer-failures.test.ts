@@ -23,7 +23,7 @@ import { useTestApp } from '../helpers/app.js';
 import { BACKENDS, postgres, type TestDatabase, testConfig } from '../helpers/backends.js';
 import { codeMaker, createMapping, newMapping } from '../helpers/http.js';
 import { postgresBehindProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
-import { journalAsBatches, mergeAllJournal, rollupsAndRecount, USER_AGENTS } from '../helpers/visits.js';
+import { journalAsBatches, mergeAllJournal, rollupsAndRecount, USER_AGENTS, visitEachLink } from '../helpers/visits.js';
 
 type Mode = 'up' | 'down' | 'lost-answer';
 
@@ -178,21 +178,9 @@ describe.skipIf(!postgres.available)('PostgreSQL away while visits are recorded'
   it('a merge cut off by the database going away, at any point of any transaction, writes each visit once', async () => {
     const made = codeMaker('pgm');
     const links = await Promise.all(Array.from({ length: 40 }, () => createMapping(service.app, newMapping(made))));
-    const visitsOf = new Map(links.map((link) => [link.code, 0]));
     // Three flushes at least (the buffer's timer flushes too, every 50 ms here), a journal row
     // each: each link's visits of all of them are merged together.
-    for (let flush = 0; flush < 3; flush++) {
-      for (const [i, link] of links.entries()) {
-        const userAgent = USER_AGENTS[(i + flush) % USER_AGENTS.length];
-        const answer = await service.app.inject({
-          method: 'GET',
-          url: `/${link.code}`,
-          headers: userAgent ? { 'user-agent': userAgent } : {},
-        });
-        if (answer.statusCode === 302) visitsOf.set(link.code, visitsOf.get(link.code)! + 1);
-      }
-      await service.visits.buffer!.flush();
-    }
+    const visitsOf = await visitEachLink(service, links, 3);
     const { db } = service.database;
     const rows = async (on = db) =>
       Number(

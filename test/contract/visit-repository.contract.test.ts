@@ -38,6 +38,23 @@ describe.each(BACKENDS)('VisitRepository on $name', (backend) => {
     others = new KyselyVisitRepository(other.db, other.dialect);
   });
 
+  /**
+   * What earlier tests left folded, then one batch of `perLink` visits of each of `links` (within
+   * a minute of `start`), written unfolded; the fold mark after it.
+   */
+  const writeUnfolded = async (links: readonly number[], perLink: number, start: number) => {
+    await foldRun(visits, 1_000);
+    const batchVisits = links.flatMap((urlId) => visitsOf(urlId, perLink, start, 60_000, urlId));
+    await visits.writeBatch(
+      visitBatch(
+        randomUUID(),
+        batchVisits,
+        batchVisits.map((_, n) => n),
+      ),
+    );
+    return visits.foldMark();
+  };
+
   it.skipIf(!backend.available)(
     'pages a link’s visits newest first, each once, across overlapping segments, folded or not, while a fold runs',
     async () => {
@@ -120,18 +137,8 @@ describe.each(BACKENDS)('VisitRepository on $name', (backend) => {
   it.skipIf(!backend.available)(
     'a fold step says how long it held the event loop: its whole time on SQLite, its JavaScript only on PostgreSQL',
     async () => {
-      await foldRun(visits, 1_000); // what earlier tests left
       const links = Array.from({ length: 30 }, (_, i) => 500 + i);
-      const start = Date.UTC(2026, 10, 23, 12);
-      const batchVisits = links.flatMap((urlId) => visitsOf(urlId, 40, start, 60_000, urlId));
-      await visits.writeBatch(
-        visitBatch(
-          randomUUID(),
-          batchVisits,
-          batchVisits.map((_, n) => n),
-        ),
-      );
-      const upTo = await visits.foldMark();
+      const upTo = await writeUnfolded(links, 40, Date.UTC(2026, 10, 23, 12));
       // Another turn of the loop keeps running while the step waits for its statements: on
       // PostgreSQL a step's wall time includes this 30 ms, its held time must not.
       const started = performance.now();
@@ -205,18 +212,8 @@ describe.each(BACKENDS)('VisitRepository on $name', (backend) => {
   it.skipIf(!backend.available || backend.name !== 'postgres')(
     'a fold passes over the segments another instance holds (a cut fold its server has not yet rolled back), and a later fold takes them once',
     async () => {
-      await foldRun(visits, 1_000); // what earlier tests left
       const links = [700, 701, 702, 703];
-      const start = Date.UTC(2026, 10, 24, 9);
-      const batchVisits = links.flatMap((urlId) => visitsOf(urlId, 10, start, 60_000, urlId));
-      await visits.writeBatch(
-        visitBatch(
-          randomUUID(),
-          batchVisits,
-          batchVisits.map((_, n) => n),
-        ),
-      );
-      const upTo = await visits.foldMark();
+      const upTo = await writeUnfolded(links, 10, Date.UTC(2026, 10, 24, 9));
       // The other instance's transaction holds the first two links' segments, as a fold's take does.
       let release!: () => void;
       const released = new Promise<void>((resolve) => (release = resolve));

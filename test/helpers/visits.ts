@@ -28,6 +28,37 @@ export const USER_AGENTS = [CHROME_WINDOWS, SAFARI_IPHONE, SAFARI_IPAD, GOOGLEBO
 export const REFERRERS = ['https://news.example.com/a?b=c', 'http://blog.example.org/', undefined, 'not a url'];
 
 /**
+ * `rounds` redirects of each of `links` through a service (its user agents taken in turn from
+ * USER_AGENTS), its visit buffer flushed after each round: a journal row a round at least. Answers
+ * the redirects each link's code acknowledged (302), 0 for none.
+ */
+export async function visitEachLink(
+  service: {
+    readonly app: {
+      inject(request: { method: 'GET'; url: string; headers: Record<string, string> }): Promise<{ statusCode: number }>;
+    };
+    readonly visits: { readonly buffer?: { flush(): Promise<unknown> } };
+  },
+  links: readonly { readonly code: string }[],
+  rounds: number,
+): Promise<Map<string, number>> {
+  const acknowledged = new Map(links.map((link) => [link.code, 0]));
+  for (let round = 0; round < rounds; round++) {
+    for (const [i, link] of links.entries()) {
+      const userAgent = USER_AGENTS[(i + round) % USER_AGENTS.length];
+      const answer = await service.app.inject({
+        method: 'GET',
+        url: `/${link.code}`,
+        headers: userAgent ? { 'user-agent': userAgent } : {},
+      });
+      if (answer.statusCode === 302) acknowledged.set(link.code, acknowledged.get(link.code)! + 1);
+    }
+    await service.visits.buffer!.flush();
+  }
+  return acknowledged;
+}
+
+/**
  * `visits` as the first format of a journal row held them (JSON text, before the binary one; an
  * upgrade may find such rows not yet merged): the distinct strings, the combinations as six
  * numbers, links and times as differences.
