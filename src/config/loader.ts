@@ -201,6 +201,7 @@ function databaseConfig(v: SettingValues): DatabaseConfig {
     connectTimeoutMs: v.DB_CONNECT_TIMEOUT_MS,
     startTimeoutMs: v.DB_START_TIMEOUT_MS,
     idleInTransactionTimeoutMs: v.DB_IDLE_IN_TRANSACTION_TIMEOUT_MS,
+    unansweredCheckMs: v.DB_UNANSWERED_CHECK_MS,
   };
 }
 

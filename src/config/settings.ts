@@ -78,6 +78,12 @@ export const SETTINGS = named({
       "PostgreSQL: the server ends a session of the service that has sat inside a transaction this long without a statement (its process frozen, or its host cut off from the database without the server hearing of it), and so lets go of the transaction's locks: without it such a session keeps them until the server's TCP keepalive gives up on the client (about two hours with Linux's defaults), and meanwhile every instance's visit merge stops and an edit of a link it had locked waits. The service's transactions run their statements back to back. Set on each connection (`idle_in_transaction_session_timeout`); `0` leaves the server's own setting.",
     parse: integer(0, 86_400_000),
   },
+  DB_UNANSWERED_CHECK_MS: {
+    default: '5000',
+    description:
+      "PostgreSQL: a statement that has had no answer this long has its session looked up on a new connection. When the server cannot be reached within `DB_CONNECT_TIMEOUT_MS`, or the session is gone or not running a statement (the statement or its answer was lost: the connection was cut without the service hearing of it, as in a network split), the connection is closed, its statements fail (503 `Database unavailable`) and the pool opens a new one; without it they wait until the operating system gives up on the connection (about 15 minutes with Linux's defaults), and so does the request. A statement the server is running, however slow, is left alone and looked up again this much later. Behind a pooler such as PgBouncer only an unreachable server closes a connection. `0`: never.",
+    parse: integer(0, 3_600_000),
+  },
   DB_START_TIMEOUT_MS: {
     default: '30000',
     description:

@@ -34,6 +34,8 @@ export interface DatabaseConfig {
   readonly startTimeoutMs?: number;
   /** PostgreSQL: the server ends a session idle inside a transaction this long (0: the server's setting). */
   readonly idleInTransactionTimeoutMs?: number;
+  /** PostgreSQL: a statement unanswered this long has its session looked up (0: never). */
+  readonly unansweredCheckMs?: number;
 }
 
 export interface Config {

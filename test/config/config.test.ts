@@ -13,7 +13,7 @@ describe('configuration', () => {
     expect(config.redirect.cacheControl).toBe('private, max-age=0');
   });
 
-  it('reads PostgreSQL URLs, pool size, connection deadline, start deadline and idle-in-transaction timeout', () => {
+  it('reads PostgreSQL URLs, pool size, connection deadline, start deadline, idle-in-transaction timeout and unanswered-statement check', () => {
     const config = loadConfig({ DATABASE_URL: 'postgres://u@db:5432/x', DB_POOL_MAX: '4' });
     expect(config.database).toEqual({
       kind: 'postgres',
@@ -22,17 +22,25 @@ describe('configuration', () => {
       connectTimeoutMs: 3000,
       startTimeoutMs: 30_000,
       idleInTransactionTimeoutMs: 30_000,
+      unansweredCheckMs: 5000,
     });
     const custom = loadConfig({
       DATABASE_URL: 'postgres://u@db:5432/x',
       DB_CONNECT_TIMEOUT_MS: '750',
       DB_START_TIMEOUT_MS: '0',
       DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: '0',
+      DB_UNANSWERED_CHECK_MS: '0',
     });
-    expect(custom.database).toMatchObject({ connectTimeoutMs: 750, startTimeoutMs: 0, idleInTransactionTimeoutMs: 0 });
+    expect(custom.database).toMatchObject({
+      connectTimeoutMs: 750,
+      startTimeoutMs: 0,
+      idleInTransactionTimeoutMs: 0,
+      unansweredCheckMs: 0,
+    });
     expect(() => loadConfig({ DB_CONNECT_TIMEOUT_MS: '0' })).toThrow(ConfigError);
     expect(() => loadConfig({ DB_START_TIMEOUT_MS: '-1' })).toThrow(ConfigError);
     expect(() => loadConfig({ DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: '-1' })).toThrow(ConfigError);
+    expect(() => loadConfig({ DB_UNANSWERED_CHECK_MS: '-1' })).toThrow(ConfigError);
     expect(() => loadConfig({ DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: '1.5' })).toThrow(ConfigError);
   });
 

@@ -25,6 +25,8 @@ export class TcpProxy {
   private mode: Mode = 'pass';
   /** Connections reset by `refuse` so far: how often a client has tried meanwhile. */
   refused = 0;
+  /** Connections forwarded to the backend so far. */
+  forwarded = 0;
   /** Armed by `loseAnswerTo`: the request to deliver unanswered, and what to tell once it was. */
   private unanswered: { pattern: RegExp; after?: RegExp; lost: () => void } | undefined;
 
@@ -69,6 +71,15 @@ export class TcpProxy {
   }
 
   /**
+   * Cuts the connections open now, as `partition` does, and forwards new ones: a NAT or stateful
+   * firewall between the two that dropped the open connections' state (an idle timeout, a
+   * failover) without telling either side.
+   */
+  async cutOpen(): Promise<void> {
+    for (const path of this.paths) path.cut = true;
+  }
+
+  /**
    * The next request (a client's write) that matches `pattern` reaches the backend, and its
    * connection is cut as the backend's answer arrives, before the client sees it: a PostgreSQL
    * COMMIT (`PG_COMMIT`) that went through unanswered. With `after`, only
@@ -93,6 +104,7 @@ export class TcpProxy {
     }
     this.track(client);
     if (this.mode === 'blackhole' || this.mode === 'partition') return;
+    this.forwarded++;
     const upstream = net.connect(this.target.port, this.target.host);
     this.track(upstream);
     let cutOnAnswer: (() => void) | undefined;

@@ -11,11 +11,13 @@ import {
   type DatabaseMetadataOptions,
   DEFAULT_MIGRATION_LOCK_TABLE,
   DEFAULT_MIGRATION_TABLE,
+  type Driver,
   Kysely,
   type KyselyConfig,
   type KyselyPlugin,
   PostgresAdapter,
   PostgresDialect,
+  type PostgresDialectConfig,
   PostgresIntrospector,
   type QueryResult,
   sql,
@@ -32,6 +34,7 @@ import { canonicalTimestamp } from '../../domain/timestamp.js';
 import type { DatabaseSchema } from './schema.js';
 import { FALLBACK_AUTOCHECKPOINT_PAGES, SqliteCheckpointer } from './sqlite-checkpointer.js';
 import { assertSqliteRuntime } from './sqlite-runtime.js';
+import { SESSION_QUERY, UnansweredStatements } from './unanswered-statements.js';
 
 export type Dialect = DatabaseConfig['kind'];
 
@@ -377,6 +380,8 @@ function withStatementCache(connection: SQLite.Database): StatementCache {
 const DEFAULT_CONNECT_TIMEOUT_MS = 3000;
 /** DB_IDLE_IN_TRANSACTION_TIMEOUT_MS's, likewise. */
 const DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS = 30_000;
+/** DB_UNANSWERED_CHECK_MS's, likewise. */
+const DEFAULT_UNANSWERED_CHECK_MS = 5000;
 const PG_INT8 = 20;
 const PG_TIMESTAMPTZ = 1184;
 
@@ -397,11 +402,12 @@ function loadPg(): typeof pg {
 
 function openPostgres(config: DatabaseConfig, options: OpenDatabaseOptions): Database {
   const pg = loadPg();
+  const connectTimeoutMs = config.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
   const pool = new pg.Pool({
     connectionString: config.url,
     max: config.poolMax,
     // Waiting for a connection (the server away, or every connection busy) fails after this.
-    connectionTimeoutMillis: config.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+    connectionTimeoutMillis: connectTimeoutMs,
     keepAlive: true,
     types: {
       getTypeParser: ((oid: number, format?: 'text' | 'binary') => {
@@ -419,6 +425,19 @@ function openPostgres(config: DatabaseConfig, options: OpenDatabaseOptions): Dat
   // hearing of it) is ended by the server after this, and its locks go with it: the merge's, the
   // rows of a link being edited. The service's transactions run their statements back to back.
   const idleInTransactionMs = config.idleInTransactionTimeoutMs ?? DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT_MS;
+  // A statement left unanswered (the connection cut without either side hearing of it) fails
+  // after about DB_UNANSWERED_CHECK_MS and a look-up, not when the kernel gives up (UnansweredStatements).
+  const checkMs = config.unansweredCheckMs ?? DEFAULT_UNANSWERED_CHECK_MS;
+  const unanswered =
+    checkMs > 0
+      ? new UnansweredStatements({
+          Client: pg.Client,
+          connectionString: config.url,
+          checkMs,
+          connectTimeoutMs,
+          onGivenUp: lost,
+        })
+      : undefined;
   pool.on('connect', (client) => {
     client.on('error', lost);
     // Timestamps come back in UTC whatever the server's default time zone is. One query, queued
@@ -426,9 +445,20 @@ function openPostgres(config: DatabaseConfig, options: OpenDatabaseOptions): Dat
     // first runs has pg warn, on the process's stderr, that queueing queries is deprecated).
     const timeout =
       idleInTransactionMs > 0 ? `; SET idle_in_transaction_session_timeout = ${Math.trunc(idleInTransactionMs)}` : '';
-    client.query(`SET TIME ZONE 'UTC'${timeout}`).catch(() => undefined);
+    if (unanswered === undefined) {
+      client.query(`SET TIME ZONE 'UTC'${timeout}`).catch(() => undefined);
+      return;
+    }
+    const setUp = client.query(`SET TIME ZONE 'UTC'${timeout}; ${SESSION_QUERY}`) as Promise<unknown>;
+    unanswered.watch(
+      client,
+      setUp.then(ownSession, () => undefined),
+    );
   });
-  const db = new Kysely<DatabaseSchema>({ dialect: new SteadyPostgresDialect({ pool }), ...kyselyOptions(options) });
+  const db = new Kysely<DatabaseSchema>({
+    dialect: new SteadyPostgresDialect({ pool }, () => unanswered?.stop()),
+    ...kyselyOptions(options),
+  });
   return withPing(db, 'postgres');
 }
 
@@ -442,9 +472,38 @@ function openPostgres(config: DatabaseConfig, options: OpenDatabaseOptions): Dat
  * schemas all the time, 20 tries could all fail.
  */
 class SteadyPostgresDialect extends PostgresDialect {
+  /** @param closed called as the database closes (its pool ends) */
+  constructor(
+    config: PostgresDialectConfig,
+    private readonly closed: () => void,
+  ) {
+    super(config);
+  }
+
   override createIntrospector(db: AnyKysely): DatabaseIntrospector {
     return new SearchPathIntrospector(db);
   }
+
+  override createDriver(): Driver {
+    const driver = super.createDriver();
+    const destroy = driver.destroy.bind(driver);
+    driver.destroy = async () => {
+      this.closed();
+      await destroy();
+    };
+    return driver;
+  }
+}
+
+/** The connection's own session, from the set-up query's last result (`SESSION_QUERY`). */
+function ownSession(results: unknown): { pid: number; started: string } | undefined {
+  const last = Array.isArray(results)
+    ? (results.at(-1) as { rows?: { pid?: unknown; started?: unknown }[] })
+    : undefined;
+  const row = last?.rows?.[0];
+  return typeof row?.pid === 'number' && typeof row.started === 'string'
+    ? { pid: row.pid, started: row.started }
+    : undefined;
 }
 
 type ColumnRow = {
