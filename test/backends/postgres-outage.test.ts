@@ -13,7 +13,7 @@ import { compose, type Service } from '../../src/composition/compose.js';
 import { postgres, type TestDatabase, testConfig } from '../helpers/backends.js';
 import { eventually } from '../helpers/eventually.js';
 import { codeMaker, newMapping, postShorten } from '../helpers/http.js';
-import { terminateConnections } from '../helpers/outbox-census.js';
+import { CENSUS_ENV, census, createdInLog, terminateConnections } from '../helpers/outbox-census.js';
 import { type ServerProcess, startServer } from '../helpers/server-process.js';
 import { postgresBehindProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
 import { type Answer, send } from '../helpers/http-client.js';
@@ -168,3 +168,101 @@ describe.skipIf(!postgres.available)('PostgreSQL down or unreachable', () => {
     await eventually(async () => (await write()).status === 201, { timeoutMs: 5000 });
   });
 });
+
+/**
+ * The connections' path cut without either side hearing of it: a NAT or firewall that dropped
+ * their state (`cutOpen`: new connections pass), then a network split (`partition`: nothing passes,
+ * new connections hang). Nothing tells node's sockets, which would wait about 15 minutes for the
+ * kernel to give up; DB_UNANSWERED_CHECK_MS gives up such a connection after a look-up.
+ */
+describe.skipIf(!postgres.available)(
+  'PostgreSQL connections cut silently under concurrent writers on two processes',
+  () => {
+    let database: TestDatabase;
+    let proxy: TcpProxy;
+    let servers: ServerProcess[];
+
+    beforeAll(async () => {
+      database = await postgres.create();
+      const behind = await postgresBehindProxy(database.databaseUrl);
+      proxy = behind.proxy;
+      const env = {
+        ...CENSUS_ENV,
+        DATABASE_URL: behind.url,
+        DB_UNANSWERED_CHECK_MS: '1000',
+        DB_CONNECT_TIMEOUT_MS: '1000',
+      };
+      servers = await Promise.all([startServer(env), startServer(env)]);
+    }, 60_000);
+    afterAll(async () => {
+      await Promise.all((servers ?? []).map((server) => server.stop()));
+      await proxy?.close();
+      await database?.drop();
+    });
+
+    it('answers every request (201, or 503 within seconds), stores every acknowledged mapping and its event once, and resumes', async () => {
+      const prefix = `c${randomBytes(2).toString('hex').slice(0, 3)}`;
+      let next = 0;
+      let stop = false;
+      const acknowledged: string[] = [];
+      const statuses = new Map<string, number>();
+      const unexpected: string[] = [];
+      let slowest = 0;
+      // 40 clients on each process, one request at a time each (send gives up after 15 s: a request
+      // that waits for the kernel fails the test).
+      const client = async (server: ServerProcess) => {
+        while (!stop) {
+          const code = `${prefix}${String(next++).padStart(5, '0')}`;
+          const answer = await send(server.url, 'POST', '/shorten', {
+            body: { code, url: `https://example.com/${code}`, created_at: '2024-01-01T00:00:00Z', click_count: 0 },
+          }).catch((error: unknown) => ({ status: 0, text: String(error), ms: 15_000 }));
+          slowest = Math.max(slowest, answer.ms);
+          statuses.set(String(answer.status), (statuses.get(String(answer.status)) ?? 0) + 1);
+          if (answer.status === 201) acknowledged.push(code);
+          else if (answer.text !== UNAVAILABLE) unexpected.push(answer.text);
+        }
+      };
+      const load = Promise.all(servers.flatMap((server) => Array.from({ length: 40 }, () => client(server))));
+      for (let round = 0; round < 3; round++) {
+        await sleep(1500);
+        await proxy.cutOpen();
+      }
+      await sleep(1500);
+      await proxy.partition();
+      await sleep(2500);
+      await proxy.pass();
+      // Each process acknowledges a new write again.
+      const fresh = codeMaker('cut');
+      for (const server of servers) {
+        await eventually(
+          async () => (await send(server.url, 'POST', '/shorten', { body: newMapping(fresh) })).status === 201,
+          { timeoutMs: 10_000, intervalMs: 100 },
+        );
+      }
+      stop = true;
+      await load;
+
+      const logs = servers.map((server) => server.output()).join('\n');
+      expect(
+        [...statuses.keys()].filter((status) => status !== '201' && status !== '503'),
+        logs,
+      ).toEqual([]);
+      expect(unexpected).toEqual([]);
+      expect(statuses.get('503') ?? 0, 'the cuts were felt').toBeGreaterThan(0);
+      for (const server of servers) expect(server.child.exitCode).toBeNull();
+      const stored = await storedCodes(database.databaseUrl);
+      expect(acknowledged.filter((code) => !stored.has(code))).toEqual([]);
+      const events = census(acknowledged, await createdInLog(database.databaseUrl));
+      expect(events.missing).toEqual([]);
+      expect(events.duplicated).toEqual([]);
+      const givenUp = servers.map((server) => server.output().match(/went unanswered/g)?.length ?? 0);
+      expect(Math.min(...givenUp), 'each process gave up connections cut under it').toBeGreaterThan(0);
+      console.info(
+        `3 silent cuts and a 2.5 s split under 80 writers on 2 processes: ${JSON.stringify(Object.fromEntries(statuses))}, ` +
+          `acknowledged ${acknowledged.length}, all stored with one event each; slowest answer ${slowest.toFixed(0)} ms; ` +
+          `connections given up per process ${givenUp.join(', ')}`,
+      );
+      for (const server of servers) expect(server.output()).not.toMatch(/Unhandled|uncaught/i);
+    }, 90_000);
+  },
+);
