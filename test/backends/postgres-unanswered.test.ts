@@ -9,6 +9,7 @@
  * (test/helpers/tcp-proxy.ts); the server is the real one, and at the end a real PgBouncer.
  */
 import { sql } from 'kysely';
+import { randomBytes } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -16,6 +17,7 @@ import { isDatabaseUnavailable } from '../../src/adapters/storage/connection-err
 import { type Database, openDatabase } from '../../src/adapters/storage/database.js';
 import { postgres, type TestDatabase } from '../helpers/backends.js';
 import { OwnPgBouncer, pgbouncerBinaryAvailable } from '../helpers/own-pgbouncer.js';
+import { POSTGRES_URL } from '../helpers/services.js';
 import { postgresBehindProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
 
 describe.skipIf(!postgres.available)('statements left unanswered on a cut PostgreSQL connection', () => {
@@ -114,6 +116,32 @@ describe.skipIf(!postgres.available)('statements left unanswered on a cut Postgr
     await proxy.close();
     expect(isDatabaseUnavailable(await failure(waiting))).toBe(true);
     expect(givenUp.every((line) => !/went unanswered/.test(line))).toBe(true);
+  });
+});
+
+describe.skipIf(!postgres.available)('a look-up the server refuses', () => {
+  it('leaves the statement alone: a server that refuses a connection (too many for the role) was reached', async () => {
+    const role = `u_${randomBytes(4).toString('hex')}`;
+    const admin = new pg.Client({ connectionString: POSTGRES_URL });
+    await admin.connect();
+    await admin.query(`CREATE ROLE ${role} LOGIN CONNECTION LIMIT 1`);
+    const url = new URL(POSTGRES_URL);
+    url.username = role;
+    const givenUp: string[] = [];
+    const db = openDatabase(
+      { kind: 'postgres', url: url.toString(), poolMax: 1, connectTimeoutMs: 1000, unansweredCheckMs: 300 },
+      { onConnectionLost: (error) => givenUp.push(error.message) },
+    );
+    try {
+      // Its one connection runs the statement; each look-up is refused with 53300.
+      const slept = await sql<{ slept: string }>`SELECT pg_sleep(1.5)::text AS slept`.execute(db.db);
+      expect(slept.rows).toEqual([{ slept: '' }]);
+      expect(givenUp).toEqual([]);
+    } finally {
+      await db.close();
+      await admin.query(`DROP ROLE ${role}`);
+      await admin.end();
+    }
   });
 });
 

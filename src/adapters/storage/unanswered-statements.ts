@@ -10,7 +10,9 @@ import type pg from 'pg';
  *
  * This tells them apart by asking the server. A statement unanswered for `checkMs` has its session
  * looked up in `pg_stat_activity` on a new connection (one for every connection due at once):
- * - the server cannot be reached within `connectTimeoutMs` either: the connection is given up;
+ * - the server cannot be reached within `connectTimeoutMs` either (no answer, or the socket
+ *   failed): the connection is given up; a server that refuses the look-up (too many
+ *   connections, starting up) was reached, and nothing is known: left alone;
  * - its session is gone (ended by the server's timeouts, an administrator): given up;
  * - its session is not running a statement, and has not been for half of `checkMs`: the statement
  *   never arrived, or its answer was lost on the way: given up, and the session ended on the
@@ -108,6 +110,9 @@ export class UnansweredStatements {
           asked.flatMap((a) => a.pid ?? []),
         );
       }).catch((error: unknown) => (error instanceof Error ? error : new Error(String(error))));
+      // Answers that reached this process before the look-up's, read first (its reply can be
+      // handled ahead of theirs in one turn of the event loop, after the loop was held up).
+      await new Promise((resolve) => setImmediate(resolve));
       const toEnd = sessions instanceof Error ? [] : this.orphans;
       this.orphans = sessions instanceof Error ? this.orphans : [];
       for (const { watched, answers, pid } of asked) {
@@ -159,8 +164,11 @@ function judge(
   pid: number | undefined,
   checkMs: number,
 ): { why: string; end?: Session } | undefined {
-  if (sessions instanceof Error)
+  if (sessions instanceof Error) {
+    // It answered, with a refusal (too many connections, starting up): reachable, so nothing is known.
+    if (answeredByServer(sessions)) return undefined;
     return { why: `the server did not answer a new connection either (${sessions.message})` };
+  }
   if (pid === undefined) return undefined;
   const session = sessions.get(pid);
   if (session === undefined) return { why: `its session (${pid}) is gone from the server` };
@@ -170,6 +178,12 @@ function judge(
     why: `its session (${pid}) has not been running it for ${idle}: it never arrived, or its answer was lost`,
     end: session,
   };
+}
+
+/** Whether `error` is the server's own (an ErrorResponse, with its SQLSTATE), not a silence or a socket's failure. */
+function answeredByServer(error: Error): boolean {
+  const { code, severity } = error as { code?: unknown; severity?: unknown };
+  return typeof severity === 'string' && typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code);
 }
 
 function pidOf(watched: Watched): number | undefined {
