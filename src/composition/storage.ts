@@ -1,7 +1,10 @@
-import { type Database, openDatabase } from '../adapters/storage/database.js';
+import type { Logger } from 'pino';
+import { type ConnectionLoss, type Database, openDatabase } from '../adapters/storage/database.js';
 import { migrateToLatest } from '../adapters/storage/migrations.js';
 import { untilDatabaseAnswers } from '../adapters/storage/until-database-answers.js';
+import { databaseConnectionMetrics } from '../adapters/telemetry/database-metrics.js';
 import { KyselyTracingPlugin } from '../adapters/telemetry/kysely-tracing-plugin.js';
+import type { Metrics } from '../adapters/telemetry/metrics.js';
 import type { DatabaseConfig } from '../config/config.js';
 import type { CompositionContext } from './context.js';
 import { waitingForDatabase } from './startup-failure.js';
@@ -20,8 +23,20 @@ function everyFewSeconds(log: (error: Error) => void): (error: Error) => void {
   };
 }
 
+/** PostgreSQL's pool: each lost connection counted by its cause, and logged at most every few seconds. */
+function lostConnections(metrics: Metrics, logger: Logger): (error: Error, cause: ConnectionLoss) => void {
+  const count = databaseConnectionMetrics(metrics.registry);
+  const log = everyFewSeconds((error) =>
+    logger.warn({ err: error.message }, 'database connection lost; the pool opens a new one when next needed'),
+  );
+  return (error, cause) => {
+    count(cause);
+    log(error);
+  };
+}
+
 /** The service's database, traced when tracing is on, with its schema brought up to date once it answers. */
-export async function openStorage({ config, logger, stack }: CompositionContext): Promise<Database> {
+export async function openStorage({ config, logger, stack, metrics }: CompositionContext): Promise<Database> {
   // One span per SQL statement when tracing is on; nothing in the way when it is off.
   const tracing = config.tracing.enabled ? new KyselyTracingPlugin({ dialect: config.database.kind }) : undefined;
   const database = stack.use(
@@ -30,9 +45,7 @@ export async function openStorage({ config, logger, stack }: CompositionContext)
       ...(tracing ? { plugins: [tracing], log: tracing.log } : {}),
       // SQLite: the WAL is copied into the database file off the event loop.
       checkpointIntervalMs: SQLITE_CHECKPOINT_INTERVAL_MS,
-      onConnectionLost: everyFewSeconds((error) =>
-        logger.warn({ err: error.message }, 'database connection lost; the pool opens a new one when next needed'),
-      ),
+      ...(config.database.kind === 'postgres' ? { onConnectionLost: lostConnections(metrics, logger) } : {}),
     }),
   );
   await migrateOnceItAnswers(database, config.database, (line) => logger.warn(line));

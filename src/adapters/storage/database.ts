@@ -72,6 +72,9 @@ export interface Database {
   close(): Promise<void>;
 }
 
+/** Why a pooled PostgreSQL connection was lost (see `OpenDatabaseOptions.onConnectionLost`). */
+export type ConnectionLoss = 'broken' | 'unanswered';
+
 /** What every statement passes through: plugins (tracing) and Kysely's log hook. */
 export interface OpenDatabaseOptions {
   readonly plugins?: readonly KyselyPlugin[];
@@ -80,9 +83,11 @@ export interface OpenDatabaseOptions {
   readonly checkpointIntervalMs?: number;
   /**
    * PostgreSQL: called when a pooled connection breaks (the server restarted, failed over, or
-   * ended it). The pool drops that connection and opens a new one when next needed.
+   * ended it: `broken`), or when a statement on it went unanswered and the service closed it
+   * (`unanswered`, with why: UnansweredStatements). The pool drops that connection and opens a new
+   * one when next needed.
    */
-  readonly onConnectionLost?: (error: Error) => void;
+  readonly onConnectionLost?: (error: Error, cause: ConnectionLoss) => void;
 }
 
 export function openDatabase(config: DatabaseConfig, options: OpenDatabaseOptions = {}): Database {
@@ -419,7 +424,7 @@ function openPostgres(config: DatabaseConfig, options: OpenDatabaseOptions): Dat
   });
   // A connection that breaks emits 'error' (on the pool when idle, on the client when checked
   // out); unheard, that event would end the process. The pool replaces broken connections.
-  const lost = (error: Error) => options.onConnectionLost?.(error);
+  const lost = (error: Error) => options.onConnectionLost?.(error, 'broken');
   pool.on('error', lost);
   // A session left inside a transaction (this process frozen, or cut off without the server
   // hearing of it) is ended by the server after this, and its locks go with it: the merge's, the
@@ -435,7 +440,7 @@ function openPostgres(config: DatabaseConfig, options: OpenDatabaseOptions): Dat
           connectionString: config.url,
           checkMs,
           connectTimeoutMs,
-          onGivenUp: lost,
+          onGivenUp: (error) => options.onConnectionLost?.(error, 'unanswered'),
         })
       : undefined;
   pool.on('connect', (client) => {
