@@ -10,8 +10,9 @@ import type pg from 'pg';
  *
  * This tells them apart by asking the server. A statement unanswered for `checkMs` has its session
  * looked up in `pg_stat_activity` on a new connection (one for every connection due at once):
- * - the server cannot be reached within `connectTimeoutMs` either (no answer, or the socket
- *   failed): the connection is given up; a server that refuses the look-up (too many
+ * - the server cannot be reached on a new connection either (no connection within
+ *   `connectTimeoutMs`, or no answer within as long again, or the socket failed): the connection
+ *   is given up; a server that refuses the look-up (too many
  *   connections, starting up) was reached, and nothing is known: left alone;
  * - its session is gone (ended by the server's timeouts, an administrator): given up;
  * - its session is not running a statement, and has not been for half of `checkMs`: the statement
@@ -103,13 +104,18 @@ export class UnansweredStatements {
     probe.on('error', () => undefined);
     try {
       const asked = due.map((watched) => ({ watched, answers: watched.answers, pid: pidOf(watched) }));
-      const sessions = await within(connectTimeoutMs, async () => {
-        await probe.connect();
-        return sessionsOf(
-          probe,
-          asked.flatMap((a) => a.pid ?? []),
-        );
-      }).catch((error: unknown) => (error instanceof Error ? error : new Error(String(error))));
+      // Each step within the connection deadline: connecting (pg's own timeout), then asking.
+      const sessions = await probe
+        .connect()
+        .then(() =>
+          within(connectTimeoutMs, () =>
+            sessionsOf(
+              probe,
+              asked.flatMap((a) => a.pid ?? []),
+            ),
+          ),
+        )
+        .catch((error: unknown) => (error instanceof Error ? error : new Error(String(error))));
       // Answers that reached this process before the look-up's, read first (its reply can be
       // handled ahead of theirs in one turn of the event loop, after the loop was held up).
       await new Promise((resolve) => setImmediate(resolve));
@@ -229,7 +235,7 @@ export interface UnansweredStatementsOptions {
   readonly connectionString: string;
   /** How long a statement goes unanswered before its session is looked up (and between look-ups). */
   readonly checkMs: number;
-  /** How long a look-up may take, connecting and asking, before the server counts as unreachable. */
+  /** How long a look-up may take to connect, and then to be answered, before the server counts as unreachable. */
   readonly connectTimeoutMs: number;
   /** Told why, for each connection given up. */
   readonly onGivenUp: (error: Error) => void;
