@@ -69,7 +69,7 @@ export class UnansweredStatements {
       if (--watched.outstanding > 0) sent(); // the next one queued behind it goes now
     };
     const query = client.query as (...args: unknown[]) => unknown;
-    // Every statement goes through `query` (Kysely's, the pool's set-up): a promise when no callback is given.
+    // Every statement of the pool's callers goes through `query` (Kysely's): a promise when no callback is given.
     client.query = function (this: pg.PoolClient, ...args: unknown[]) {
       const result = query.apply(this, args);
       if (result instanceof Promise) {
