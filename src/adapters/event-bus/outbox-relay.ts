@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Kysely, Selectable } from 'kysely';
 import { type EventEnvelope, type MessageHeaders, partitionFor } from '../../domain/events.js';
 import type { EventBus, OutgoingMessage } from '../../ports/event-bus.js';
+import { withDeadline } from '../../support/deadline.js';
 import type { DatabaseSchema, EventOutboxTable } from '../storage/schema.js';
 import type { TransactionalOutbox } from './outbox.js';
 
@@ -306,12 +307,3 @@ export class OutboxRelay {
 
 const eventTypeOf = (waiting: Waiting): string =>
   waiting.message?.envelope.event_type ?? waiting.message?.headers.event_type ?? 'unknown';
-
-/** `promise`, or a rejection once `ms` have passed without it settling. */
-function withDeadline<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
-  });
-  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
-}

@@ -1,4 +1,5 @@
 import type pg from 'pg';
+import { withDeadline } from '../../support/deadline.js';
 
 /**
  * A statement sent on a PostgreSQL connection that has been cut without either side hearing of it
@@ -33,7 +34,7 @@ import type pg from 'pg';
 export class UnansweredStatements {
   private readonly connections = new Set<Watched>();
   /** Sessions of connections given up that are still to be ended on the server. */
-  private orphans: Session[] = [];
+  private orphans: SessionKey[] = [];
   private orphansDue = 0;
   private readonly timer: NodeJS.Timeout;
   private looking = false;
@@ -50,7 +51,7 @@ export class UnansweredStatements {
    * not the server's), the session cannot be looked up, and only an unreachable server gives the
    * connection up.
    */
-  watch(client: pg.PoolClient, session: Promise<{ pid: number; started: string } | undefined>): void {
+  watch(client: pg.PoolClient, session: Promise<SessionKey | undefined>): void {
     const watched: Watched = { client, outstanding: 0, since: 0, due: 0, answers: 0, pooled: false };
     this.connections.add(watched);
     void session.then((own) => {
@@ -108,18 +109,19 @@ export class UnansweredStatements {
       const sessions = await probe
         .connect()
         .then(() =>
-          within(connectTimeoutMs, () =>
+          withDeadline(
             sessionsOf(
               probe,
               asked.flatMap((a) => a.pid ?? []),
             ),
+            connectTimeoutMs,
           ),
         )
         .catch((error: unknown) => (error instanceof Error ? error : new Error(String(error))));
       // Answers that reached this process before the look-up's, read first (its reply can be
       // handled ahead of theirs in one turn of the event loop, after the loop was held up).
       await new Promise((resolve) => setImmediate(resolve));
-      const toEnd = sessions instanceof Error ? [] : this.orphans;
+      const toEnd: SessionKey[] = sessions instanceof Error ? [] : this.orphans;
       this.orphans = sessions instanceof Error ? this.orphans : [];
       for (const { watched, answers, pid } of asked) {
         // Answered meanwhile: nothing was lost.
@@ -131,15 +133,13 @@ export class UnansweredStatements {
         }
         if (verdict.end) toEnd.push(verdict.end);
         else if (sessions instanceof Error && pid !== undefined && watched.started !== undefined) {
-          this.orphans = [...this.orphans, { pid, state: null, idleMs: 0, started: watched.started }].slice(
-            -MAX_ORPHANS,
-          );
+          this.orphans = [...this.orphans, { pid, started: watched.started }].slice(-MAX_ORPHANS);
         }
         this.giveUp(watched, `${verdict.why}${verdict.end ? '; its session is ended on the server' : ''}`);
       }
       this.orphansDue = Date.now() + checkMs;
       if (toEnd.length === 0) return;
-      await within(connectTimeoutMs, () => endSessions(probe, toEnd)).catch(() => {
+      await withDeadline(endSessions(probe, toEnd), connectTimeoutMs).catch(() => {
         this.orphans = [...this.orphans, ...toEnd].slice(-MAX_ORPHANS); // tried again next time
       });
     } finally {
@@ -208,25 +208,12 @@ async function sessionsOf(probe: pg.Client, pids: number[]): Promise<Map<number,
 }
 
 /** Ends `sessions` on the server, each only if it is still the one seen (not a later one on its process id). */
-async function endSessions(probe: pg.Client, sessions: readonly Session[]): Promise<void> {
+async function endSessions(probe: pg.Client, sessions: readonly SessionKey[]): Promise<void> {
   await probe.query(
     `SELECT pg_terminate_backend(a.pid) FROM pg_stat_activity a
        JOIN unnest($1::int[], $2::text[]) AS s(pid, started) ON a.pid = s.pid AND a.backend_start::text = s.started`,
     [sessions.map((s) => s.pid), sessions.map((s) => s.started)],
   );
-}
-
-/** `work`'s result, or a rejection once `ms` have passed without one. */
-async function within<T>(ms: number, work: () => Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`no answer in ${ms} ms`)), ms);
-  });
-  try {
-    return await Promise.race([work(), late]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 export interface UnansweredStatementsOptions {
@@ -260,10 +247,13 @@ interface Watched {
 /** node-postgres keeps the server's process from login (BackendKeyData) on the client, untyped. */
 type LoggedIn = pg.PoolClient & { readonly processID?: number | null };
 
-interface Session {
+/** A session on the server: its process id and `backend_start` as the server prints it (which tells it from a later one on the same process id). */
+export interface SessionKey {
   readonly pid: number;
+  readonly started: string;
+}
+
+interface Session extends SessionKey {
   readonly state: string | null;
   readonly idleMs: number;
-  /** `backend_start`, as the server prints it: tells this session from a later one on the same process id. */
-  readonly started: string;
 }

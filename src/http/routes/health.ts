@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { ReadinessCheck } from '../../ports/readiness-check.js';
+import { withDeadline } from '../../support/deadline.js';
 import { HealthResponse, ref } from '../schemas.js';
 
 export interface HealthRoutesOptions {
@@ -23,15 +24,7 @@ const Details = Type.Optional(
 
 /** What `work` resolves to within `timeoutMs`, else `fallback` (also when it rejects). */
 async function within<T>(work: () => Promise<T>, timeoutMs: number, fallback: T): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<T>((resolve) => {
-    timer = setTimeout(() => resolve(fallback), timeoutMs);
-  });
-  try {
-    return await Promise.race([work().catch(() => fallback), timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
+  return withDeadline(work(), timeoutMs).catch(() => fallback);
 }
 
 /** Each check's result, and the details of those that have them and answer in time. */
