@@ -34,7 +34,7 @@ import { canonicalTimestamp } from '../../domain/timestamp.js';
 import type { DatabaseSchema } from './schema.js';
 import { FALLBACK_AUTOCHECKPOINT_PAGES, SqliteCheckpointer } from './sqlite-checkpointer.js';
 import { assertSqliteRuntime } from './sqlite-runtime.js';
-import { SESSION_QUERY, UnansweredStatements } from './unanswered-statements.js';
+import { SESSION_QUERY, type SessionKey, UnansweredStatements } from './unanswered-statements.js';
 
 export type Dialect = DatabaseConfig['kind'];
 
@@ -450,15 +450,13 @@ function openPostgres(config: DatabaseConfig, options: OpenDatabaseOptions): Dat
     // first runs has pg warn, on the process's stderr, that queueing queries is deprecated).
     const timeout =
       idleInTransactionMs > 0 ? `; SET idle_in_transaction_session_timeout = ${Math.trunc(idleInTransactionMs)}` : '';
-    if (unanswered === undefined) {
-      client.query(`SET TIME ZONE 'UTC'${timeout}`).catch(() => undefined);
-      return;
-    }
-    const setUp = client.query(`SET TIME ZONE 'UTC'${timeout}; ${SESSION_QUERY}`) as Promise<unknown>;
-    unanswered.watch(
-      client,
-      setUp.then(ownSession, () => undefined),
+    // Watched, it also reads its own session (SESSION_QUERY): the last of the results.
+    const session = unanswered ? `; ${SESSION_QUERY}` : '';
+    const setUp = (client.query(`SET TIME ZONE 'UTC'${timeout}${session}`) as Promise<unknown>).then(
+      ownSession,
+      () => undefined,
     );
+    unanswered?.watch(client, setUp);
   });
   const db = new Kysely<DatabaseSchema>({
     dialect: new SteadyPostgresDialect({ pool }, () => unanswered?.stop()),
@@ -501,7 +499,7 @@ class SteadyPostgresDialect extends PostgresDialect {
 }
 
 /** The connection's own session, from the set-up query's last result (`SESSION_QUERY`). */
-function ownSession(results: unknown): { pid: number; started: string } | undefined {
+function ownSession(results: unknown): SessionKey | undefined {
   const last = Array.isArray(results)
     ? (results.at(-1) as { rows?: { pid?: unknown; started?: unknown }[] })
     : undefined;
