@@ -20,6 +20,16 @@ import { OwnPgBouncer, pgbouncerBinaryAvailable } from '../helpers/own-pgbouncer
 import { POSTGRES_URL } from '../helpers/services.js';
 import { postgresBehindProxy, type TcpProxy } from '../helpers/tcp-proxy.js';
 
+/** Runs `statement`; resolves with its error (a rejection) or fails the test when it is answered. */
+async function failure(statement: Promise<unknown>): Promise<Error> {
+  const outcome = await statement.then(
+    () => undefined,
+    (error: unknown) => error,
+  );
+  expect(outcome, 'the statement was answered').toBeInstanceOf(Error);
+  return outcome as Error;
+}
+
 describe.skipIf(!postgres.available)('statements left unanswered on a cut PostgreSQL connection', () => {
   let database: TestDatabase;
   let proxy: TcpProxy;
@@ -43,16 +53,6 @@ describe.skipIf(!postgres.available)('statements left unanswered on a cut Postgr
     await db?.close();
     await database?.drop();
   });
-
-  /** Runs `statement`; resolves with its error (a rejection) or fails the test when it is answered. */
-  const failure = async (statement: Promise<unknown>) => {
-    const outcome = await statement.then(
-      () => undefined,
-      (error: unknown) => error,
-    );
-    expect(outcome, 'the statement was answered').toBeInstanceOf(Error);
-    return outcome as Error;
-  };
 
   it('leaves a statement the server is running alone, however long it takes', async () => {
     await open(300);
@@ -195,12 +195,8 @@ describe.skipIf(!postgres.available || !pgbouncerBinaryAvailable())(
       const { db: kysely } = open();
       await sql`SELECT 1`.execute(kysely);
       bouncer.pause();
-      const error = await sql`SELECT 2`.execute(kysely).then(
-        () => undefined,
-        (failure: unknown) => failure as Error,
-      );
-      expect(error).toBeInstanceOf(Error);
-      expect(isDatabaseUnavailable(error), error?.message).toBe(true);
+      const error = await failure(sql`SELECT 2`.execute(kysely));
+      expect(isDatabaseUnavailable(error), error.message).toBe(true);
       expect(
         givenUp.some((line) => /the server did not answer a new connection either/.test(line)),
         givenUp.join('\n'),

@@ -67,7 +67,7 @@ export class TcpProxy {
   /** Cuts the open connections without closing them (see above); `pass` forwards new ones again. */
   async partition(): Promise<void> {
     this.mode = 'partition';
-    for (const path of this.paths) path.cut = true;
+    await this.cutOpen();
   }
 
   /**
