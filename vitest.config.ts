@@ -23,6 +23,9 @@ export default defineConfig({
     pool: 'forks',
     maxWorkers,
     reporters: ['default', './test/summary-reporter.ts'],
+    // TEST_CPU_LOG=FILE: each test file's wall time and CPU (its own and its child processes'),
+    // a JSON line each; `node scripts/test-cpu-summary.mjs FILE` sums them (see the README).
+    setupFiles: process.env.TEST_CPU_LOG ? ['./test/cpu-per-file.ts'] : [],
     projects: [
       // Most files share their worker's modules with the files it ran before (isolate: false):
       // isolated, each file imported the service's modules and drivers afresh, about a second of
