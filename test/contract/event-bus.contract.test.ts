@@ -46,8 +46,12 @@ function collector(onMessage?: (m: BusMessage) => Promise<void>) {
   };
 }
 
-/** One contract, every event bus adapter. */
-describe.each(BUS_KINDS)('EventBus on $name', (kind) => {
+/**
+ * One contract, every event bus adapter. The adapters run at once, each with its own database or
+ * streams (their tests mostly wait: ack waits, redeliveries, lease rounds); within one, the tests
+ * run one after another (`sequential`): they share its bus.
+ */
+describe.concurrent.each(BUS_KINDS)('EventBus on $name', (kind) => {
   const ok = available[kind.name] as boolean;
   let family: BusFamily;
   let bus: EventBus;
@@ -69,7 +73,7 @@ describe.each(BUS_KINDS)('EventBus on $name', (kind) => {
     return { ...position, id: e.envelope.event_id, envelope: e.envelope };
   };
 
-  it.skipIf(!ok)('delivers every message of a partition in order, with headers and position', async () => {
+  it.skipIf(!ok).sequential('delivers every message of a partition in order, with headers and position', async () => {
     const t = topic();
     const sent = [];
     for (let n = 0; n < 20; n++) sent.push(await publish(t, 'same-key', n));
@@ -85,27 +89,30 @@ describe.each(BUS_KINDS)('EventBus on $name', (kind) => {
     expect(c.received[0]!.envelope).toEqual(sent[0]!.envelope);
   });
 
-  it.skipIf(!ok)("names its messaging system as telemetry's messaging.system", () => {
+  it.skipIf(!ok).sequential("names its messaging system as telemetry's messaging.system", () => {
     expect(bus.system).toBe(kind.name === 'nats' ? 'nats' : 'urlshortener.embedded_log');
   });
 
-  it.skipIf(!ok)('delivers again after a handler failure, before anything later in the partition', async () => {
-    const t = topic();
-    const first = await publish(t, 'k', 1);
-    const second = await publish(t, 'k', 2);
-    let failures = 0;
-    const c = collector(async (m) => {
-      if (m.envelope.event_id === first.id && failures++ === 0) throw new Error('handler failed once');
-    });
-    const sub = await bus.subscribe({ group: 'retry', topic: t, handler: c.handler });
-    await eventually(() => expect(c.received).toHaveLength(2));
-    await sub.close();
-    expect(c.ids()).toEqual([first.id, second.id]);
-    expect(c.received[0]!.deliveryCount).toBe(2);
-    expect(c.received[1]!.deliveryCount).toBe(1);
-  });
+  it.skipIf(!ok).sequential(
+    'delivers again after a handler failure, before anything later in the partition',
+    async () => {
+      const t = topic();
+      const first = await publish(t, 'k', 1);
+      const second = await publish(t, 'k', 2);
+      let failures = 0;
+      const c = collector(async (m) => {
+        if (m.envelope.event_id === first.id && failures++ === 0) throw new Error('handler failed once');
+      });
+      const sub = await bus.subscribe({ group: 'retry', topic: t, handler: c.handler });
+      await eventually(() => expect(c.received).toHaveLength(2));
+      await sub.close();
+      expect(c.ids()).toEqual([first.id, second.id]);
+      expect(c.received[0]!.deliveryCount).toBe(2);
+      expect(c.received[1]!.deliveryCount).toBe(1);
+    },
+  );
 
-  it.skipIf(!ok)('gives every group every message, and a group each message once', async () => {
+  it.skipIf(!ok).sequential('gives every group every message, and a group each message once', async () => {
     const t = topic();
     const sent = [];
     for (let n = 0; n < 12; n++) sent.push(await publish(t, `key${n}`, n));
@@ -121,7 +128,7 @@ describe.each(BUS_KINDS)('EventBus on $name', (kind) => {
     expect(new Set(b.ids())).toEqual(new Set(sent.map((s) => s.id)));
   });
 
-  it.skipIf(!ok)("shares a group's work among its members, each message to one of them", async () => {
+  it.skipIf(!ok).sequential("shares a group's work among its members, each message to one of them", async () => {
     const t = topic();
     const other = await family.connect(); // a second process
     const slow = async () => new Promise<void>((resolve) => setTimeout(resolve, 20));
@@ -145,7 +152,7 @@ describe.each(BUS_KINDS)('EventBus on $name', (kind) => {
     expect(b.received.length).toBeGreaterThan(0);
   });
 
-  it.skipIf(!ok)('redelivers what a consumer that crashed had not acknowledged', async () => {
+  it.skipIf(!ok).sequential('redelivers what a consumer that crashed had not acknowledged', async () => {
     const t = topic();
     const sent = await publish(t, 'crash', 1);
     const child = await crashingConsumer(family, kind.name, 'crashy', t, sent.id);
@@ -158,7 +165,7 @@ describe.each(BUS_KINDS)('EventBus on $name', (kind) => {
     await sub.close();
   });
 
-  it.skipIf(!ok)('replays a group from an offset', async () => {
+  it.skipIf(!ok).sequential('replays a group from an offset', async () => {
     const t = topic();
     const sent = [];
     for (let n = 0; n < 5; n++) sent.push(await publish(t, 'replay', n));
@@ -173,7 +180,7 @@ describe.each(BUS_KINDS)('EventBus on $name', (kind) => {
     expect(c.ids().slice(5)).toEqual(sent.slice(2).map((s) => s.id));
   });
 
-  it.skipIf(!ok)('stores an event published twice (same event id) once', async () => {
+  it.skipIf(!ok).sequential('stores an event published twice (same event id) once', async () => {
     const t = topic();
     const e = event('dup', 1);
     const first = await bus.publish(t, 'dup', HEADERS, e.envelope);
@@ -187,34 +194,37 @@ describe.each(BUS_KINDS)('EventBus on $name', (kind) => {
     expect(c.received).toHaveLength(1);
   });
 
-  it.skipIf(!ok)('publishAll answers for each message: one it can never take is refused, the rest stored', async () => {
-    const t = topic();
-    const message = (key: string, n: number) => {
-      const e = event(key, n);
-      return { topic: t, key, headers: HEADERS, envelope: e.envelope };
-    };
-    const batch = [message('all', 1), message('all', 2), message('all', 3), message('all', 4)];
-    // Not encodable as JSON: no broker can ever take it.
-    const poison = { ...batch[1]!, envelope: { ...batch[1]!.envelope, payload: { n: 10n } } };
-    const outcomes = await bus.publishAll([batch[0]!, poison, batch[2]!, batch[3]!]);
-    expect(outcomes.map((o) => (o.error ? `refused, permanent: ${o.permanent}` : 'stored'))).toEqual([
-      'stored',
-      'refused, permanent: true',
-      'stored',
-      'stored',
-    ]);
-    const c = collector();
-    const sub = await bus.subscribe({ group: 'batch', topic: t, handler: c.handler });
-    await eventually(() => expect(c.received).toHaveLength(3));
-    await sub.close();
-    expect(c.ids()).toEqual([batch[0]!, batch[2]!, batch[3]!].map((m) => m.envelope.event_id));
-    expect(c.received.map((m) => m.offset)).toEqual([0, 2, 3].map((i) => outcomes[i]!.position!.offset));
-    // Published again (the relay after a crash): each answers with the position it already has.
-    const again = await bus.publishAll([batch[0]!, batch[2]!]);
-    expect(again.map((o) => o.position)).toEqual([outcomes[0]!.position, outcomes[2]!.position]);
-  });
+  it.skipIf(!ok).sequential(
+    'publishAll answers for each message: one it can never take is refused, the rest stored',
+    async () => {
+      const t = topic();
+      const message = (key: string, n: number) => {
+        const e = event(key, n);
+        return { topic: t, key, headers: HEADERS, envelope: e.envelope };
+      };
+      const batch = [message('all', 1), message('all', 2), message('all', 3), message('all', 4)];
+      // Not encodable as JSON: no broker can ever take it.
+      const poison = { ...batch[1]!, envelope: { ...batch[1]!.envelope, payload: { n: 10n } } };
+      const outcomes = await bus.publishAll([batch[0]!, poison, batch[2]!, batch[3]!]);
+      expect(outcomes.map((o) => (o.error ? `refused, permanent: ${o.permanent}` : 'stored'))).toEqual([
+        'stored',
+        'refused, permanent: true',
+        'stored',
+        'stored',
+      ]);
+      const c = collector();
+      const sub = await bus.subscribe({ group: 'batch', topic: t, handler: c.handler });
+      await eventually(() => expect(c.received).toHaveLength(3));
+      await sub.close();
+      expect(c.ids()).toEqual([batch[0]!, batch[2]!, batch[3]!].map((m) => m.envelope.event_id));
+      expect(c.received.map((m) => m.offset)).toEqual([0, 2, 3].map((i) => outcomes[i]!.position!.offset));
+      // Published again (the relay after a crash): each answers with the position it already has.
+      const again = await bus.publishAll([batch[0]!, batch[2]!]);
+      expect(again.map((o) => o.position)).toEqual([outcomes[0]!.position, outcomes[2]!.position]);
+    },
+  );
 
-  it.skipIf(!ok)('starts a new group at the end when asked for the latest only', async () => {
+  it.skipIf(!ok).sequential('starts a new group at the end when asked for the latest only', async () => {
     const t = topic();
     await publish(t, 'late', 1);
     const c = collector();
@@ -225,7 +235,7 @@ describe.each(BUS_KINDS)('EventBus on $name', (kind) => {
     expect(c.ids()).toEqual([fresh.id]);
   });
 
-  it.skipIf(!ok)('keeps partition order when several processes publish to it in turn', async () => {
+  it.skipIf(!ok).sequential('keeps partition order when several processes publish to it in turn', async () => {
     const t = topic();
     const other = await family.connect(); // a second process, writing between this one's messages
     const c = collector();
@@ -243,56 +253,62 @@ describe.each(BUS_KINDS)('EventBus on $name', (kind) => {
     expect(c.received.map((m) => m.offset)).toEqual(sent.map((s) => s.offset));
   });
 
-  it.skipIf(!ok)('hands an unordered group a batch at once, and delivers a failed message again', async () => {
-    const t = topic();
-    const sent: { partition: number; offset: number; id: string }[] = [];
-    for (let n = 0; n < 50; n++) sent.push(await publish(t, 'one-partition', n));
-    let inFlight = 0;
-    let mostInFlight = 0;
-    let failed = false;
-    const c = collector(async (m) => {
-      inFlight++;
-      mostInFlight = Math.max(mostInFlight, inFlight);
-      await new Promise((resolve) => setTimeout(resolve, 5));
-      inFlight--;
-      if (m.envelope.event_id === sent[9]!.id && !failed) {
-        failed = true;
-        throw new Error('handler failed once');
-      }
-    });
-    const sub = await bus.subscribe({ group: 'unordered', topic: t, ordered: false, handler: c.handler });
-    await eventually(() => expect(new Set(c.ids())).toEqual(new Set(sent.map((s) => s.id))));
-    await sub.close();
-    expect(mostInFlight).toBeGreaterThan(1);
-    const again = c.received.filter((m) => m.envelope.event_id === sent[9]!.id);
-    expect(again.map((m) => m.deliveryCount)).toContain(2);
-  });
+  it.skipIf(!ok).sequential(
+    'hands an unordered group a batch at once, and delivers a failed message again',
+    async () => {
+      const t = topic();
+      const sent: { partition: number; offset: number; id: string }[] = [];
+      for (let n = 0; n < 50; n++) sent.push(await publish(t, 'one-partition', n));
+      let inFlight = 0;
+      let mostInFlight = 0;
+      let failed = false;
+      const c = collector(async (m) => {
+        inFlight++;
+        mostInFlight = Math.max(mostInFlight, inFlight);
+        await new Promise((resolve) => setTimeout(resolve, 5));
+        inFlight--;
+        if (m.envelope.event_id === sent[9]!.id && !failed) {
+          failed = true;
+          throw new Error('handler failed once');
+        }
+      });
+      const sub = await bus.subscribe({ group: 'unordered', topic: t, ordered: false, handler: c.handler });
+      await eventually(() => expect(new Set(c.ids())).toEqual(new Set(sent.map((s) => s.id))));
+      await sub.close();
+      expect(mostInFlight).toBeGreaterThan(1);
+      const again = c.received.filter((m) => m.envelope.event_id === sent[9]!.id);
+      expect(again.map((m) => m.deliveryCount)).toContain(2);
+    },
+  );
 
-  it.skipIf(!ok)('keeps a message whose handler reports progress past the ack wait: delivered once', async () => {
-    const t = topic();
-    const other = await family.connect(); // a second member, to which an expired message would go
-    const deliveries: string[] = [];
-    const handler = (member: string) => async (m: BusMessage) => {
-      deliveries.push(member);
-      for (const end = Date.now() + 3500; Date.now() < end;) {
-        m.inProgress();
-        await sleep(250);
-      }
-    };
-    const options = { group: 'progress', topic: t, ackWaitMs: 1000, concurrency: 2 };
-    const subs = [
-      await bus.subscribe({ ...options, handler: handler('a') }),
-      await other.subscribe({ ...options, handler: handler('b') }),
-    ];
-    await sleep(1500); // the members settle on their partitions (embedded) before the message comes
-    await publish(t, 'progress', 1);
-    await eventually(() => expect(deliveries).toHaveLength(1));
-    await sleep(3500 + 1500); // the handler's run and more than an ack wait after it
-    await Promise.all(subs.map((s) => s.close()));
-    expect(deliveries).toHaveLength(1);
-  });
+  it.skipIf(!ok).sequential(
+    'keeps a message whose handler reports progress past the ack wait: delivered once',
+    async () => {
+      const t = topic();
+      const other = await family.connect(); // a second member, to which an expired message would go
+      const deliveries: string[] = [];
+      const handler = (member: string) => async (m: BusMessage) => {
+        deliveries.push(member);
+        for (const end = Date.now() + 3500; Date.now() < end;) {
+          m.inProgress();
+          await sleep(250);
+        }
+      };
+      const options = { group: 'progress', topic: t, ackWaitMs: 1000, concurrency: 2 };
+      const subs = [
+        await bus.subscribe({ ...options, handler: handler('a') }),
+        await other.subscribe({ ...options, handler: handler('b') }),
+      ];
+      await sleep(1500); // the members settle on their partitions (embedded) before the message comes
+      await publish(t, 'progress', 1);
+      await eventually(() => expect(deliveries).toHaveLength(1));
+      await sleep(3500 + 1500); // the handler's run and more than an ack wait after it
+      await Promise.all(subs.map((s) => s.close()));
+      expect(deliveries).toHaveLength(1);
+    },
+  );
 
-  it.skipIf(!ok)(
+  it.skipIf(!ok).sequential(
     'a member joining while messages are in the handler takes none of them again, and its share after',
     async () => {
       const t = topic();
@@ -332,7 +348,7 @@ describe.each(BUS_KINDS)('EventBus on $name', (kind) => {
     },
   );
 
-  it.skipIf(!ok)(
+  it.skipIf(!ok).sequential(
     'with a concurrency, hands over later messages while an earlier one is still in the handler, at most that many at once',
     async () => {
       const t = topic();
@@ -383,22 +399,31 @@ describe.each(BUS_KINDS)('EventBus on $name', (kind) => {
     },
   );
 
-  it.skipIf(!ok)("moves a crashed member's held message to another within the group's ack wait", async () => {
-    const t = topic();
-    const ackWaitMs = 1500;
-    const sent = await publish(t, 'crash', 1);
-    const child = await crashingConsumer(family, kind.name, 'crashy-fast', t, sent.id, ackWaitMs);
-    const c = collector();
-    // Joins while the other member holds the message, so that only its crash hands it over.
-    const sub = await bus.subscribe({ group: 'crashy-fast', topic: t, ackWaitMs, concurrency: 4, handler: c.handler });
-    await sleep(ackWaitMs * 2);
-    expect(c.ids()).not.toContain(sent.id); // held, with heartbeats: not handed over while it lives
-    const killed = Date.now();
-    child.kill('SIGKILL');
-    await new Promise((resolve) => child.once('exit', resolve));
-    // An ack wait, plus a rebalance tick and a fetch (embedded) or a pull (NATS).
-    await eventually(() => expect(c.ids()).toContain(sent.id), { timeoutMs: ackWaitMs + 3000, intervalMs: 50 });
-    console.log(`${kind.name}: held message handed over ${Date.now() - killed} ms after the kill`);
-    await sub.close();
-  });
+  it.skipIf(!ok).sequential(
+    "moves a crashed member's held message to another within the group's ack wait",
+    async () => {
+      const t = topic();
+      const ackWaitMs = 1500;
+      const sent = await publish(t, 'crash', 1);
+      const child = await crashingConsumer(family, kind.name, 'crashy-fast', t, sent.id, ackWaitMs);
+      const c = collector();
+      // Joins while the other member holds the message, so that only its crash hands it over.
+      const sub = await bus.subscribe({
+        group: 'crashy-fast',
+        topic: t,
+        ackWaitMs,
+        concurrency: 4,
+        handler: c.handler,
+      });
+      await sleep(ackWaitMs * 2);
+      expect(c.ids()).not.toContain(sent.id); // held, with heartbeats: not handed over while it lives
+      const killed = Date.now();
+      child.kill('SIGKILL');
+      await new Promise((resolve) => child.once('exit', resolve));
+      // An ack wait, plus a rebalance tick and a fetch (embedded) or a pull (NATS).
+      await eventually(() => expect(c.ids()).toContain(sent.id), { timeoutMs: ackWaitMs + 3000, intervalMs: 50 });
+      console.log(`${kind.name}: held message handed over ${Date.now() - killed} ms after the kill`);
+      await sub.close();
+    },
+  );
 });

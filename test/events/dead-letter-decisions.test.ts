@@ -44,7 +44,10 @@ const GROUP = 'decided-test-group';
 
 const VARIANTS = busVariants(await natsAvailable(), 'NATS JetStream');
 
-describe.each(VARIANTS)('an admin decides on a dead letter waiting for its retry, on $name', (variant) => {
+// The variants run at once, each with its own app, database and streams: their tests spend their
+// time waiting for retry delays, not computing. Within a variant the tests run one after another
+// (`sequential`): they share its app, its consumer and its dead letters.
+describe.concurrent.each(VARIANTS)('an admin decides on a dead letter waiting for its retry, on $name', (variant) => {
   const ok = variant.available;
   const t = useTestApp(variant.backend, ENV, {
     accounts: true,
@@ -93,7 +96,7 @@ describe.each(VARIANTS)('an admin decides on a dead letter waiting for its retry
       .where('id', '=', id)
       .execute();
 
-  it.skipIf(!ok)(
+  it.skipIf(!ok).sequential(
     'a discard stands, and a retry by hand is the only re-publication, once the pending retries come due',
     async () => {
       const retriedBefore = await metricValue(t.app, 'events_retried_total', { topic: 'url_events' });
@@ -138,7 +141,7 @@ describe.each(VARIANTS)('an admin decides on a dead letter waiting for its retry
     },
   );
 
-  it.skipIf(!ok)(
+  it.skipIf(!ok).sequential(
     'letters one behind another in the queue are all recorded before the first is re-published',
     async () => {
       const letters = await Promise.all(
@@ -174,35 +177,38 @@ describe.each(VARIANTS)('an admin decides on a dead letter waiting for its retry
     },
   );
 
-  it.skipIf(!ok)('a due letter is re-published once however many try at once, and by the sweep', async () => {
-    const manager = t.service.events.deadLetters;
-    const raced = await waitingLetter();
-    const swept = await waitingLetter();
-    failing.delete(raced.code);
-    failing.delete(swept.code);
-    await dueNow(raced.letterId);
-    await dueNow(swept.letterId);
+  it.skipIf(!ok).sequential(
+    'a due letter is re-published once however many try at once, and by the sweep',
+    async () => {
+      const manager = t.service.events.deadLetters;
+      const raced = await waitingLetter();
+      const swept = await waitingLetter();
+      failing.delete(raced.code);
+      failing.delete(swept.code);
+      await dueNow(raced.letterId);
+      await dueNow(swept.letterId);
 
-    // Two instances reach the same letter at once (and the service's own sweep, every 5 s, may
-    // be a third): one of them publishes it.
-    const outcomes = await Promise.all([manager.retryIfDue(raced.letterId), manager.retryIfDue(raced.letterId)]);
-    expect(outcomes.filter(Boolean).length).toBeLessThanOrEqual(1);
-    await eventually(async () => expect(await statusOf(raced.letterId)).toBe('retried'));
-    await eventually(() => expect(deliveredTimes(raced.eventId)).toBe(ATTEMPTS + 1));
+      // Two instances reach the same letter at once (and the service's own sweep, every 5 s, may
+      // be a third): one of them publishes it.
+      const outcomes = await Promise.all([manager.retryIfDue(raced.letterId), manager.retryIfDue(raced.letterId)]);
+      expect(outcomes.filter(Boolean).length).toBeLessThanOrEqual(1);
+      await eventually(async () => expect(await statusOf(raced.letterId)).toBe('retried'));
+      await eventually(() => expect(deliveredTimes(raced.eventId)).toBe(ATTEMPTS + 1));
 
-    // A sweep finds the other one, due with no timer of its own to wait for (this call's, or the
-    // service's own if it came first).
-    await manager.retryDue();
-    await eventually(async () => expect(await statusOf(swept.letterId)).toBe('retried'));
-    await eventually(() => expect(deliveredTimes(swept.eventId)).toBe(ATTEMPTS + 1));
+      // A sweep finds the other one, due with no timer of its own to wait for (this call's, or the
+      // service's own if it came first).
+      await manager.retryDue();
+      await eventually(async () => expect(await statusOf(swept.letterId)).toBe('retried'));
+      await eventually(() => expect(deliveredTimes(swept.eventId)).toBe(ATTEMPTS + 1));
 
-    // Their own timers, when they come due, find them taken: nothing more is published.
-    await new Promise((resolve) => setTimeout(resolve, RETRY_DELAY_MS + 1_000));
-    expect(deliveredTimes(raced.eventId)).toBe(ATTEMPTS + 1);
-    expect(deliveredTimes(swept.eventId)).toBe(ATTEMPTS + 1);
-  });
+      // Their own timers, when they come due, find them taken: nothing more is published.
+      await new Promise((resolve) => setTimeout(resolve, RETRY_DELAY_MS + 1_000));
+      expect(deliveredTimes(raced.eventId)).toBe(ATTEMPTS + 1);
+      expect(deliveredTimes(swept.eventId)).toBe(ATTEMPTS + 1);
+    },
+  );
 
-  it.skipIf(!ok)(
+  it.skipIf(!ok).sequential(
     "a due letter that no timer of this process waits for is re-published by the worker's sweep",
     async () => {
       // A letter another process recorded and then died with its timer: in the table, due, nothing else.
