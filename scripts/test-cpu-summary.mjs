@@ -32,9 +32,11 @@ for (const r of [...rows].sort((a, b) => cpu(b) - cpu(a)).slice(0, Number(top)))
 const byDir = new Map();
 for (const r of rows) {
   const dir = r.file.split('/').slice(0, 2).join('/');
-  byDir.set(dir, [...(byDir.get(dir) ?? []), r]);
+  if (!byDir.has(dir)) byDir.set(dir, []);
+  byDir.get(dir).push(r);
 }
 console.log(`\n${header}  directory (files)`);
-for (const [dir, list] of [...byDir].map(([d, l]) => [d, sum(l), l.length]).sort((a, b) => cpu(b[1]) - cpu(a[1])))
-  console.log(row(list, `${dir} (${byDir.get(dir).length})`));
+const dirs = [...byDir].map(([dir, list]) => ({ dir, files: list.length, total: sum(list) }));
+for (const { dir, files, total } of dirs.sort((a, b) => cpu(b.total) - cpu(a.total)))
+  console.log(row(total, `${dir} (${files})`));
 console.log(row(sum(rows), 'all'));
