@@ -27,9 +27,10 @@ export function composeExecutions(
   const repository = new KyselyExecutionRepository(database.db, database.dialect, backbone.outbox);
   const events = executionEvents(config.tracing.serviceName);
   const service = new ExecutionService(repository, events, { maxPendingPerUser: config.executions.maxPendingPerUser });
-  const notificationRepository = new KyselyNotificationRepository(database.db, backbone.outbox);
+  const notificationRepository = new KyselyNotificationRepository(database.db, database.dialect, backbone.outbox);
   const notifications = new NotificationService(notificationRepository, new DnsDestinationGuard(), {
     allowPrivate: config.notifications.allowPrivate,
+    maxChannelsPerUser: config.notifications.maxChannelsPerUser,
   });
   return { service, repository, events, notifications, notificationRepository };
 }

@@ -186,7 +186,11 @@ function assemble(v: SettingValues): Config {
     workers: v.WORKERS,
     sandbox: { memoryBytes: v.SANDBOX_MEMORY_MB * 1024 * 1024, outputBytes: 64 * 1024 },
     executions: executionsConfig(v),
-    notifications: { allowPrivate: v.NOTIFICATIONS_ALLOW_PRIVATE, timeoutMs: v.NOTIFICATION_TIMEOUT_MS },
+    notifications: {
+      allowPrivate: v.NOTIFICATIONS_ALLOW_PRIVATE,
+      timeoutMs: v.NOTIFICATION_TIMEOUT_MS,
+      maxChannelsPerUser: v.NOTIFICATION_MAX_CHANNELS_PER_USER,
+    },
     loginThrottle: { maxFailures: v.LOGIN_ADDRESS_MAX_FAILURES, windowMs: v.LOGIN_ADDRESS_WINDOW_MINUTES * 60_000 },
   };
 }

@@ -384,6 +384,12 @@ export const SETTINGS = named({
       'Let notification channels point at loopback, private, link-local or metadata addresses (the SSRF guard is on by default).',
     parse: boolean,
   },
+  NOTIFICATION_MAX_CHANNELS_PER_USER: {
+    default: '20',
+    description:
+      "Notification channels one user may have; `POST /api/v1/notifications/channels` answers 409 beyond it. An execution's end is sent to every channel of its owner, so this bounds the requests one execution makes the service send. Channels a user already has past a lowered limit stay; new ones wait until fewer remain.",
+    parse: integer(1, 1000),
+  },
   NOTIFICATION_TIMEOUT_MS: {
     default: '5000',
     description:

@@ -96,7 +96,12 @@ export interface Config {
   readonly workers: number;
   readonly sandbox: { readonly memoryBytes: number; readonly outputBytes: number };
   readonly executions: ExecutionsConfig;
-  readonly notifications: { readonly allowPrivate: boolean; readonly timeoutMs: number };
+  readonly notifications: {
+    readonly allowPrivate: boolean;
+    readonly timeoutMs: number;
+    /** NOTIFICATION_MAX_CHANNELS_PER_USER. */
+    readonly maxChannelsPerUser: number;
+  };
   /** Failed logins per client address (LOGIN_ADDRESS_*): `maxFailures` 0 is no limit. */
   readonly loginThrottle: { readonly maxFailures: number; readonly windowMs: number };
 }

@@ -183,6 +183,12 @@ export const errors = {
   ),
   executionNotFound: define('EXECUTION_NOT_FOUND', 404, () => 'Execution not found'),
   channelNotFound: define('CHANNEL_NOT_FOUND', 404, () => 'Notification channel not found'),
+  // 409, as for the last administrator: the body is fine; the caller's channels as they are now refuse it.
+  tooManyChannels: define(
+    'TOO_MANY_CHANNELS',
+    409,
+    (limit: number) => `A user may have at most ${limit} notification channels; delete one first`,
+  ),
   deadLetterNotFound: define('DEAD_LETTER_NOT_FOUND', 404, () => 'Dead letter not found'),
 } as const;
 

@@ -1,16 +1,13 @@
 import type { EventsFor } from '../domain/events.js';
-import type { ChannelType, NotificationChannel } from '../domain/notification.js';
+import type { NotificationChannel } from '../domain/notification.js';
 
 /** Notification channels and the record of what was delivered. */
 export interface NotificationRepository {
-  createChannel(channel: {
-    id: string;
-    user_id: number;
-    type: ChannelType;
-    name: string;
-    url: string;
-    secret: string | null;
-  }): Promise<NotificationChannel>;
+  /** Stores the channel, unless its user has `maxPerUser` channels already (then undefined, nothing stored). */
+  createChannel(
+    channel: Omit<NotificationChannel, 'created_at'>,
+    maxPerUser: number,
+  ): Promise<NotificationChannel | undefined>;
   listChannels(userId: number): Promise<NotificationChannel[]>;
   getChannel(id: string): Promise<NotificationChannel | undefined>;
   /** Deletes the user's channel; false when the user has no such channel. */

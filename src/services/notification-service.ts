@@ -15,9 +15,10 @@ export class NotificationService {
   constructor(
     private readonly repository: NotificationRepository,
     private readonly destinations: DestinationGuard,
-    private readonly options: { readonly allowPrivate: boolean },
+    private readonly options: { readonly allowPrivate: boolean; readonly maxChannelsPerUser: number },
   ) {}
 
+  /** 409 when the caller has `maxChannelsPerUser` channels already (counted with every instance's creations). */
   async create(
     caller: Caller,
     input: { type: ChannelType; name: string; url: string },
@@ -28,14 +29,12 @@ export class NotificationService {
       if (!verdict.allowed) throw errors.validation(`body: 'url' ${verdict.detail}`);
     }
     const secret = input.type === 'webhook' ? newWebhookSecret() : null;
-    const channel = await this.repository.createChannel({
-      id: uuidv7(),
-      user_id: caller.userId,
-      type: input.type,
-      name: input.name,
-      url: input.url,
-      secret,
-    });
+    const limit = this.options.maxChannelsPerUser;
+    const channel = await this.repository.createChannel(
+      { id: uuidv7(), user_id: caller.userId, type: input.type, name: input.name, url: input.url, secret },
+      limit,
+    );
+    if (!channel) throw errors.tooManyChannels(limit);
     return { ...view(channel), ...(secret ? { secret } : {}) };
   }
 

@@ -37,8 +37,12 @@ const remove = (app: FastifyInstance, headers: Record<string, string>, id: strin
   app.inject({ method: 'DELETE', url: `${BASE}/${id}`, headers });
 
 describe.each(BACKENDS)('notification channels API on $name', (backend) => {
-  /** With the guard off, as tests with receivers on 127.0.0.1 run. */
-  const open = useTestApp(backend, { NOTIFICATIONS_ALLOW_PRIVATE: 'true' }, { accounts: true });
+  /** With the guard off, as tests with receivers on 127.0.0.1 run; room for the many channels below. */
+  const open = useTestApp(
+    backend,
+    { NOTIFICATIONS_ALLOW_PRIVATE: 'true', NOTIFICATION_MAX_CHANNELS_PER_USER: '100' },
+    { accounts: true },
+  );
   /** The default: the SSRF guard on. */
   const guarded = useTestApp(backend, {}, { accounts: true });
   const alice = open.user('cha');
@@ -288,5 +292,58 @@ describe.each(BACKENDS)('notification channels API on $name', (backend) => {
       });
       expectError(response, 422, /\burl\b/);
     });
+  });
+
+  describe('at most NOTIFICATION_MAX_CHANNELS_PER_USER channels a user', () => {
+    const MAX = 3;
+    const DETAIL = `A user may have at most ${MAX} notification channels; delete one first`;
+    const limited = useTestApp(
+      backend,
+      { NOTIFICATIONS_ALLOW_PRIVATE: 'true', NOTIFICATION_MAX_CHANNELS_PER_USER: String(MAX) },
+      { accounts: true },
+    );
+    const dave = limited.user('chd');
+    const erin = limited.user('che');
+    const frank = limited.user('chf');
+    const body = (n: number) => ({ type: 'chat', name: `c${n}`, url: `http://127.0.0.1:9/c${n}` });
+    const ids = async (session: Session) =>
+      (await list(limited.app, { cookie: session.cookie })).json<ChannelBody[]>().map((c) => c.id);
+
+    it.skipIf(!backend.available)(
+      'one more → 409 with a {detail}, nothing stored; other users unaffected; room again after a delete',
+      async () => {
+        const made: string[] = [];
+        for (let n = 0; n < MAX; n++) {
+          const created = await create(limited.app, dave.headers, body(n));
+          expect(created.statusCode, created.body).toBe(201);
+          made.push(created.json<ChannelBody>().id);
+        }
+        expectError(await create(limited.app, dave.headers, body(MAX)), 409, DETAIL);
+        expectError(await create(limited.app, dave.headers, { ...body(MAX), type: 'webhook' }), 409, DETAIL);
+        expect(await ids(dave)).toEqual(made);
+        // The limit is each user's own.
+        const erins = await create(limited.app, erin.headers, body(0));
+        expect(erins.statusCode, erins.body).toBe(201);
+        // A deleted channel makes room for one, and only one.
+        expect((await remove(limited.app, dave.headers, made[0]!)).statusCode).toBe(204);
+        const again = await create(limited.app, dave.headers, body(MAX + 1));
+        expect(again.statusCode, again.body).toBe(201);
+        expectError(await create(limited.app, dave.headers, body(MAX + 2)), 409, DETAIL);
+        expect(await ids(dave)).toEqual([...made.slice(1), again.json<ChannelBody>().id]);
+      },
+    );
+
+    it.skipIf(!backend.available)(
+      'many creations at once: exactly the limit acknowledged and stored, the rest 409',
+      async () => {
+        const answers = await Promise.all(
+          Array.from({ length: 4 * MAX }, (_, n) => create(limited.app, frank.headers, body(n))),
+        );
+        const acknowledged = answers.filter((a) => a.statusCode === 201).map((a) => a.json<ChannelBody>().id);
+        for (const answer of answers.filter((a) => a.statusCode !== 201)) expectError(answer, 409, DETAIL);
+        expect(acknowledged).toHaveLength(MAX);
+        expect((await ids(frank)).sort()).toEqual([...acknowledged].sort());
+      },
+    );
   });
 });

@@ -62,7 +62,11 @@ describe.each(BACKENDS)('notification consumers given an event again, on $name',
 
   /** One instance's consumers, on its own database connection and outbox. */
   const instance = (database: Database) => {
-    const repository = new KyselyNotificationRepository(database.db, new TransactionalOutbox(SERVICE));
+    const repository = new KyselyNotificationRepository(
+      database.db,
+      database.dialect,
+      new TransactionalOutbox(SERVICE),
+    );
     return {
       repository,
       fanOut: notificationFanOut(repository, SERVICE),
@@ -92,14 +96,17 @@ describe.each(BACKENDS)('notification consumers given an event again, on $name',
       const [a, b] = [instance(opened.database), instance(other)];
       const userId = 4000 + Math.floor(Math.random() * 1000);
       for (const name of ['first', 'second'])
-        await a.repository.createChannel({
-          id: randomUUID(),
-          user_id: userId,
-          type: 'webhook',
-          name,
-          url: `${receiver.url}/fan-out/${name}`,
-          secret: null,
-        });
+        await a.repository.createChannel(
+          {
+            id: randomUUID(),
+            user_id: userId,
+            type: 'webhook',
+            name,
+            url: `${receiver.url}/fan-out/${name}`,
+            secret: null,
+          },
+          10,
+        );
       const outcomes = Array.from({ length: 12 }, (_, i) =>
         createEvent(
           i % 3 === 2 ? EVENT_TYPES.executionFailed : EVENT_TYPES.executionCompleted,
@@ -127,14 +134,17 @@ describe.each(BACKENDS)('notification consumers given an event again, on $name',
     'a notification delivered again after it was sent is not sent again, by either instance',
     async () => {
       const [a, b] = [instance(opened.database), instance(other)];
-      const channel = await a.repository.createChannel({
-        id: randomUUID(),
-        user_id: 1,
-        type: 'webhook',
-        name: 'sent once',
-        url: `${receiver.url}/sent-once`,
-        secret: 'whsec_' + Buffer.from('a secret of the test, long enough').toString('base64'),
-      });
+      const channel = (await a.repository.createChannel(
+        {
+          id: randomUUID(),
+          user_id: 1,
+          type: 'webhook',
+          name: 'sent once',
+          url: `${receiver.url}/sent-once`,
+          secret: 'whsec_' + Buffer.from('a secret of the test, long enough').toString('base64'),
+        },
+        10,
+      ))!;
       const requests = Array.from({ length: 8 }, () => notificationRequested(randomUUID(), channel.id, 1));
       const messages = requests.map((event) => delivered(event.envelope, TOPICS.notification));
       await deliverAll([a.sender], messages, 1); // the first delivery: sent, and recorded as delivered
@@ -151,14 +161,17 @@ describe.each(BACKENDS)('notification consumers given an event again, on $name',
     'a delivery the database refuses to record for a moment after the send is recorded again, not sent twice',
     async () => {
       const { repository } = instance(opened.database);
-      const channel = await repository.createChannel({
-        id: randomUUID(),
-        user_id: 2,
-        type: 'webhook',
-        name: 'recorded after a refusal',
-        url: `${receiver.url}/recorded-again`,
-        secret: null,
-      });
+      const channel = (await repository.createChannel(
+        {
+          id: randomUUID(),
+          user_id: 2,
+          type: 'webhook',
+          name: 'recorded after a refusal',
+          url: `${receiver.url}/recorded-again`,
+          secret: null,
+        },
+        10,
+      ))!;
       // The connection dropped as the delivery was being recorded, twice (what the two-process
       // test with PostgreSQL's connections dropped saw send a notification twice).
       let refusals = 2;

@@ -10,15 +10,13 @@ import type { ExecutionClaim, ExecutionRepository } from '../../ports/execution-
 import type { EventsFor } from '../../domain/events.js';
 import type { TransactionalOutbox } from '../event-bus/outbox.js';
 import type { Dialect } from './database.js';
+import { OverTheLimit, serialisePerUser } from './per-user-limit.js';
 import type { DatabaseSchema, ExecutionsTable } from './schema.js';
 
 /** Serialises one user's submissions on PostgreSQL (with the user id as the lock's second key). */
 const PENDING_LOCK_CLASS = 0x45584543; // "EXEC"
 
 const LIST_SCRIPT_MARKER = '\n[script truncated]';
-
-/** Thrown inside the transaction to roll back a submission over the user's limit. */
-class OverTheLimit extends Error {}
 
 const now = () => canonicalTimestamp(new Date().toISOString())!;
 
@@ -78,11 +76,8 @@ export class KyselyExecutionRepository implements ExecutionRepository {
   ): Promise<Execution | undefined> {
     try {
       return await this.inTransaction(events, async (trx) => {
-        // One submission of a user at a time, across instances. On SQLite the insert comes first
-        // and takes the database's one write lock, so the count after it is exact as it is.
-        if (this.dialect === 'postgres') {
-          await sql`select pg_advisory_xact_lock(${PENDING_LOCK_CLASS}, ${request.user_id % 2 ** 31})`.execute(trx);
-        }
+        // One submission of a user at a time, across instances: the count after the insert is exact.
+        await serialisePerUser(trx, this.dialect, PENDING_LOCK_CLASS, request.user_id);
         const row = await trx
           .insertInto('executions')
           .values({

@@ -4,10 +4,14 @@ import type { NotificationChannel } from '../../domain/notification.js';
 import { canonicalTimestamp } from '../../domain/timestamp.js';
 import type { NotificationRepository } from '../../ports/notification-repository.js';
 import type { TransactionalOutbox } from '../event-bus/outbox.js';
-import { isUniqueViolation } from './database.js';
+import { type Dialect, isUniqueViolation } from './database.js';
+import { OverTheLimit, serialisePerUser } from './per-user-limit.js';
 import type { DatabaseSchema, NotificationChannelsTable } from './schema.js';
 
 const now = () => canonicalTimestamp(new Date().toISOString())!;
+
+/** Serialises one user's channel creations on PostgreSQL (with the user id as the lock's second key). */
+const CHANNELS_LOCK_CLASS = 0x4348414e; // "CHAN"
 
 function toChannel(row: Selectable<NotificationChannelsTable>): NotificationChannel {
   return { ...row, user_id: Number(row.user_id) };
@@ -16,16 +20,35 @@ function toChannel(row: Selectable<NotificationChannelsTable>): NotificationChan
 export class KyselyNotificationRepository implements NotificationRepository {
   constructor(
     private readonly db: Kysely<DatabaseSchema>,
+    private readonly dialect: Dialect,
     private readonly outbox: TransactionalOutbox,
   ) {}
 
-  async createChannel(channel: Omit<NotificationChannel, 'created_at'>): Promise<NotificationChannel> {
-    const row = await this.db
-      .insertInto('notification_channels')
-      .values({ ...channel, created_at: now() })
-      .returningAll()
-      .executeTakeFirstOrThrow();
-    return toChannel(row);
+  async createChannel(
+    channel: Omit<NotificationChannel, 'created_at'>,
+    maxPerUser: number,
+  ): Promise<NotificationChannel | undefined> {
+    try {
+      return await this.db.transaction().execute(async (trx) => {
+        // One creation of a user at a time, across instances: the count after the insert is exact.
+        await serialisePerUser(trx, this.dialect, CHANNELS_LOCK_CLASS, channel.user_id);
+        const row = await trx
+          .insertInto('notification_channels')
+          .values({ ...channel, created_at: now() })
+          .returningAll()
+          .executeTakeFirstOrThrow();
+        const { channels } = await trx
+          .selectFrom('notification_channels')
+          .select((eb) => eb.fn.countAll<number>().as('channels'))
+          .where('user_id', '=', channel.user_id)
+          .executeTakeFirstOrThrow();
+        if (Number(channels) > maxPerUser) throw new OverTheLimit();
+        return toChannel(row);
+      });
+    } catch (error) {
+      if (error instanceof OverTheLimit) return undefined;
+      throw error;
+    }
   }
 
   async listChannels(userId: number): Promise<NotificationChannel[]> {

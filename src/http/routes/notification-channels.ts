@@ -37,6 +37,7 @@ const createSchema = {
       { description: 'Created. Keep the secret: it is not shown again.' },
     ),
     401: notSignedIn,
+    409: errorResponse('The caller has as many channels as one user may (NOTIFICATION_MAX_CHANNELS_PER_USER).'),
     422: errorResponse('The body breaks a rule, or the destination is not allowed.'),
   },
 };

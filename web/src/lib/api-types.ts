@@ -2991,6 +2991,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorResponse"];
                 };
             };
+            /** @description The caller has as many channels as one user may (NOTIFICATION_MAX_CHANNELS_PER_USER). */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorResponse"];
+                };
+            };
             /** @description The body breaks a rule, or the destination is not allowed. */
             422: {
                 headers: {
