@@ -32,7 +32,7 @@ import { urlMappingRoutes } from './http/routes/url-mappings.js';
 import { faviconRoutes } from './http/routes/favicon.js';
 import { webAppRoutes } from './http/routes/web-app.js';
 import { SHARED_SCHEMAS } from './http/schemas.js';
-import { createSchemaCompilers, type SchemaCompilers } from './http/validation.js';
+import { createSchemaCompilers, requireBodiesByMediaType, type SchemaCompilers } from './http/validation.js';
 import type { UrlMappingService } from './services/url-mapping-service.js';
 import type { VisitStatsService } from './services/visit-stats-service.js';
 import type { LinkTransferService } from './services/link-transfer-service.js';
@@ -200,6 +200,7 @@ export async function buildApp(deps: AppDependencies): Promise<FastifyInstance> 
   // These set up each route as it is registered, so they come before every route.
   const routeSeries = registerHttpMetrics(app, deps.metrics);
   registerSecurityHeaders(app);
+  requireBodiesByMediaType(app);
   if (config.tracing.enabled) registerRequestTracing(app);
   else registerContextPropagation(app);
   let rateLimit: RateLimitHooks | undefined;

@@ -117,14 +117,19 @@ export type ListSortParam = (typeof LIST_SORTS)[number];
 
 export const CodeParams = Type.Object({ code: Type.String(codeRules) });
 
+/**
+ * A row's id, as a path parameter or a page's cursor: an exact JSON integer, at most 2^53 - 1; a
+ * larger value would overflow PostgreSQL's bigint in the query (a 500), not find nothing.
+ */
+export function rowId(minimum: 0 | 1, options: { description?: string } = {}) {
+  return Type.Integer({ minimum, maximum: Number.MAX_SAFE_INTEGER, ...options });
+}
+
 export const ListQuery = Type.Object(
   {
     limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 1000, description: 'Page size, 1 to 1000.' })),
     after: Type.Optional(
-      Type.Integer({
-        minimum: 0,
-        // Ids are exact JSON integers; a larger value would overflow PostgreSQL's bigint (a 500).
-        maximum: Number.MAX_SAFE_INTEGER,
+      rowId(0, {
         description:
           'Return the mappings after the one with this id, in the order of `sort` (with the default order: an id greater than this).',
       }),

@@ -1,8 +1,18 @@
 import { SerializerSelector } from '@fastify/fast-json-stringify-compiler';
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
-import type { FastifySchema, FastifySchemaCompiler, FastifyServerOptions } from 'fastify';
+import type {
+  FastifyInstance,
+  FastifyReply,
+  FastifyRequest,
+  FastifySchema,
+  FastifySchemaCompiler,
+  FastifyServerOptions,
+  HookHandlerDoneFunction,
+} from 'fastify';
 import type { TSchema } from 'typebox';
+import { errors } from '../domain/errors.js';
 import { isValidTimestamp } from '../domain/timestamp.js';
+import { addRouteHook } from './plugins/route-hooks.js';
 import { EMAIL_PATTERN, USERNAME_PATTERN } from '../domain/user.js';
 
 /**
@@ -68,16 +78,7 @@ export function createSchemaCompilers(shared: readonly TSchema[]): SchemaCompile
     validatorCompiler: ({ schema, httpPart }) => {
       const ajv = httpPart === 'body' ? body : text;
       schemas.add(schema as object);
-      const validator = whenFirstUsed<ValidateFunction>(() => ajv.compile(schema as object));
-      // Fastify reads `errors` off the function it called, as Ajv's own validators carry them.
-      const check = ((data: unknown) => {
-        const validate = validator();
-        const valid = validate(data);
-        check.errors = validate.errors;
-        return valid;
-      }) as ValidateFunction;
-      check.errors = null;
-      return check;
+      return withNulCheck(whenFirstUsed<ValidateFunction>(() => ajv.compile(schema as object)));
     },
     schemaController: {
       compilersFactory: {
@@ -113,6 +114,61 @@ export function compileEverySchema(app: object): number {
   const compiles = [...pending];
   for (const compile of compiles) compile();
   return compiles.length;
+}
+
+const NUL_RULE = 'must not contain the NUL character (U+0000)';
+
+/** `validator()`'s checks, and then `nulAt`'s: a value with U+0000 anywhere is refused as invalid. */
+function withNulCheck(validator: () => ValidateFunction): ValidateFunction {
+  // Fastify reads `errors` off the function it called, as Ajv's own validators carry them.
+  const check = ((data: unknown) => {
+    const validate = validator();
+    const valid = validate(data);
+    check.errors = validate.errors;
+    const nul = valid ? nulAt(data) : undefined;
+    if (nul === undefined) return valid;
+    check.errors = [{ keyword: 'nul', instancePath: nul, schemaPath: '', params: {}, message: NUL_RULE }];
+    return false;
+  }) as ValidateFunction;
+  check.errors = null;
+  return check;
+}
+
+/**
+ * Where `data` holds U+0000 (a JSON pointer to the string, or to the object whose key holds it),
+ * or undefined. No field has a use for it, and PostgreSQL's text cannot hold it: a name or a
+ * search with one failed in the database, a 500, where SQLite stored it.
+ */
+function nulAt(data: unknown, path = ''): string | undefined {
+  if (typeof data === 'string') return data.includes('\u0000') ? path : undefined;
+  if (data === null || typeof data !== 'object') return undefined;
+  for (const [key, value] of Object.entries(data)) {
+    if (key.includes('\u0000')) return path;
+    const found = nulAt(value, `${path}/${key}`);
+    if (found !== undefined) return found;
+  }
+  return undefined;
+}
+
+/**
+ * Refuses a request without a body (422, as a missing JSON body is on every other route) on the
+ * routes whose body schema is given per media type (`body: {content}`: the login's JSON or form,
+ * the import's CSV or JSON). Fastify checks such a body by the schema of the type it came as, so
+ * a request with no body and no `Content-Type` reached the handler unchecked, which failed on it
+ * with a 500. Call before the routes are registered.
+ */
+export function requireBodiesByMediaType(app: FastifyInstance): void {
+  app.addHook('onRoute', (route) => {
+    const content = (route.schema?.body as { content?: Record<string, unknown> } | undefined)?.content;
+    if (!content) return;
+    const missing = `body: required, as ${Object.keys(content).join(' or ')}`;
+    addRouteHook(
+      route,
+      'preValidation',
+      (request: FastifyRequest, _reply: FastifyReply, done: HookHandlerDoneFunction) =>
+        done(request.body === undefined ? errors.validation(missing) : undefined),
+    );
+  });
 }
 
 const PART_NAMES: Record<string, string> = {

@@ -3,7 +3,7 @@ import { Type } from 'typebox';
 import { ROLES, type User } from '../../domain/user.js';
 import type { RuntimeSettings } from '../../services/runtime-settings.js';
 import type { UserAdminService } from '../../services/user-admin-service.js';
-import { errorResponse, oneOf } from '../schemas.js';
+import { errorResponse, oneOf, rowId } from '../schemas.js';
 
 export interface AdminUserRoutesOptions {
   readonly userAdmin: UserAdminService;
@@ -23,7 +23,7 @@ const AdminUser = Type.Object({
   updated_at: Type.String({ format: 'date-time' }),
 });
 
-const IdParams = Type.Object({ id: Type.Integer({ minimum: 1 }) });
+const IdParams = Type.Object({ id: rowId(1) });
 const adminOnly = {
   401: errorResponse('`Not authenticated`.'),
   403: errorResponse('`Admin privileges required`, or a CSRF failure.'),
@@ -40,7 +40,7 @@ const listSchema = {
     {
       q: Type.Optional(Type.String({ maxLength: 254, description: 'Substring of the username or email, any case.' })),
       limit: Type.Integer({ minimum: 1, maximum: 100, default: 50 }),
-      after: Type.Optional(Type.Integer({ minimum: 0 })),
+      after: Type.Optional(rowId(0)),
     },
     { additionalProperties: false },
   ),

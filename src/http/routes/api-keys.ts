@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import { API_KEY_NAME_MAX_LENGTH, type ApiKey } from '../../domain/api-key.js';
 import type { ApiKeyService } from '../../services/api-key-service.js';
-import { errorResponse } from '../schemas.js';
+import { errorResponse, rowId } from '../schemas.js';
 
 export interface ApiKeyRoutesOptions {
   readonly apiKeys: ApiKeyService;
@@ -70,7 +70,7 @@ const revokeSchema = {
   operationId: 'revoke_api_key',
   summary: 'Revoke an API key: refused at once on every instance',
   tags,
-  params: Type.Object({ id: Type.Integer({ minimum: 1 }) }),
+  params: Type.Object({ id: rowId(1) }),
   response: {
     204: Type.Null({ description: 'Revoked (also when it already was).' }),
     ...signedIn,

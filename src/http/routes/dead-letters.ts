@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox';
 import { Type } from 'typebox';
 import type { DeadLetterManager } from '../../services/dead-letter-manager.js';
-import { errorResponse, oneOf } from '../schemas.js';
+import { errorResponse, oneOf, rowId } from '../schemas.js';
 
 const STATUSES = ['retrying', 'retried', 'parked', 'discarded'] as const;
 
@@ -26,7 +26,7 @@ const DeadLetter = Type.Object({
 });
 
 const tags = ['dead_letters'];
-const IdParams = Type.Object({ id: Type.Integer({ minimum: 1 }) });
+const IdParams = Type.Object({ id: rowId(1) });
 const adminOnly = {
   401: errorResponse('Not signed in.'),
   403: errorResponse('Administrators only.'),
@@ -42,7 +42,7 @@ const listSchema = {
     {
       status: Type.Optional(oneOf(STATUSES)),
       limit: Type.Integer({ minimum: 1, maximum: 500, default: 100 }),
-      after: Type.Optional(Type.Integer({ minimum: 0 })),
+      after: Type.Optional(rowId(0)),
     },
     { additionalProperties: false },
   ),
