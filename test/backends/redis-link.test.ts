@@ -30,6 +30,13 @@ describe('RedisLink with Redis going away and coming back', () => {
   const { database } = useOpenDatabase(sqlite, { when: available });
   const lines: string[] = [];
   const consoleErrors = vi.spyOn(console, 'error');
+  /** The link's log, with each line's fields and when (ms since the test began): a failure's message. */
+  const log: string[] = [];
+  const began = Date.now();
+  const said = (fields: unknown, message: string) => {
+    lines.push(message);
+    log.push(`${Date.now() - began} ms ${message} ${JSON.stringify(fields)}`);
+  };
 
   beforeAll(async () => {
     if (!available) return;
@@ -39,7 +46,7 @@ describe('RedisLink with Redis going away and coming back', () => {
       url: server.url,
       timeoutMs: TIMEOUT_MS,
       probeIntervalMs: 300,
-      logger: { info: (_o, message) => lines.push(message), warn: (_o, message) => lines.push(message) },
+      logger: { info: (o, message) => said(o, message), warn: (o, message) => said(o, message) },
     });
   });
   afterEach(async () => {
@@ -79,7 +86,7 @@ describe('RedisLink with Redis going away and coming back', () => {
     await eventually(() => link.available, { timeoutMs: 5000 });
     expect(await link.call(() => a.get('k'))).toBeNull(); // it came back empty
     expect(await link.call(() => b.set('k', '2'))).toBe('OK');
-    expect({ away: away(), back: back() }).toEqual({ away: 1, back: 1 });
+    expect({ away: away(), back: back() }, log.join('\n')).toEqual({ away: 1, back: 1 });
   });
 
   it('gives up on a paused Redis at the deadline, then fails at once, and probes its way back', async (ctx) => {
@@ -104,7 +111,7 @@ describe('RedisLink with Redis going away and coming back', () => {
     server.resume();
     await eventually(() => link.call(() => client.get('k')).then(() => true), { timeoutMs: 5000, intervalMs: 50 });
     expect(link.available).toBe(true);
-    expect({ away: away(), back: back() }).toEqual({ away: 1, back: 1 });
+    expect({ away: away(), back: back() }, log.join('\n')).toEqual({ away: 1, back: 1 });
   });
 
   it('reads revocations from the database while Redis is away, and rebuilds the copy once it is back empty', async (ctx) => {

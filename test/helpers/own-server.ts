@@ -4,7 +4,7 @@
  * answered) and resume it; it is killed when the test process exits, whatever happened.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import net from 'node:net';
 import { forget, killOnExit } from './own-process.js';
 import { inCi } from './services.js';
@@ -18,15 +18,46 @@ export function binaryAvailable(name: string, path: string): boolean {
   return false;
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/**
+ * The ports the kernel hands out by itself (to `listen(0)` and to a client's end of a connection):
+ * `freePort` keeps below them.
+ */
+function ephemeralPorts(): { low: number; high: number } {
+  try {
+    const [low, high] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
+    if (low! > FREE_PORTS_FROM + 1000 && high! >= low!) return { low: low!, high: high! };
+  } catch {
+    // not Linux: the IANA range
+  }
+  return { low: 49152, high: 65535 };
+}
+
+/** Where `freePort` starts: above the ports of the services the tests use (5432, 6379, 4222...). */
+const FREE_PORTS_FROM = 10_000;
+
+/** Whether `port` on 127.0.0.1 can be listened on now. */
+function listenable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const server = net.createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo;
-      server.close(() => resolve(port));
-    });
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
   });
+}
+
+/**
+ * A port free now, for a server the test stops and starts again on it. Outside the kernel's
+ * ephemeral range, so that while the server is stopped no other process is given its port by
+ * `listen(0)`, and no client reconnecting to it gets it as its own end (a connection to itself):
+ * either would make a stopped server look back, the likeliest cause of test/backends/redis-link
+ * seeing Redis "away" and "back" twice in one outage (a Node 24 pass, 2026-12-02).
+ */
+export async function freePort(): Promise<number> {
+  const { low } = ephemeralPorts();
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const port = FREE_PORTS_FROM + Math.floor(Math.random() * (low - FREE_PORTS_FROM));
+    if (await listenable(port)) return port;
+  }
+  throw new Error(`no free port found between ${FREE_PORTS_FROM} and ${low}`);
 }
 
 /** Whether something on 127.0.0.1:`port` accepts a connection. */
