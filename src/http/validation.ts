@@ -12,8 +12,8 @@ import type {
 import type { TSchema } from 'typebox';
 import { errors } from '../domain/errors.js';
 import { isValidTimestamp } from '../domain/timestamp.js';
-import { addRouteHook } from './plugins/route-hooks.js';
 import { EMAIL_PATTERN, USERNAME_PATTERN } from '../domain/user.js';
+import { addRouteHook } from './plugins/route-hooks.js';
 
 /**
  * An app's schema compilers. Fastify compiles every route's validators and response serializers

@@ -10,7 +10,7 @@ import type { ExecutionClaim, ExecutionRepository } from '../../ports/execution-
 import type { EventsFor } from '../../domain/events.js';
 import type { TransactionalOutbox } from '../event-bus/outbox.js';
 import type { Dialect } from './database.js';
-import { OverTheLimit, serialisePerUser } from './per-user-limit.js';
+import { insertWithinLimit } from './per-user-limit.js';
 import type { DatabaseSchema, ExecutionsTable } from './schema.js';
 
 /** Serialises one user's submissions on PostgreSQL (with the user id as the lock's second key). */
@@ -74,37 +74,37 @@ export class KyselyExecutionRepository implements ExecutionRepository {
     maxPending: number,
     events: EventsFor<Execution>,
   ): Promise<Execution | undefined> {
-    try {
-      return await this.inTransaction(events, async (trx) => {
-        // One submission of a user at a time, across instances: the count after the insert is exact.
-        await serialisePerUser(trx, this.dialect, PENDING_LOCK_CLASS, request.user_id);
-        const row = await trx
-          .insertInto('executions')
-          .values({
-            id: request.execution_id,
-            user_id: request.user_id,
-            language: request.language,
-            script: request.script,
-            timeout_ms: request.timeout_ms,
-            status: 'queued',
-            output: '',
-            created_at: now(),
-          })
-          .returningAll()
-          .executeTakeFirstOrThrow();
+    // One submission of a user at a time, across instances.
+    return insertWithinLimit(
+      (change) => this.inTransaction(events, change),
+      { dialect: this.dialect, lockClass: PENDING_LOCK_CLASS, userId: request.user_id, max: maxPending },
+      async (trx) =>
+        toExecution(
+          await trx
+            .insertInto('executions')
+            .values({
+              id: request.execution_id,
+              user_id: request.user_id,
+              language: request.language,
+              script: request.script,
+              timeout_ms: request.timeout_ms,
+              status: 'queued',
+              output: '',
+              created_at: now(),
+            })
+            .returningAll()
+            .executeTakeFirstOrThrow(),
+        ),
+      async (trx) => {
         const { pending } = await trx
           .selectFrom('executions')
           .select((eb) => eb.fn.countAll<number>().as('pending'))
           .where('user_id', '=', request.user_id)
           .where('status', 'in', ['queued', 'running'])
           .executeTakeFirstOrThrow();
-        if (Number(pending) > maxPending) throw new OverTheLimit();
-        return toExecution(row);
-      });
-    } catch (error) {
-      if (error instanceof OverTheLimit) return undefined;
-      throw error;
-    }
+        return Number(pending);
+      },
+    );
   }
 
   async get(id: string): Promise<Execution | undefined> {

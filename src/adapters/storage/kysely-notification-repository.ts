@@ -5,7 +5,7 @@ import { canonicalTimestamp } from '../../domain/timestamp.js';
 import type { NotificationRepository } from '../../ports/notification-repository.js';
 import type { TransactionalOutbox } from '../event-bus/outbox.js';
 import { type Dialect, isUniqueViolation } from './database.js';
-import { OverTheLimit, serialisePerUser } from './per-user-limit.js';
+import { insertWithinLimit } from './per-user-limit.js';
 import type { DatabaseSchema, NotificationChannelsTable } from './schema.js';
 
 const now = () => canonicalTimestamp(new Date().toISOString())!;
@@ -28,27 +28,27 @@ export class KyselyNotificationRepository implements NotificationRepository {
     channel: Omit<NotificationChannel, 'created_at'>,
     maxPerUser: number,
   ): Promise<NotificationChannel | undefined> {
-    try {
-      return await this.db.transaction().execute(async (trx) => {
-        // One creation of a user at a time, across instances: the count after the insert is exact.
-        await serialisePerUser(trx, this.dialect, CHANNELS_LOCK_CLASS, channel.user_id);
-        const row = await trx
-          .insertInto('notification_channels')
-          .values({ ...channel, created_at: now() })
-          .returningAll()
-          .executeTakeFirstOrThrow();
+    // One creation of a user at a time, across instances.
+    return insertWithinLimit(
+      (change) => this.db.transaction().execute(change),
+      { dialect: this.dialect, lockClass: CHANNELS_LOCK_CLASS, userId: channel.user_id, max: maxPerUser },
+      async (trx) =>
+        toChannel(
+          await trx
+            .insertInto('notification_channels')
+            .values({ ...channel, created_at: now() })
+            .returningAll()
+            .executeTakeFirstOrThrow(),
+        ),
+      async (trx) => {
         const { channels } = await trx
           .selectFrom('notification_channels')
           .select((eb) => eb.fn.countAll<number>().as('channels'))
           .where('user_id', '=', channel.user_id)
           .executeTakeFirstOrThrow();
-        if (Number(channels) > maxPerUser) throw new OverTheLimit();
-        return toChannel(row);
-      });
-    } catch (error) {
-      if (error instanceof OverTheLimit) return undefined;
-      throw error;
-    }
+        return Number(channels);
+      },
+    );
   }
 
   async listChannels(userId: number): Promise<NotificationChannel[]> {
