@@ -3,6 +3,7 @@
  * each writer working on links of its own (so no writer's change refuses another's), every
  * request and its outcome recorded for the checker.
  */
+import { seededRandom } from '../../bench/lib/codes.js';
 import { HttpClient } from './http-client.js';
 
 /** Changes (`create` … `execute`) and reads: `redirect` (`GET /{code}`, counts a click), `session` (`GET /api/v1/auth/me`). */
@@ -47,18 +48,6 @@ export interface LoadOptions {
    * the mix would come as fast as the writes, far faster than a sandbox runs them).
    */
   readonly executeEveryMs?: number;
-}
-
-/** A small seeded generator, so a writer's sequence of operations is the same on every run. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 const is2xx = (status: number | null) => status !== null && status >= 200 && status < 300;
@@ -114,7 +103,7 @@ export class Load {
   }
 
   private async writer(index: number): Promise<void> {
-    const next = random(index * 7919 + 17);
+    const next = seededRandom(index * 7919 + 17);
     const live: string[] = [];
     let created = 0;
     while (!this.stopping && this.issued < this.limit) {

@@ -19,6 +19,25 @@ export function isDetailBody(text: string): boolean {
   }
 }
 
+/**
+ * What breaks the service's rules for its answers, or undefined: never a 5xx (nor no answer at
+ * all), and from 400 on a JSON `{detail}` without a stack trace in it (unless `bodyless`: an
+ * answer to HEAD).
+ */
+export function answerFault(
+  answer: { readonly status: number; readonly contentType: string | undefined; readonly body: string },
+  { bodyless = false } = {},
+): string | undefined {
+  const { status, contentType, body } = answer;
+  if (status < 100 || status >= 500) return `${status}: ${body.slice(0, 300)}`;
+  if (status < 400 || bodyless) return undefined;
+  if (!(contentType ?? '').startsWith('application/json')) return `${status} as ${contentType}: ${body.slice(0, 200)}`;
+  if (!isDetailBody(body)) return `${status} without a {detail}: ${body.slice(0, 200)}`;
+  const { detail } = JSON.parse(body) as { detail: string };
+  if (/\n\s+at /.test(detail)) return `${status} with a stack: ${detail.slice(0, 200)}`;
+  return undefined;
+}
+
 /** A signed-in browser: its cookies and its CSRF token. */
 export interface BrowserSession {
   readonly cookie: string;
@@ -72,6 +91,25 @@ let users = 0;
 export function newAccount(prefix: string) {
   const n = `${process.pid}${++users}`;
   return { username: `${prefix}${n}`, email: `${prefix}${n}@example.com`, password: 'correct horse battery' };
+}
+
+/** Logs `username` in at `base`; fails the test unless it gets a session. */
+export async function logIn(base: string, username: string, password: string): Promise<BrowserSession> {
+  const answer = await send(base, 'POST', '/api/v1/auth/login', { body: { username, password } });
+  const session = sessionOf(answer);
+  expect(session, answer.text).toBeDefined();
+  return session!;
+}
+
+/**
+ * A new account (named from `prefix`, see `newAccount`) registered at `registerAt` and logged in
+ * at `logInAt` (the same process unless given): the account and its session.
+ */
+export async function newSignedInAccount(registerAt: string, prefix: string, logInAt = registerAt) {
+  const account = newAccount(prefix);
+  const registered = await send(registerAt, 'POST', '/api/v1/auth/register', { body: account });
+  expect(registered.status, registered.text).toBe(201);
+  return { account, session: await logIn(logInAt, account.username, account.password) };
 }
 
 /**

@@ -8,11 +8,12 @@
  *
  * The cases come from a seeded generator, the same ones every run (`MALFORMED_SEED` picks others).
  */
-import type { LightMyRequestResponse } from 'fastify';
 import { describe, expect, it } from 'vitest';
 import { useTestApp } from '../helpers/app.js';
 import { BACKENDS } from '../helpers/backends.js';
 import { expectError } from '../helpers/http.js';
+import { answerFault } from '../helpers/http-client.js';
+import { seededRandom } from '../../bench/lib/codes.js';
 import openapi from '../../docs/openapi.json' with { type: 'json' };
 
 type Schema = {
@@ -104,16 +105,9 @@ const ENCODERS: Readonly<Record<string, (fields: unknown) => string>> = {
 /** Sent to every parameter, besides the random picks: the edges of numbers and of text. */
 const SHARP: readonly string[] = ['', '-1', '1.5', '9'.repeat(30), String(2 ** 63), 'x'.repeat(5000), '%'];
 
-/** mulberry32: a small seeded generator, so that a failure can be run again as it was. */
+/** Picks from lists, and numbers in [0, 1), from a seeded sequence: a failure can be run again as it was. */
 function generator(seed: number) {
-  let state = seed >>> 0;
-  const next = () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const next = seededRandom(seed);
   return { pick: <T>(list: readonly T[]): T => list[Math.floor(next() * list.length)]!, next };
 }
 
@@ -232,26 +226,6 @@ function url(op: Operation, c: Case): string {
   return query ? `${path}?${query}` : path;
 }
 
-/** What is wrong with an answer; undefined when nothing is. */
-function fault(response: LightMyRequestResponse): string | undefined {
-  if (response.statusCode >= 500) return `${response.statusCode}: ${response.body.slice(0, 300)}`;
-  if (response.statusCode < 400) return undefined;
-  if (!String(response.headers['content-type'] ?? '').startsWith('application/json')) {
-    return `${response.statusCode} as ${response.headers['content-type']}: ${response.body.slice(0, 200)}`;
-  }
-  let body: unknown;
-  try {
-    body = JSON.parse(response.body);
-  } catch {
-    return `${response.statusCode}, not JSON: ${response.body.slice(0, 200)}`;
-  }
-  const detail = (body as { detail?: unknown } | null)?.detail;
-  if (typeof detail !== 'string' || detail === '')
-    return `${response.statusCode} without a detail: ${response.body.slice(0, 200)}`;
-  if (/\n\s+at /.test(detail)) return `${response.statusCode} with a stack: ${detail.slice(0, 200)}`;
-  return undefined;
-}
-
 describe.each(BACKENDS)('malformed input to every operation on $name', (backend) => {
   const t = useTestApp(
     backend,
@@ -274,7 +248,11 @@ describe.each(BACKENDS)('malformed input to every operation on $name', (backend)
           ...(c.body ? { payload: c.body.text } : {}),
         });
         sent++;
-        const wrong = fault(response);
+        const wrong = answerFault({
+          status: response.statusCode,
+          contentType: response.headers['content-type'] as string | undefined,
+          body: response.body,
+        });
         if (wrong) faults.push(`${op.method} ${op.path} ${c.label} → ${wrong}`);
       }
     }

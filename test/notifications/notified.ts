@@ -8,7 +8,7 @@ import type { Kysely } from 'kysely';
 import { afterAll, beforeAll, expect } from 'vitest';
 import type { DatabaseSchema } from '../../src/adapters/storage/schema.js';
 import { eventually } from '../helpers/eventually.js';
-import { type BrowserSession, newAccount, send, sessionOf } from '../helpers/http-client.js';
+import { type BrowserSession, newSignedInAccount, send } from '../helpers/http-client.js';
 import { Receiver, verifyStandardWebhook } from './receiver.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -48,14 +48,7 @@ export interface Subscriber {
 
 /** A new user of the service at `api` (named from `prefix`), with a webhook channel to a path of `receiver` of its own. */
 export async function subscriber(api: string, receiver: Receiver, prefix: string): Promise<Subscriber> {
-  const account = newAccount(prefix);
-  const registered = await send(api, 'POST', '/api/v1/auth/register', { body: account });
-  expect(registered.status, registered.text).toBe(201);
-  const login = await send(api, 'POST', '/api/v1/auth/login', {
-    body: { username: account.username, password: account.password },
-  });
-  const session = sessionOf(login)!;
-  expect(session, login.text).toBeDefined();
+  const { account, session } = await newSignedInAccount(api, prefix);
   const path = `/hook-${account.username}`;
   const channel = await send(api, 'POST', '/api/v1/notifications/channels', {
     body: { type: 'webhook', name: 'receiver', url: `${receiver.url}${path}` },

@@ -15,7 +15,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { FLEET_VARIANTS, useFleet, useFleetReader } from '../helpers/fleet.js';
-import { type BrowserSession, isDetailBody, newAccount, send, sessionOf } from '../helpers/http-client.js';
+import { type BrowserSession, isDetailBody, newSignedInAccount, send } from '../helpers/http-client.js';
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 const MAX = 40;
@@ -68,16 +68,9 @@ describe.each(VARIANTS)('channels per user across two API processes, the databas
     const bases = fleet.apis.map((p) => p.url) as [string, string];
     const [a, b] = bases;
     const user = async (n: number): Promise<User> => {
-      const account = newAccount(`chl${n}`);
-      const registered = await send(a, 'POST', '/api/v1/auth/register', { body: account });
-      expect(registered.status, registered.text).toBe(201);
-      const login = await send(b, 'POST', '/api/v1/auth/login', {
-        body: { username: account.username, password: account.password },
-      });
-      const session = sessionOf(login);
-      expect(session, login.text).toBeDefined();
+      const { session } = await newSignedInAccount(a, `chl${n}`, b);
       const me = await send(a, 'GET', '/api/v1/auth/me', { session });
-      return { n, id: me.json<{ id: number }>().id, session: session! };
+      return { n, id: me.json<{ id: number }>().id, session };
     };
     const users = await Promise.all(Array.from({ length: USERS }, (_, n) => user(n)));
 

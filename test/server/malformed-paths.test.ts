@@ -12,6 +12,8 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { fetchShorten } from '../helpers/http.js';
+import { answerFault } from '../helpers/http-client.js';
 import { type ServerProcess, startServer } from '../helpers/server-process.js';
 
 /** What a raw request got: the status and headers of the first answer, and its body. */
@@ -86,16 +88,7 @@ describe('odd request targets on a socket to the built service', () => {
     dir = mkdtempSync(join(tmpdir(), 'urlshortener-malformed-paths-'));
     server = await startServer({ DATABASE_URL: `sqlite:${join(dir, 'db.sqlite')}`, RATE_LIMIT_ENABLED: 'false' });
     port = Number(new URL(server.url).port);
-    const created = await fetch(`${server.url}/shorten`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({
-        code: CODE,
-        url: 'https://example.com/odd',
-        created_at: new Date().toISOString(),
-        click_count: 0,
-      }),
-    });
+    const created = await fetchShorten(server.url, { code: CODE, url: 'https://example.com/odd' });
     expect(created.status, await created.text()).toBe(201);
   }, 60_000);
   afterAll(async () => {
@@ -108,18 +101,11 @@ describe('odd request targets on a socket to the built service', () => {
     for (const target of TARGETS) {
       for (const method of ['GET', 'HEAD']) {
         const answer = await raw(port, `${method} ${target} HTTP/1.1\r\n`);
-        const name = `${method} ${JSON.stringify(target.slice(0, 60))}`;
-        if (answer.status < 200 || answer.status >= 500) {
-          faults.push(`${name} → ${answer.status}: ${answer.body.slice(0, 200)}`);
-          continue;
-        }
-        if (answer.status < 400 || method === 'HEAD') continue;
-        if (!(answer.headers['content-type'] ?? '').startsWith('application/json')) {
-          faults.push(`${name} → ${answer.status} as ${answer.headers['content-type']}: ${answer.body.slice(0, 200)}`);
-          continue;
-        }
-        const detail = (JSON.parse(answer.body) as { detail?: unknown }).detail;
-        if (typeof detail !== 'string' || detail === '') faults.push(`${name} → ${answer.status}: ${answer.body}`);
+        const wrong = answerFault(
+          { status: answer.status, contentType: answer.headers['content-type'], body: answer.body },
+          { bodyless: method === 'HEAD' },
+        );
+        if (wrong) faults.push(`${method} ${JSON.stringify(target.slice(0, 60))} → ${wrong}`);
       }
     }
     expect(faults).toEqual([]);

@@ -19,9 +19,10 @@ import { FLEET_VARIANTS, useFleet } from '../helpers/fleet.js';
 import {
   type BrowserSession,
   isDetailBody,
+  logIn,
   newAccount,
+  newSignedInAccount,
   send,
-  sessionOf,
   untilAcknowledged,
 } from '../helpers/http-client.js';
 
@@ -92,20 +93,11 @@ describe.each(VARIANTS)('revocations across two API processes, the database fail
   test('no credential gets through on either process once its revocation was answered', async () => {
     changesRefused = 0;
     const [a, b] = fleet.apis.map((p) => p.url) as [string, string];
-    const login = async (base: string, username: string, password: string) => {
-      const answer = await send(base, 'POST', '/api/v1/auth/login', { body: { username, password } });
-      const session = sessionOf(answer);
-      expect(session, answer.text).toBeDefined();
-      return session!;
-    };
-    const admin = await login(a, ADMIN.username, ADMIN.password);
+    const admin = await logIn(a, ADMIN.username, ADMIN.password);
 
     /** A user with a session and an API key; their id. */
     const user = async (n: number) => {
-      const account = newAccount(`rvk${n}`);
-      const registered = await send(a, 'POST', '/api/v1/auth/register', { body: account });
-      expect(registered.status, registered.text).toBe(201);
-      const session = await login(b, account.username, account.password);
+      const { account, session } = await newSignedInAccount(a, `rvk${n}`, b);
       const created = await send(a, 'POST', '/api/v1/auth/api-keys', { body: { name: 'load' }, session });
       expect(created.status, created.text).toBe(201);
       const { id: keyId, key } = created.json<{ id: number; key: string }>();
