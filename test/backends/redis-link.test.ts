@@ -28,15 +28,13 @@ describe('RedisLink with Redis going away and coming back', () => {
   let server: OwnRedisServer;
   let link: RedisLink;
   const { database } = useOpenDatabase(sqlite, { when: available });
-  const lines: string[] = [];
+  /** The link's log lines, each with its fields and when (ms since the suite began). */
+  const lines: { readonly message: string; readonly fields: unknown; readonly ms: number }[] = [];
   const consoleErrors = vi.spyOn(console, 'error');
-  /** The link's log, with each line's fields and when (ms since the test began): a failure's message. */
-  const log: string[] = [];
   const began = Date.now();
-  const said = (fields: unknown, message: string) => {
-    lines.push(message);
-    log.push(`${Date.now() - began} ms ${message} ${JSON.stringify(fields)}`);
-  };
+  const said = (fields: unknown, message: string) => lines.push({ message, fields, ms: Date.now() - began });
+  /** The log as text: a failure's message. */
+  const log = () => lines.map((line) => `${line.ms} ms ${line.message} ${JSON.stringify(line.fields)}`).join('\n');
 
   beforeAll(async () => {
     if (!available) return;
@@ -59,8 +57,8 @@ describe('RedisLink with Redis going away and coming back', () => {
     expect(consoleErrors.mock.calls.flat().join('\n')).not.toMatch(/Unhandled error event/);
   });
 
-  const away = () => lines.filter((line) => line.startsWith('Redis is away')).length;
-  const back = () => lines.filter((line) => line === 'Redis is back').length;
+  const away = () => lines.filter((line) => line.message.startsWith('Redis is away')).length;
+  const back = () => lines.filter((line) => line.message === 'Redis is back').length;
 
   it('fails fast while Redis is stopped, says so once, and is back once it restarts', async (ctx) => {
     if (!available) return ctx.skip();
@@ -86,7 +84,7 @@ describe('RedisLink with Redis going away and coming back', () => {
     await eventually(() => link.available, { timeoutMs: 5000 });
     expect(await link.call(() => a.get('k'))).toBeNull(); // it came back empty
     expect(await link.call(() => b.set('k', '2'))).toBe('OK');
-    expect({ away: away(), back: back() }, log.join('\n')).toEqual({ away: 1, back: 1 });
+    expect({ away: away(), back: back() }, log()).toEqual({ away: 1, back: 1 });
   });
 
   it('gives up on a paused Redis at the deadline, then fails at once, and probes its way back', async (ctx) => {
@@ -111,7 +109,7 @@ describe('RedisLink with Redis going away and coming back', () => {
     server.resume();
     await eventually(() => link.call(() => client.get('k')).then(() => true), { timeoutMs: 5000, intervalMs: 50 });
     expect(link.available).toBe(true);
-    expect({ away: away(), back: back() }, log.join('\n')).toEqual({ away: 1, back: 1 });
+    expect({ away: away(), back: back() }, log()).toEqual({ away: 1, back: 1 });
   });
 
   it('reads revocations from the database while Redis is away, and rebuilds the copy once it is back empty', async (ctx) => {

@@ -19,17 +19,17 @@ export function binaryAvailable(name: string, path: string): boolean {
 }
 
 /**
- * The ports the kernel hands out by itself (to `listen(0)` and to a client's end of a connection):
- * `freePort` keeps below them.
+ * The first of the ports the kernel hands out by itself (to `listen(0)`, and to a client's end of
+ * a connection): `freePort` keeps below it.
  */
-function ephemeralPorts(): { low: number; high: number } {
+function ephemeralPortsFrom(): number {
   try {
-    const [low, high] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
-    if (low! > FREE_PORTS_FROM + 1000 && high! >= low!) return { low: low!, high: high! };
+    const [low] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
+    if (low! > FREE_PORTS_FROM + 1000) return low!;
   } catch {
     // not Linux: the IANA range
   }
-  return { low: 49152, high: 65535 };
+  return 49152;
 }
 
 /** Where `freePort` starts: above the ports of the services the tests use (5432, 6379, 4222...). */
@@ -52,7 +52,7 @@ function listenable(port: number): Promise<boolean> {
  * seeing Redis "away" and "back" twice in one outage (a Node 24 pass, 2026-12-02).
  */
 export async function freePort(): Promise<number> {
-  const { low } = ephemeralPorts();
+  const low = ephemeralPortsFrom();
   for (let attempt = 0; attempt < 100; attempt++) {
     const port = FREE_PORTS_FROM + Math.floor(Math.random() * (low - FREE_PORTS_FROM));
     if (await listenable(port)) return port;
