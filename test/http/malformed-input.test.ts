@@ -16,13 +16,12 @@ import { answerFault } from '../helpers/http-client.js';
 import { seededRandom } from '../../bench/lib/codes.js';
 import openapi from '../../docs/openapi.json' with { type: 'json' };
 
+/** What the cases read of a JSON schema: a reference, or the fields of an object or of an array's items. */
 type Schema = {
   $ref?: string;
   type?: string | string[];
   properties?: Record<string, Schema>;
   items?: Schema;
-  anyOf?: Schema[];
-  oneOf?: Schema[];
 };
 interface Operation {
   readonly method: string;
